@@ -1,0 +1,46 @@
+# wasmhist build and test entry points. `make test` is what CI runs.
+GO        ?= go
+WASM_ENV  := GOOS=wasip1 GOARCH=wasm
+PLUGINS   := inmemory sqlite
+FUZZTIME  ?= 2m
+
+.PHONY: all plugins test check fuzz bench clean
+
+all: plugins
+
+# Every sample plugin as a .wasm next to its source (ignored by git).
+plugins:
+	@for p in $(PLUGINS); do \
+		echo "building plugins/$$p/$$p.wasm"; \
+		$(WASM_ENV) $(GO) build -buildmode=c-shared -o plugins/$$p/$$p.wasm ./plugins/$$p || exit 1; \
+	done
+
+test: plugins
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+# Static checks; fails on a dirty tree so CI sees what a developer forgot.
+check:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+	$(WASM_ENV) $(GO) build ./abi/... ./sdk ./plugins/...
+	$(GO) mod tidy
+	@git diff --exit-code -- go.mod go.sum || (echo "go mod tidy changed go.mod/go.sum"; exit 1)
+	@test -z "$$(git status --porcelain)" || (git status --porcelain; echo "tree is dirty"; exit 1)
+
+# Runs every fuzz target for FUZZTIME each (go test runs one target at a time).
+fuzz:
+	@for spec in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for f in $$(grep -h '^func Fuzz' $$spec/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+			echo "fuzz $$spec $$f"; \
+			$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$spec || exit 1; \
+		done; \
+	done
+
+# Benchmarks as recorded in BENCHMARKS.md (see there for benchstat usage).
+bench: plugins
+	$(GO) test -run='^$$' -bench=. -benchmem -count=6 ./... | tee bench.txt
+
+clean:
+	rm -f plugins/*/*.wasm bench.txt
