@@ -1,0 +1,125 @@
+package abi
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestParseVersion(t *testing.T) {
+	tests := []struct {
+		name         string
+		in           string
+		major, minor int
+		wantErr      bool
+	}{
+		{name: "current", in: Version, major: Major, minor: Minor},
+		{name: "future minor", in: "1.7", major: 1, minor: 7},
+		{name: "no dot", in: "1", wantErr: true},
+		{name: "negative", in: "1.-1", wantErr: true},
+		{name: "words", in: "one.two", wantErr: true},
+		{name: "empty", in: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			major, minor, err := ParseVersion(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ParseVersion(%q) err = %v, wantErr %v", tt.in, err, tt.wantErr)
+			}
+			if err == nil && (major != tt.major || minor != tt.minor) {
+				t.Fatalf("ParseVersion(%q) = %d.%d, want %d.%d", tt.in, major, minor, tt.major, tt.minor)
+			}
+		})
+	}
+}
+
+func TestMarkerMajor(t *testing.T) {
+	tests := []struct {
+		name   string
+		export string
+		major  int
+		ok     bool
+	}{
+		{name: "v1", export: MarkerExport, major: 1, ok: true},
+		{name: "v2", export: "wasmhist_abi_v2", major: 2, ok: true},
+		{name: "no number", export: "wasmhist_abi_v", ok: false},
+		{name: "other export", export: "provide", ok: false},
+		{name: "suffix junk", export: "wasmhist_abi_v1x", ok: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			major, ok := MarkerMajor(tt.export)
+			if ok != tt.ok || major != tt.major {
+				t.Fatalf("MarkerMajor(%q) = %d, %v; want %d, %v", tt.export, major, ok, tt.major, tt.ok)
+			}
+		})
+	}
+}
+
+func TestDecodeError(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       string
+		code     Code
+		sentinel error
+	}{
+		{name: "known code", in: `{"code":"not_found","message":"no such session"}`, code: CodeNotFound, sentinel: ErrNotFound},
+		{name: "unknown code is internal", in: `{"code":"teapot","message":"x"}`, code: CodeInternal, sentinel: ErrInternal},
+		{name: "plain text is internal", in: `boom`, code: CodeInternal, sentinel: ErrInternal},
+		{name: "json without code is internal", in: `{"message":"x"}`, code: CodeInternal, sentinel: ErrInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := DecodeError([]byte(tt.in))
+			if e.Code != tt.code {
+				t.Fatalf("code = %q, want %q", e.Code, tt.code)
+			}
+			if !errors.Is(e, tt.sentinel) {
+				t.Fatalf("errors.Is(%v, %v) = false", e, tt.sentinel)
+			}
+			for _, other := range codeSentinels {
+				if other != tt.sentinel && errors.Is(e, other) {
+					t.Fatalf("error %v also matches %v", e, other)
+				}
+			}
+		})
+	}
+}
+
+func TestAsErrorKeepsCodes(t *testing.T) {
+	wrapped := errors.Join(errors.New("context"), Errorf(CodeUnavailable, "db down"))
+	if got := AsError(wrapped).Code; got != CodeUnavailable {
+		t.Fatalf("AsError of wrapped *Error = %q, want unavailable", got)
+	}
+	if got := AsError(ErrInvalidArgument).Code; got != CodeInvalidArgument {
+		t.Fatalf("AsError(ErrInvalidArgument) = %q", got)
+	}
+	if got := AsError(errors.New("x")).Code; got != CodeInternal {
+		t.Fatalf("AsError(plain) = %q", got)
+	}
+}
+
+func TestMessageRoundTripKeepsUnknownParts(t *testing.T) {
+	in := `{"role":"assistant","contents":[{"type":"text","text":"hi"},{"type":"function_call","call_id":"c1","name":"clock","arguments":{"tz":"UTC"}}],"additional_properties":{"x":1}}`
+	var m Message
+	if err := json.Unmarshal([]byte(in), &m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.CallIDs(); len(got) != 1 || got[0] != "c1" {
+		t.Fatalf("CallIDs = %v", got)
+	}
+	if m.TextContent() != "hi" {
+		t.Fatalf("TextContent = %q", m.TextContent())
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Message
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	if string(back.AdditionalProperties["x"]) != "1" || string(back.Contents[1].Arguments) != `{"tz":"UTC"}` {
+		t.Fatalf("round trip lost data: %s", out)
+	}
+}
