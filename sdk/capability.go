@@ -1,0 +1,82 @@
+package sdk
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+// CapabilityFunc is a host capability function as a guest imports it: it
+// takes the Extism kernel offset of a JSON request and returns the offset of
+// the JSON response. A capability's client package declares one with
+//
+//	//go:wasmimport wasmhist:host/v1 <name>
+//	func call(request uint64) (response uint64)
+//
+// in a file built only for wasip1, and registers it with
+// RegisterCapabilityFunc.
+type CapabilityFunc func(request uint64) (response uint64)
+
+// capabilityFuncs holds the imported capability functions by import name.
+// WebAssembly import names are fixed when the plugin is compiled, so the
+// imports cannot live in CallCapability itself: every plugin would then
+// import every capability function, and a host must provide every import of
+// a module before it can instantiate it. Registration keeps a plugin's
+// imports to the capabilities whose clients it links. It is filled by init
+// functions only, before any call, so it needs no lock.
+var capabilityFuncs = map[string]CapabilityFunc{}
+
+// RegisterCapabilityFunc makes fn callable as CallCapability(name, ...). Call
+// it from an init function of the package that declares fn. It panics on a
+// duplicate name, a programming error.
+func RegisterCapabilityFunc(name string, fn CapabilityFunc) {
+	if fn == nil {
+		panic("sdk: RegisterCapabilityFunc called with a nil function")
+	}
+	if _, dup := capabilityFuncs[name]; dup {
+		panic("sdk: RegisterCapabilityFunc called twice for " + name)
+	}
+	capabilityFuncs[name] = fn
+}
+
+// CallCapability calls the host capability function registered as name with
+// a JSON request and returns the JSON result. A failure the host reports
+// (capability not granted, bad request, ...) is an *abi.Error with its code,
+// usable with errors.Is (abi.ErrPermissionDenied, ...).
+//
+// Capability functions exist only in the WebAssembly build: natively (and
+// for a name nothing registered) CallCapability returns an error wrapping
+// abi.ErrUnimplemented.
+func CallCapability(name string, request []byte) ([]byte, error) {
+	fn, ok := capabilityFuncs[name]
+	if !ok {
+		return nil, fmt.Errorf("sdk: call capability %s: %w: no capability function of that name is linked into this plugin", name, abi.ErrUnimplemented)
+	}
+	resp, err := callCapability(fn, request)
+	if err != nil {
+		return nil, fmt.Errorf("sdk: call capability %s: %w", name, err)
+	}
+	return decodeCapabilityResponse(name, resp)
+}
+
+// capabilityResponse is the envelope every capability function answers with.
+type capabilityResponse struct {
+	Result json.RawMessage `json:"result"`
+	Error  *abi.Error      `json:"error"`
+}
+
+func decodeCapabilityResponse(name string, resp []byte) ([]byte, error) {
+	var r capabilityResponse
+	if err := json.Unmarshal(resp, &r); err != nil {
+		return nil, fmt.Errorf("sdk: call capability %s: %w: malformed response: %w", name, abi.ErrInternal, err)
+	}
+	if r.Error != nil {
+		if !r.Error.Code.Known() {
+			// Keep errors.Is meaningful for codes of a newer host.
+			r.Error = abi.Errorf(abi.CodeInternal, "unknown code %q: %s", r.Error.Code, r.Error.Message)
+		}
+		return nil, fmt.Errorf("sdk: call capability %s: %w", name, r.Error)
+	}
+	return r.Result, nil
+}

@@ -1,0 +1,15 @@
+//go:build !wasip1
+
+package sdk
+
+import (
+	"fmt"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+// callCapability has no host to reach outside WebAssembly: capability
+// functions are imports of the plugin module.
+func callCapability(CapabilityFunc, []byte) ([]byte, error) {
+	return nil, fmt.Errorf("%w: host capabilities are reachable only from the WebAssembly build", abi.ErrUnimplemented)
+}

@@ -1,0 +1,203 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+// echoProvider returns its request messages as history and stores them as
+// an append patch, which is enough to see that requests and responses pass
+// through dispatch intact.
+type echoProvider struct {
+	info  abi.PluginInfo
+	err   error
+	panic any
+}
+
+func (p *echoProvider) Describe() abi.PluginInfo { return p.info }
+
+func (p *echoProvider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	if p.panic != nil {
+		panic(p.panic)
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	return &abi.ProvideResponse{Messages: req.RequestMessages}, nil
+}
+
+func (p *echoProvider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: AppendOps("/messages", req.ResponseMessages)}}, nil
+}
+
+// fullProvider adds every optional interface to echoProvider.
+type fullProvider struct{ echoProvider }
+
+func (fullProvider) List(context.Context, *abi.ListRequest) (*abi.ListResponse, error) {
+	return nil, nil
+}
+
+func (fullProvider) Clear(context.Context, *abi.ClearRequest) (*abi.ClearResponse, error) {
+	return &abi.ClearResponse{StateChange: abi.StateChange{State: json.RawMessage(`{"messages":[]}`)}}, nil
+}
+
+func (fullProvider) MigrateState(_ context.Context, req *abi.MigrateStateRequest) (*abi.MigrateStateResponse, error) {
+	return &abi.MigrateStateResponse{State: req.State}, nil
+}
+
+func TestHandler(t *testing.T) {
+	tests := []struct {
+		name     string
+		provider Provider
+		export   string
+		input    string
+		want     string   // exact JSON output when no error is expected
+		wantErr  error    // sentinel the error must match
+		errParts []string // substrings of the error message
+	}{
+		{
+			name:     "describe fills the ABI version",
+			provider: &echoProvider{info: abi.PluginInfo{Name: "echo", Version: "1.2.3", StateVersion: 1, StateSchema: json.RawMessage(`{}`)}},
+			export:   abi.ExportDescribe,
+			want:     `{"name":"echo","version":"1.2.3","abi":"` + abi.Version + `","state_version":1,"state_schema":{}}`,
+		},
+		{
+			name:     "describe keeps a declared ABI version",
+			provider: &echoProvider{info: abi.PluginInfo{Name: "echo", ABI: "1.7", StateSchema: json.RawMessage(`{}`)}},
+			export:   abi.ExportDescribe,
+			input:    `{}`,
+			want:     `{"name":"echo","version":"","abi":"1.7","state_version":0,"state_schema":{}}`,
+		},
+		{
+			name:     "describe refuses malformed JSON",
+			provider: &echoProvider{},
+			export:   abi.ExportDescribe,
+			input:    `{"x":`,
+			wantErr:  abi.ErrInvalidArgument,
+		},
+		{
+			name:     "describe refuses a non-object request",
+			provider: &echoProvider{},
+			export:   abi.ExportDescribe,
+			input:    `[1]`,
+			wantErr:  abi.ErrInvalidArgument,
+		},
+		{
+			name:     "provide passes messages through byte for byte",
+			provider: &echoProvider{},
+			export:   abi.ExportProvide,
+			input:    `{"session":{"session_id":"s","state_key":"k"},"request_messages":[{"role":"user","x_future":{"a":[1,2]},"contents":[]}],"x_envelope":true}`,
+			want:     `{"messages":[{"role":"user","x_future":{"a":[1,2]},"contents":[]}]}`,
+		},
+		{
+			name:     "store answers an append patch",
+			provider: &echoProvider{},
+			export:   abi.ExportStore,
+			input:    `{"session":{"session_id":"s","state_key":"k"},"request_messages":[],"response_messages":[{"role":"assistant"}]}`,
+			want:     `{"state_patch":[{"op":"add","path":"/messages/-","value":{"role":"assistant"}}]}`,
+		},
+		{name: "provide refuses bad JSON", provider: &echoProvider{}, export: abi.ExportProvide, input: `not json`, wantErr: abi.ErrInvalidArgument},
+		{name: "provide refuses an empty request", provider: &echoProvider{}, export: abi.ExportProvide, input: ``, wantErr: abi.ErrInvalidArgument},
+		{name: "provide refuses null", provider: &echoProvider{}, export: abi.ExportProvide, input: `null`, wantErr: abi.ErrInvalidArgument},
+		{name: "provide refuses an array", provider: &echoProvider{}, export: abi.ExportProvide, input: `[]`, wantErr: abi.ErrInvalidArgument},
+		{name: "provide refuses a session of the wrong type", provider: &echoProvider{}, export: abi.ExportProvide, input: `{"session":"s"}`, wantErr: abi.ErrInvalidArgument},
+		{
+			name: "provide refuses a message that is not an object", provider: &echoProvider{}, export: abi.ExportProvide,
+			input: `{"request_messages":[{},"text"]}`, wantErr: abi.ErrInvalidArgument, errParts: []string{"request_messages[1]"},
+		},
+		{name: "store refuses truncated JSON", provider: &echoProvider{}, export: abi.ExportStore, input: `{"request_messages":[`, wantErr: abi.ErrInvalidArgument},
+		{
+			name: "store refuses response messages of the wrong type", provider: &echoProvider{}, export: abi.ExportStore,
+			input: `{"response_messages":{"role":"user"}}`, wantErr: abi.ErrInvalidArgument,
+		},
+		{
+			name: "store refuses a response message that is not an object", provider: &echoProvider{}, export: abi.ExportStore,
+			input: `{"request_messages":[],"response_messages":[3]}`, wantErr: abi.ErrInvalidArgument, errParts: []string{"response_messages[0]"},
+		},
+		{
+			name: "a provider error keeps its code", provider: &echoProvider{err: abi.Errorf(abi.CodeNotFound, "no such thread")}, export: abi.ExportProvide,
+			input: `{}`, wantErr: abi.ErrNotFound, errParts: []string{"no such thread"},
+		},
+		{
+			name: "a wrapped sentinel keeps its code", provider: &echoProvider{err: fmt.Errorf("lookup: %w", abi.ErrUnavailable)}, export: abi.ExportStore,
+			input: `{}`, wantErr: abi.ErrUnavailable,
+		},
+		{
+			name: "a plain error is internal", provider: &echoProvider{err: errors.New("disk on fire")}, export: abi.ExportProvide,
+			input: `{}`, wantErr: abi.ErrInternal, errParts: []string{"disk on fire"},
+		},
+		{
+			name: "a panic is internal", provider: &echoProvider{panic: "boom"}, export: abi.ExportProvide,
+			input: `{}`, wantErr: abi.ErrInternal, errParts: []string{"panic", "boom"},
+		},
+		{name: "list without Lister is unimplemented", provider: &echoProvider{}, export: abi.ExportList, input: `{}`, wantErr: abi.ErrUnimplemented, errParts: []string{"Lister"}},
+		{name: "clear without Clearer is unimplemented", provider: &echoProvider{}, export: abi.ExportClear, input: `{}`, wantErr: abi.ErrUnimplemented, errParts: []string{"Clearer"}},
+		{name: "migrate_state without StateMigrator is unimplemented", provider: &echoProvider{}, export: abi.ExportMigrateState, input: `{}`, wantErr: abi.ErrUnimplemented, errParts: []string{"StateMigrator"}},
+		{name: "an unknown export is unimplemented", provider: &echoProvider{}, export: "compact", input: `{}`, wantErr: abi.ErrUnimplemented},
+		{name: "list encodes an empty page as []", provider: &fullProvider{}, export: abi.ExportList, input: `{"cursor":""}`, want: `{"messages":[]}`},
+		{name: "clear answers the provider's state", provider: &fullProvider{}, export: abi.ExportClear, input: `{}`, want: `{"state":{"messages":[]}}`},
+		{name: "migrate_state reaches the provider", provider: &fullProvider{}, export: abi.ExportMigrateState, input: `{"from_version":1,"state":{"a":1}}`, want: `{"state":{"a":1}}`},
+		{name: "list refuses a malformed request", provider: &fullProvider{}, export: abi.ExportList, input: `{"limit":"ten"}`, wantErr: abi.ErrInvalidArgument},
+		{name: "nil provider is internal", provider: nil, export: abi.ExportDescribe, wantErr: abi.ErrInternal, errParts: []string{"sdk.Register"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := Handler(tt.provider)(t.Context(), tt.export, []byte(tt.input))
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want one matching %v (output %s)", err, tt.wantErr, out)
+				}
+				var aerr *abi.Error
+				if !errors.As(err, &aerr) {
+					t.Fatalf("err = %T, want an *abi.Error as the wire carries it", err)
+				}
+				for _, part := range tt.errParts {
+					if !strings.Contains(err.Error(), part) {
+						t.Errorf("err = %q, want it to mention %q", err, part)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if string(out) != tt.want {
+				t.Fatalf("output\n got %s\nwant %s", out, tt.want)
+			}
+		})
+	}
+}
+
+func TestRegister(t *testing.T) {
+	defer func(p Provider) { registered = p }(registered)
+	registered = nil
+
+	mustPanic := func(name string, f func()) {
+		t.Helper()
+		defer func() {
+			if recover() == nil {
+				t.Errorf("%s: no panic", name)
+			}
+		}()
+		f()
+	}
+	mustPanic("nil provider", func() { Register(nil) })
+	p := &echoProvider{}
+	Register(p)
+	if registered != p {
+		t.Fatalf("registered = %v, want the provider", registered)
+	}
+	mustPanic("second Register", func() { Register(&echoProvider{}) })
+	if registered != p {
+		t.Fatalf("a second Register replaced the provider")
+	}
+}
