@@ -1,0 +1,75 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
+)
+
+const testPages = 512
+
+func cacheDir(t *testing.T) string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return CacheDir(filepath.Join(base, "wasmhist", "compile"))
+}
+
+func compileHostile(t *testing.T, name string) *Module {
+	t.Helper()
+	ctx := context.Background()
+	path := sdktest.BuildPlugin(t, "../../testdata/hostile/"+name)
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Compile(ctx, cacheDir(t), sha256.Sum256(wasm), wasm, testPages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Release(ctx) })
+	return m
+}
+
+func TestCallFailures(t *testing.T) {
+	m := compileHostile(t, "misbehave")
+	tests := []struct {
+		name string
+		word string
+		want error
+	}{
+		{"loop", "loop", hosterr.ErrTimeout},
+		{"hog", "hog", hosterr.ErrMemoryLimit},
+		{"panic", "panic", hosterr.ErrTrap},
+		{"plugin error", "error", abi.ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			in, err := m.NewInstance(ctx, testPages)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close(ctx)
+			if _, err := in.Call(ctx, abi.ExportDescribe, nil); err != nil {
+				t.Fatalf("describe: %v", err)
+			}
+			cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			_, err = in.Call(cctx, abi.ExportProvide, []byte(`{"x":"hostile:`+tt.word+`"}`))
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			t.Logf("%v (memory %d)", err, in.MemoryBytes())
+		})
+	}
+}
