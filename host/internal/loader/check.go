@@ -1,0 +1,136 @@
+package loader
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+)
+
+// Modules a plugin may import functions from.
+const (
+	moduleKernel = "extism:host/env"
+	moduleWASI   = "wasi_snapshot_preview1"
+)
+
+// VerifyPin returns the sha256 of wasm and, when pin is not empty, refuses
+// bytes whose sum differs from it.
+func VerifyPin(wasm []byte, pin string) ([32]byte, error) {
+	sum := sha256.Sum256(wasm)
+	if pin == "" {
+		return sum, nil
+	}
+	got := hex.EncodeToString(sum[:])
+	if want := strings.ToLower(strings.TrimSpace(pin)); want != got {
+		return sum, fmt.Errorf("%w: expected %s, got %s", hosterr.ErrChecksumMismatch, want, got)
+	}
+	return sum, nil
+}
+
+// Static is what the export section says about a plugin.
+type Static struct {
+	// Exports are the ABI exports present, required and optional.
+	Exports []string
+}
+
+// CheckSections checks a module's exports and imports against ABI v1 and
+// the host functions the host provides (capFuncs: import names in
+// abi.CapabilityModule). plugin names the module in errors.
+func CheckSections(plugin string, s *Sections, capFuncs []string) (*Static, error) {
+	majors := []int{}
+	for _, e := range s.Exports {
+		if m, ok := abi.MarkerMajor(e); ok {
+			majors = append(majors, m)
+		}
+	}
+	switch {
+	case len(majors) == 0:
+		return nil, fmt.Errorf("%w: %s has no %s export: it is not a wasmhist plugin, or was built without the sdk's Register", hosterr.ErrMissingExport, plugin, abi.MarkerExport)
+	case !slices.Contains(majors, abi.Major):
+		return nil, VersionError(plugin, fmt.Sprintf("%d", majors[0]))
+	}
+	var missing []string
+	for _, e := range abi.RequiredExports {
+		if !slices.Contains(s.Exports, e) {
+			missing = append(missing, e)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: %s lacks required export(s) %s of ABI v%d", hosterr.ErrMissingExport, plugin, strings.Join(missing, ", "), abi.Major)
+	}
+	st := &Static{Exports: slices.Clone(abi.RequiredExports)}
+	for _, e := range abi.OptionalExports {
+		if slices.Contains(s.Exports, e) {
+			st.Exports = append(st.Exports, e)
+		}
+	}
+	for _, im := range s.Imports {
+		switch im.Module {
+		case moduleKernel, moduleWASI:
+		case abi.CapabilityModule:
+			if !slices.Contains(capFuncs, im.Name) {
+				return nil, fmt.Errorf("%w: %s imports host function %s.%s, which this host does not provide", hosterr.ErrInvalidPlugin, plugin, im.Module, im.Name)
+			}
+		default:
+			return nil, fmt.Errorf("%w: %s imports %s.%s; plugins may import only %s, %s and %s", hosterr.ErrInvalidPlugin, plugin, im.Module, im.Name, moduleKernel, moduleWASI, abi.CapabilityModule)
+		}
+	}
+	return st, nil
+}
+
+// VersionError is the error for a plugin built against another ABI version
+// (given as "major" or "major.minor"). It says which side to change.
+func VersionError(plugin, pluginVersion string) error {
+	major, minor, err := abi.ParseVersion(pluginVersion)
+	if err != nil {
+		if _, err2 := fmt.Sscanf(pluginVersion, "%d", &major); err2 != nil {
+			return fmt.Errorf("%w: plugin %s reports ABI version %q, which is not major.minor", hosterr.ErrVersionMismatch, plugin, pluginVersion)
+		}
+		minor = -1
+	}
+	fix := fmt.Sprintf("rebuild the plugin against the sdk for ABI v%d", abi.Major)
+	if major > abi.Major || (major == abi.Major && minor > abi.Minor) {
+		fix = "upgrade the host (or use a build of the plugin for ABI v" + abi.Version + ")"
+	}
+	return fmt.Errorf("%w: plugin %s speaks ABI v%s, this host speaks ABI v%s: %s", hosterr.ErrVersionMismatch, plugin, pluginVersion, abi.Version, fix)
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// CheckInfo validates what describe returned, except the schemas (the
+// caller compiles them). granted lists the capabilities granted to this
+// load; available those the host can serve at all.
+func CheckInfo(plugin string, info *abi.PluginInfo, granted, available []abi.Capability) error {
+	if !nameRE.MatchString(info.Name) {
+		return fmt.Errorf("%w: %s: describe: name %q must be 1-64 of a-z, 0-9, '-', '_', starting with a letter or digit", hosterr.ErrInvalidPlugin, plugin, info.Name)
+	}
+	major, minor, err := abi.ParseVersion(info.ABI)
+	if err != nil || major != abi.Major || minor > abi.Minor {
+		return VersionError(info.Name, info.ABI)
+	}
+	if info.StateVersion < 0 {
+		return fmt.Errorf("%w: %s: describe: state_version %d is negative", hosterr.ErrInvalidPlugin, info.Name, info.StateVersion)
+	}
+	if len(info.StateSchema) == 0 {
+		return fmt.Errorf("%w: %s: describe: state_schema is required", hosterr.ErrInvalidPlugin, info.Name)
+	}
+	for _, e := range info.OmitState {
+		if e != abi.ExportProvide && e != abi.ExportStore && e != abi.ExportClear {
+			return fmt.Errorf("%w: %s: describe: omit_state may list provide, store and clear, not %q", hosterr.ErrInvalidPlugin, info.Name, e)
+		}
+	}
+	for _, c := range info.Capabilities {
+		if !slices.Contains(available, c) {
+			return fmt.Errorf("%w: plugin %s needs capability %q, which this host does not provide", hosterr.ErrCapabilityDenied, info.Name, c)
+		}
+		if !slices.Contains(granted, c) {
+			return fmt.Errorf("%w: plugin %s needs capability %q, which was not granted: add a grant for it to LoadOptions.Grants", hosterr.ErrCapabilityDenied, info.Name, c)
+		}
+	}
+	return nil
+}

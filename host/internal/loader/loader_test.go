@@ -1,0 +1,202 @@
+package loader
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
+)
+
+func TestReadSectionsOfBuiltPlugins(t *testing.T) {
+	tests := []struct {
+		name    string
+		dir     string
+		exports []string
+		err     error
+	}{
+		{"valid", "misbehave", []string{"describe", "provide", "store"}, nil},
+		{"wrong major", "wrongmajor", nil, hosterr.ErrVersionMismatch},
+		{"missing export", "noexport", nil, hosterr.ErrMissingExport},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := os.ReadFile(sdktest.BuildPlugin(t, "../../testdata/hostile/"+tt.dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := ReadSections(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(s.Imports, Import{Module: moduleKernel, Name: "output_set"}) {
+				t.Errorf("imports %v lack output_set", s.Imports)
+			}
+			st, err := CheckSections(tt.dir, s, nil)
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("CheckSections: %v, want %v", err, tt.err)
+			}
+			if err != nil {
+				if !strings.Contains(err.Error(), tt.dir) {
+					t.Errorf("error %q does not name the plugin", err)
+				}
+				return
+			}
+			if !slices.Equal(st.Exports, tt.exports) {
+				t.Errorf("exports %v, want %v", st.Exports, tt.exports)
+			}
+		})
+	}
+}
+
+// module builds a minimal WebAssembly binary with the given sections.
+func module(sections ...[]byte) []byte {
+	b := slices.Clone(wasmHeader)
+	for _, s := range sections {
+		b = append(b, s...)
+	}
+	return b
+}
+
+func section(id byte, body ...byte) []byte {
+	return append([]byte{id, byte(len(body))}, body...)
+}
+
+func str(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+
+func TestCheckSectionsImports(t *testing.T) {
+	exports := []byte{4}
+	for _, e := range []string{abi.MarkerExport, "describe", "provide", "store"} {
+		exports = append(exports, str(e)...)
+		exports = append(exports, 0, 0)
+	}
+	imp := func(mod, name string) []byte {
+		b := []byte{1}
+		b = append(b, str(mod)...)
+		b = append(b, str(name)...)
+		return append(b, 0, 0)
+	}
+	tests := []struct {
+		name string
+		imp  []byte
+		err  error
+	}{
+		{"kernel", imp(moduleKernel, "alloc"), nil},
+		{"known capability", imp(abi.CapabilityModule, "sql_query"), nil},
+		{"unknown capability", imp(abi.CapabilityModule, "launch"), hosterr.ErrInvalidPlugin},
+		{"foreign module", imp("env", "getpid"), hosterr.ErrInvalidPlugin},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := module(section(sectionImport, tt.imp...), section(sectionExport, exports...))
+			s, err := ReadSections(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := CheckSections("p", s, []string{"sql_query"}); !errors.Is(err, tt.err) {
+				t.Fatalf("got %v, want %v", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestReadSectionsMalformed(t *testing.T) {
+	tests := []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"not wasm", []byte("\x7fELF....")},
+		{"section overruns", module([]byte{sectionExport, 10, 1})},
+		{"name overruns", module(section(sectionExport, 1, 9, 'a'))},
+		{"leb too long", module([]byte{sectionExport, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := ReadSections(tt.b); err == nil {
+				t.Fatal("no error")
+			}
+		})
+	}
+}
+
+func FuzzReadSections(f *testing.F) {
+	f.Add(module(section(sectionExport, 1, 1, 'a', 0, 0)))
+	f.Add(module(section(sectionImport, 1, 1, 'm', 1, 'n', 2, 1, 1, 2)))
+	f.Add(module([]byte{sectionExport, 0xff, 0xff, 0xff, 0xff, 0x0f}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ReadSections(b)
+		if err == nil {
+			CheckSections("fuzz", s, nil)
+		}
+	})
+}
+
+func TestVerifyPin(t *testing.T) {
+	wasm := []byte("module bytes")
+	const sum = "2f0b0b3e2c1bb9f5a6b3e0e7d0c64cd1b2f3d5f0f0a1f4c2c0b7e2c7f2c1d0e9"
+	_, err := VerifyPin(wasm, sum)
+	if !errors.Is(err, hosterr.ErrChecksumMismatch) {
+		t.Fatalf("got %v", err)
+	}
+	got, _ := VerifyPin(wasm, "")
+	want := strings.ToUpper(hexOf(got))
+	if _, err := VerifyPin(wasm, want); err != nil {
+		t.Fatalf("upper-case pin refused: %v", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "expected "+sum) || !strings.Contains(msg, "got "+hexOf(got)) {
+		t.Errorf("message %q does not name both sums", msg)
+	}
+}
+
+func hexOf(b [32]byte) string {
+	const digits = "0123456789abcdef"
+	var s []byte
+	for _, c := range b {
+		s = append(s, digits[c>>4], digits[c&15])
+	}
+	return string(s)
+}
+
+func TestCheckInfo(t *testing.T) {
+	ok := func() abi.PluginInfo {
+		return abi.PluginInfo{Name: "p", Version: "1", ABI: "1.0", StateVersion: 1, StateSchema: json.RawMessage(`{}`)}
+	}
+	sql := []abi.Capability{abi.CapabilitySQL}
+	tests := []struct {
+		name      string
+		edit      func(*abi.PluginInfo)
+		granted   []abi.Capability
+		err       error
+		mentioned string
+	}{
+		{"valid", func(*abi.PluginInfo) {}, nil, nil, ""},
+		{"bad name", func(i *abi.PluginInfo) { i.Name = "Bad Name" }, nil, hosterr.ErrInvalidPlugin, "name"},
+		{"future minor", func(i *abi.PluginInfo) { i.ABI = "1.99" }, nil, hosterr.ErrVersionMismatch, "upgrade the host"},
+		{"old major", func(i *abi.PluginInfo) { i.ABI = "0.3" }, nil, hosterr.ErrVersionMismatch, "rebuild the plugin"},
+		{"garbage abi", func(i *abi.PluginInfo) { i.ABI = "one" }, nil, hosterr.ErrVersionMismatch, "one"},
+		{"no state schema", func(i *abi.PluginInfo) { i.StateSchema = nil }, nil, hosterr.ErrInvalidPlugin, "state_schema"},
+		{"bad omit_state", func(i *abi.PluginInfo) { i.OmitState = []string{"describe"} }, nil, hosterr.ErrInvalidPlugin, "omit_state"},
+		{"capability not granted", func(i *abi.PluginInfo) { i.Capabilities = sql }, nil, hosterr.ErrCapabilityDenied, "not granted"},
+		{"capability granted", func(i *abi.PluginInfo) { i.Capabilities = sql }, sql, nil, ""},
+		{"capability unknown", func(i *abi.PluginInfo) { i.Capabilities = []abi.Capability{"net"} }, []abi.Capability{"net"}, hosterr.ErrCapabilityDenied, "does not provide"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info := ok()
+			tt.edit(&info)
+			err := CheckInfo("p.wasm", &info, tt.granted, sql)
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("got %v, want %v", err, tt.err)
+			}
+			if err != nil && !strings.Contains(err.Error(), tt.mentioned) {
+				t.Errorf("error %q does not mention %q", err, tt.mentioned)
+			}
+		})
+	}
+}
