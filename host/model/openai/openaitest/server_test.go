@@ -1,0 +1,268 @@
+package openaitest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+type apiResult struct {
+	status int
+	body   map[string]any
+	raw    []byte
+}
+
+func post(t *testing.T, s *Server, path, body string) apiResult {
+	t.Helper()
+	resp, err := http.Post(s.URL+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return apiResult{status: resp.StatusCode, body: m, raw: raw}
+}
+
+func errMessage(r apiResult) string {
+	e, _ := r.body["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	return msg
+}
+
+// sseData returns the data payloads of a server-sent event stream.
+func sseData(t *testing.T, raw []byte) []string {
+	t.Helper()
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func TestChat(t *testing.T) {
+	tests := []struct {
+		name       string
+		queue      []Reply
+		body       string
+		wantStatus int
+		wantInBody string
+		wantQueue  int
+	}{
+		{
+			name:       "text reply",
+			queue:      []Reply{Text("hello there")},
+			body:       `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+			wantStatus: 200, wantInBody: `"content":"hello there"`,
+		},
+		{
+			name:       "tool call reply",
+			queue:      []Reply{Calls(ToolCall{ID: "call_x", Name: "clock", Arguments: `{"tz":"UTC"}`})},
+			body:       `{"model":"m","messages":[{"role":"user","content":"time?"}],"tools":[{"type":"function","function":{"name":"clock","parameters":{"type":"object"}}}]}`,
+			wantStatus: 200, wantInBody: `"finish_reason":"tool_calls"`,
+		},
+		{
+			name:       "orphan tool call is refused and takes no reply",
+			queue:      []Reply{Text("unused")},
+			body:       `{"model":"m","messages":[{"role":"user","content":"u"},{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"clock","arguments":"{}"}}]},{"role":"user","content":"v"}]}`,
+			wantStatus: 400, wantInBody: "did not have response messages: c1", wantQueue: 1,
+		},
+		{
+			name:       "tool message without a call",
+			queue:      []Reply{Text("unused")},
+			body:       `{"model":"m","messages":[{"role":"user","content":"u"},{"role":"tool","tool_call_id":"c1","content":"x"}]}`,
+			wantStatus: 400, wantInBody: "preceeding", wantQueue: 1,
+		},
+		{
+			name:       "bad tool name",
+			queue:      []Reply{Text("unused")},
+			body:       `{"model":"m","messages":[{"role":"user","content":"u"}],"tools":[{"type":"function","function":{"name":"no spaces"}}]}`,
+			wantStatus: 400, wantInBody: "does not match pattern", wantQueue: 1,
+		},
+		{
+			name:       "missing model",
+			body:       `{"messages":[{"role":"user","content":"u"}]}`,
+			wantStatus: 400, wantInBody: "model",
+		},
+		{
+			name:       "scripted error",
+			queue:      []Reply{Fail(429, "Rate limit reached")},
+			body:       `{"model":"m","messages":[{"role":"user","content":"u"}]}`,
+			wantStatus: 429, wantInBody: "Rate limit reached",
+		},
+		{
+			name:       "nothing queued",
+			body:       `{"model":"m","messages":[{"role":"user","content":"u"}]}`,
+			wantStatus: 500, wantInBody: "no reply queued",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewServer(t)
+			s.Enqueue(tt.queue...)
+			r := post(t, s, "/chat/completions", tt.body)
+			if r.status != tt.wantStatus {
+				t.Fatalf("status %d, want %d: %s", r.status, tt.wantStatus, r.raw)
+			}
+			if !strings.Contains(string(r.raw), tt.wantInBody) {
+				t.Fatalf("body %s lacks %q", r.raw, tt.wantInBody)
+			}
+			if r.status >= 400 && errMessage(r) == "" {
+				t.Fatalf("error body is not OpenAI-shaped: %s", r.raw)
+			}
+			if got := s.Pending(); got != tt.wantQueue {
+				t.Fatalf("pending replies %d, want %d", got, tt.wantQueue)
+			}
+			if got := string(s.LastRequest().Body); got != tt.body {
+				t.Fatalf("recorded body %q, want %q", got, tt.body)
+			}
+		})
+	}
+}
+
+func TestRequestRecording(t *testing.T) {
+	s := NewServer(t)
+	s.Enqueue(Text("a"), Text("b"))
+	post(t, s, "/chat/completions", `{"model":"m","messages":[{"role":"user","content":"u"}]}`)
+	post(t, s, "/chat/completions", `{"model":"m","store":false,"messages":[{"role":"user","content":"u"}]}`)
+	reqs := s.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("recorded %d requests, want 2", len(reqs))
+	}
+	if reqs[0].Has("store") {
+		t.Fatal("first request has no store field but Has says it does")
+	}
+	if v, ok := reqs[1].Field("store"); !ok || string(v) != "false" {
+		t.Fatalf("second request store = %s, %v", v, ok)
+	}
+	if reqs[1].Chat == nil || reqs[1].Chat.Store == nil || *reqs[1].Chat.Store {
+		t.Fatal("decoded chat request lost store=false")
+	}
+	if !reqs[0].Contains(`"role":"user"`) || reqs[0].Contains("sentinel") {
+		t.Fatal("Contains does not search the raw body")
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	s := NewServer(t)
+	s.RequireAPIKey("sk-test")
+	s.Enqueue(Text("ok"))
+	body := `{"model":"m","messages":[{"role":"user","content":"u"}]}`
+	if r := post(t, s, "/chat/completions", body); r.status != 401 {
+		t.Fatalf("without key: status %d, want 401", r.status)
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer sk-test")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("with key: status %d, want 200", resp.StatusCode)
+	}
+}
+
+func TestHandler(t *testing.T) {
+	s := NewServer(t)
+	s.Enqueue(Text("queued first"))
+	s.Handle(func(r Request) Reply {
+		return Text("echo: " + r.Chat.Messages[len(r.Chat.Messages)-1].Text())
+	})
+	body := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"ping"}]}]}`
+	if r := post(t, s, "/chat/completions", body); !strings.Contains(string(r.raw), "queued first") {
+		t.Fatalf("queue not used before the handler: %s", r.raw)
+	}
+	if r := post(t, s, "/chat/completions", body); !strings.Contains(string(r.raw), "echo: ping") {
+		t.Fatalf("handler not used: %s", r.raw)
+	}
+}
+
+func TestChatStream(t *testing.T) {
+	s := NewServer(t)
+	s.Enqueue(Reply{Text: "one two", ToolCalls: []ToolCall{{ID: "c1", Name: "clock", Arguments: `{"tz":"UTC"}`}}})
+	r := post(t, s, "/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"u"}]}`)
+	data := sseData(t, r.raw)
+	if len(data) == 0 || data[len(data)-1] != "[DONE]" {
+		t.Fatalf("stream does not end with [DONE]: %q", data)
+	}
+	var text, args, finish string
+	var usage bool
+	for _, d := range data[:len(data)-1] {
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content   string `json:"content"`
+					ToolCalls []struct {
+						Index    int    `json:"index"`
+						ID       string `json:"id"`
+						Function struct {
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage *struct{} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(d), &c); err != nil {
+			t.Fatalf("chunk %q: %v", d, err)
+		}
+		usage = usage || c.Usage != nil
+		for _, ch := range c.Choices {
+			text += ch.Delta.Content
+			for _, tc := range ch.Delta.ToolCalls {
+				args += tc.Function.Arguments
+			}
+			if ch.FinishReason != nil {
+				finish = *ch.FinishReason
+			}
+		}
+	}
+	if text != "one two" || args != `{"tz":"UTC"}` || finish != "tool_calls" || !usage {
+		t.Fatalf("text %q args %q finish %q usage %v", text, args, finish, usage)
+	}
+}
+
+func TestHoldOpenReportsDisconnect(t *testing.T) {
+	for _, path := range []string{"/chat/completions", "/responses"} {
+		t.Run(path, func(t *testing.T) {
+			s := NewServer(t)
+			s.Enqueue(Reply{Text: "partial answer", HoldOpen: true})
+			key := "messages"
+			if path == "/responses" {
+				key = "input"
+			}
+			body := `{"model":"m","stream":true,"` + key + `":[{"role":"user","content":"u"}]}`
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+path, strings.NewReader(body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Read the first event, then walk away like a consumer that
+			// stopped early.
+			br := bufio.NewReader(resp.Body)
+			if _, err := br.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			select {
+			case <-s.Disconnected():
+			case <-time.After(10 * time.Second):
+				t.Fatal("server never saw the client go away")
+			}
+		})
+	}
+}
