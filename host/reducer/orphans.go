@@ -1,0 +1,63 @@
+package reducer
+
+import "github.com/wasmhist/wasmhist/abi"
+
+// StripOrphans returns msgs without tool calls that have no result in msgs
+// and without tool results that have no call in msgs, so the history can be
+// replayed to a service that enforces call/result pairing.
+//
+// An assistant message that loses its calls keeps its text, metadata and
+// media; one left with no text at all (a pure tool-call frame) is dropped,
+// since it carries nothing a later turn needs. A tool message left with no
+// result is dropped. Messages that need no change are returned as they are;
+// msgs itself is never modified.
+func StripOrphans(msgs []abi.Message) []abi.Message {
+	calls, results := map[string]bool{}, map[string]bool{}
+	for _, m := range msgs {
+		for _, c := range m.Contents {
+			switch c.Type {
+			case abi.ContentFunctionCall:
+				calls[c.CallID] = true
+			case abi.ContentFunctionResult:
+				results[c.CallID] = true
+			}
+		}
+	}
+	out := make([]abi.Message, 0, len(msgs))
+	for _, m := range msgs {
+		orphan := func(c abi.Content) bool {
+			return (c.Type == abi.ContentFunctionCall && !results[c.CallID]) ||
+				(c.Type == abi.ContentFunctionResult && !calls[c.CallID])
+		}
+		n := 0
+		for _, c := range m.Contents {
+			if orphan(c) {
+				n++
+			}
+		}
+		if n == 0 {
+			out = append(out, m)
+			continue
+		}
+		kept := make([]abi.Content, 0, len(m.Contents)-n)
+		hasText, hasPair := false, false
+		for _, c := range m.Contents {
+			if orphan(c) {
+				continue
+			}
+			kept = append(kept, c)
+			switch c.Type {
+			case abi.ContentText:
+				hasText = hasText || c.Text != ""
+			case abi.ContentFunctionCall, abi.ContentFunctionResult:
+				hasPair = true
+			}
+		}
+		if !hasText && !hasPair {
+			continue
+		}
+		m.Contents = kept
+		out = append(out, m)
+	}
+	return out
+}
