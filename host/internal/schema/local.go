@@ -1,0 +1,309 @@
+package schema
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// Step is one level of the path from the document root to an edited
+// container: the member name or element index taken, and whether the
+// container at that level is an array.
+type Step struct {
+	Token string
+	Array bool
+}
+
+// EditKind says what an edit does at its location.
+type EditKind int
+
+// Edit kinds.
+const (
+	// Insert adds an object member that did not exist, or inserts (or
+	// appends) an array element.
+	Insert EditKind = iota
+	// Replace changes the value of an existing member or element.
+	Replace
+	// Remove deletes a member or element.
+	Remove
+)
+
+// Edit describes one change to a document that was valid before it.
+type Edit struct {
+	// Path leads from the root to the container being edited; its last
+	// step's Array says nothing (the container's own kind is ContainerArray).
+	Path []Step
+	// ContainerArray is true when the edited container is an array.
+	ContainerArray bool
+	// Key is the member name when the container is an object.
+	Key string
+	Kind EditKind
+}
+
+// Local is the check one edit needs: the schemas the new value must satisfy.
+// The zero Local accepts everything.
+type Local struct {
+	name    string
+	schemas []*jsonschema.Schema
+}
+
+// Validate checks the value an edit puts in place. at is the value's JSON
+// Pointer in the whole document, used in error messages.
+func (l Local) Validate(value json.RawMessage, at string) error {
+	if len(l.schemas) == 0 {
+		return nil
+	}
+	v, err := Decode(value, l.name)
+	if err != nil {
+		if ve, ok := err.(*ValidationError); ok {
+			for i := range ve.Problems {
+				ve.Problems[i].InstanceLocation = at
+			}
+		}
+		return err
+	}
+	for _, s := range l.schemas {
+		if err := convert(l.name, s.Validate(v), at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Local returns the check for one edit of a document that is valid against
+// s, such that the edited document is valid if and only if the check
+// passes. ok is false when no such local check exists and the whole document
+// must be validated instead.
+//
+// The walk follows properties, patternProperties, additionalProperties,
+// items and $ref from the root to the edited location. It declines (ok =
+// false) wherever a keyword's verdict could depend on more than the edited
+// value: on the path or the edited container, enum, const, allOf, anyOf,
+// oneOf, not, if, dependent*, unevaluated*, contains, uniqueItems, boolean
+// false schemas and extensions; at the container, the count and name
+// keywords an edit can break (maxItems, minItems, maxProperties,
+// minProperties, propertyNames, required, prefixItems); and everywhere if
+// the schema uses $dynamicRef or $recursiveRef.
+func (s *Schema) Local(e Edit) (l Local, ok bool) {
+	if !s.local {
+		return Local{}, false
+	}
+	set, ok := expand([]*jsonschema.Schema{s.s})
+	if !ok {
+		return Local{}, false
+	}
+	for _, st := range e.Path {
+		if !transparent(set) {
+			return Local{}, false
+		}
+		if set, ok = child(set, st.Token, st.Array); !ok {
+			return Local{}, false
+		}
+	}
+	if !transparent(set) {
+		return Local{}, false
+	}
+	for _, c := range set {
+		if e.ContainerArray {
+			if len(c.PrefixItems) > 0 || c.AdditionalItems != nil {
+				return Local{}, false
+			}
+			if _, tuple := c.Items.([]*jsonschema.Schema); tuple {
+				return Local{}, false
+			}
+			if (e.Kind == Insert && c.MaxItems >= 0) || (e.Kind == Remove && c.MinItems >= 0) {
+				return Local{}, false
+			}
+			continue
+		}
+		switch e.Kind {
+		case Insert:
+			if c.MaxProperties >= 0 || c.PropertyNames != nil || len(c.DependentRequired) > 0 {
+				return Local{}, false
+			}
+		case Remove:
+			if c.MinProperties >= 0 || len(c.DependentRequired) > 0 || slices.Contains(c.Required, e.Key) {
+				return Local{}, false
+			}
+		}
+	}
+	if e.Kind == Remove {
+		return Local{name: s.name}, true
+	}
+	vs, ok := child(set, e.Key, e.ContainerArray)
+	if !ok {
+		return Local{}, false
+	}
+	out := vs[:0:0]
+	for _, v := range vs {
+		if v.Always != nil && *v.Always {
+			continue
+		}
+		out = append(out, v)
+	}
+	// Each schema of the set carries its own $ref target too; validating
+	// the set members reached through $ref again would be redundant, but
+	// expand keeps them all, so drop the ones some other member refers to.
+	return Local{name: s.name, schemas: roots(out)}, true
+}
+
+// expand adds the targets of $ref to a set of schemas that all apply at one
+// location (in 2020-12 $ref applies alongside its sibling keywords). It
+// declines on dynamic references, whose target depends on the path taken.
+func expand(set []*jsonschema.Schema) ([]*jsonschema.Schema, bool) {
+	var out []*jsonschema.Schema
+	seen := map[*jsonschema.Schema]bool{}
+	var add func(s *jsonschema.Schema) bool
+	add = func(s *jsonschema.Schema) bool {
+		if s == nil || seen[s] {
+			return true
+		}
+		seen[s] = true
+		if s.DynamicRef != nil || s.RecursiveRef != nil {
+			return false
+		}
+		out = append(out, s)
+		return add(s.Ref)
+	}
+	for _, s := range set {
+		if !add(s) {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// roots removes from set every schema that another member reaches through
+// $ref, since validating the referrer already validates the target.
+func roots(set []*jsonschema.Schema) []*jsonschema.Schema {
+	reached := map[*jsonschema.Schema]bool{}
+	for _, s := range set {
+		for r := s.Ref; r != nil && !reached[r]; r = r.Ref {
+			reached[r] = true
+		}
+	}
+	out := set[:0:0]
+	for _, s := range set {
+		if !reached[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// transparent reports whether a change below a location leaves every
+// keyword that applies at the location itself satisfied, given that the
+// document was valid before and the location keeps its type.
+func transparent(set []*jsonschema.Schema) bool {
+	for _, s := range set {
+		switch {
+		case s.Always != nil && !*s.Always,
+			len(s.Constant) > 0, len(s.Enum) > 0,
+			s.Not != nil, len(s.AllOf) > 0, len(s.AnyOf) > 0, len(s.OneOf) > 0, s.If != nil,
+			len(s.Dependencies) > 0, len(s.DependentSchemas) > 0,
+			s.UnevaluatedProperties != nil, s.UnevaluatedItems != nil,
+			s.Contains != nil, s.UniqueItems,
+			len(s.Extensions) > 0:
+			return false
+		}
+	}
+	return true
+}
+
+// child returns the schemas that apply to the member key of an object, or
+// to any element of an array, below a set of schemas.
+func child(set []*jsonschema.Schema, key string, array bool) ([]*jsonschema.Schema, bool) {
+	var next []*jsonschema.Schema
+	for _, s := range set {
+		if array {
+			if len(s.PrefixItems) > 0 || s.AdditionalItems != nil {
+				return nil, false
+			}
+			switch it := s.Items.(type) {
+			case *jsonschema.Schema:
+				next = append(next, it)
+			case []*jsonschema.Schema:
+				return nil, false
+			}
+			if s.Items2020 != nil {
+				next = append(next, s.Items2020)
+			}
+			continue
+		}
+		matched := false
+		if p, ok := s.Properties[key]; ok {
+			next, matched = append(next, p), true
+		}
+		for re, p := range s.PatternProperties {
+			if re.MatchString(key) {
+				next, matched = append(next, p), true
+			}
+		}
+		if matched {
+			continue
+		}
+		switch ap := s.AdditionalProperties.(type) {
+		case bool:
+			if !ap {
+				return nil, false
+			}
+		case *jsonschema.Schema:
+			next = append(next, ap)
+		}
+	}
+	return expand(next)
+}
+
+// localSound reports whether any schema reachable from root uses a dynamic
+// reference; if one does, Local always declines.
+func localSound(root *jsonschema.Schema) bool {
+	seen := map[*jsonschema.Schema]bool{}
+	sound := true
+	var walk func(s *jsonschema.Schema)
+	walk = func(s *jsonschema.Schema) {
+		if s == nil || seen[s] || !sound {
+			return
+		}
+		seen[s] = true
+		if s.DynamicRef != nil || s.RecursiveRef != nil {
+			sound = false
+			return
+		}
+		for _, c := range []*jsonschema.Schema{s.Ref, s.Not, s.If, s.Then, s.Else, s.PropertyNames,
+			s.UnevaluatedProperties, s.Items2020, s.Contains, s.UnevaluatedItems, s.ContentSchema} {
+			walk(c)
+		}
+		for _, list := range [][]*jsonschema.Schema{s.AllOf, s.AnyOf, s.OneOf, s.PrefixItems} {
+			for _, c := range list {
+				walk(c)
+			}
+		}
+		for _, c := range s.Properties {
+			walk(c)
+		}
+		for _, c := range s.PatternProperties {
+			walk(c)
+		}
+		for _, c := range s.DependentSchemas {
+			walk(c)
+		}
+		for _, x := range []any{s.AdditionalProperties, s.Items, s.AdditionalItems} {
+			switch x := x.(type) {
+			case *jsonschema.Schema:
+				walk(x)
+			case []*jsonschema.Schema:
+				for _, c := range x {
+					walk(c)
+				}
+			}
+		}
+		for _, d := range s.Dependencies {
+			if c, ok := d.(*jsonschema.Schema); ok {
+				walk(c)
+			}
+		}
+	}
+	walk(root)
+	return sound
+}

@@ -1,0 +1,291 @@
+// Package schema compiles and applies JSON Schemas (draft 2020-12 by
+// default): the project's own schemas embedded in package schemas, and the
+// state and config schemas plugins declare in describe.
+//
+// It wraps github.com/santhosh-tekuri/jsonschema/v5 so that the rest of the
+// host sees one small API and one error shape. Two rules matter for safety:
+//
+//   - Compiling never touches the network or the file system. A schema may
+//     refer to itself and to the embedded project schemas (by their $id under
+//     schemas.BaseID); any other reference, and any $schema naming an unknown
+//     meta-schema, is refused with ErrBadSchema.
+//   - Documents are decoded with json.Decoder.UseNumber, so integers beyond
+//     2^53 are checked exactly rather than after rounding to float64.
+//
+// Every validation failure is a *ValidationError that wraps ErrInvalid and
+// says where (the JSON Pointer of the offending value) and what (the failing
+// keyword, as an absolute schema location, and the validator's message).
+//
+// Local checks one edit of a document against the part of the schema that
+// governs the edited location, so that appending to a long array does not
+// revalidate the whole array; see Local for when that is sound.
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/wasmhist/wasmhist/schemas"
+)
+
+var (
+	// ErrInvalid is wrapped by every error that reports a document which
+	// does not match its schema (or is not JSON at all).
+	ErrInvalid = errors.New("schema: document does not match its schema")
+	// ErrBadSchema is wrapped by every error that reports a schema which
+	// cannot be compiled: not JSON, not a valid schema, or a reference the
+	// host refuses to follow.
+	ErrBadSchema = errors.New("schema: invalid schema")
+)
+
+// maxProblems bounds how many failures an error lists; the first few say
+// enough and a hostile document must not produce a megabyte of message.
+const maxProblems = 5
+
+// Problem is one reason a document failed validation.
+type Problem struct {
+	// InstanceLocation is the JSON Pointer of the offending value ("" is the
+	// whole document).
+	InstanceLocation string
+	// KeywordLocation is the absolute location of the failing keyword, with
+	// the project schema prefix (schemas.BaseID) shortened away.
+	KeywordLocation string
+	// Message is the validator's description of the failure.
+	Message string
+}
+
+func (p Problem) String() string {
+	loc := p.InstanceLocation
+	if loc == "" {
+		loc = "(document root)"
+	}
+	if p.KeywordLocation == "" {
+		return fmt.Sprintf("at %s: %s", loc, p.Message)
+	}
+	return fmt.Sprintf("at %s: %s (keyword %s)", loc, p.Message, p.KeywordLocation)
+}
+
+// ValidationError reports why a document does not match a schema.
+type ValidationError struct {
+	// Schema names the schema (a project file name or the name given to
+	// Compile).
+	Schema string
+	// Problems lists the failures, most specific first, at most maxProblems.
+	Problems []Problem
+	// More counts failures left out of Problems.
+	More int
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "schema %s: ", e.Schema)
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.String())
+	}
+	if e.More > 0 {
+		fmt.Fprintf(&b, "; and %d more", e.More)
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+// Schema is a compiled schema. It is safe for concurrent use.
+type Schema struct {
+	name string
+	s    *jsonschema.Schema
+	// local is false when some keyword anywhere in the schema (dynamic
+	// references) makes the meaning of a subschema depend on how it was
+	// reached, so Local must always decline.
+	local bool
+}
+
+// Name is the name the schema was compiled under.
+func (s *Schema) Name() string { return s.name }
+
+// pluginBase is the base URI of a plugin-declared schema that has no $id of
+// its own. It is under our domain so that fragment references resolve
+// normally, and nothing is ever fetched from it.
+const pluginBase = "https://wasmhist.dev/plugin-schemas/"
+
+func newCompiler() *jsonschema.Compiler {
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	// Plugin authors who write "format" expect it checked; the 2020-12
+	// default (annotation only) would silently accept garbage timestamps.
+	c.AssertFormat = true
+	c.LoadURL = func(u string) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("%w: reference to %s refused: a schema may refer only to itself and to %s*", ErrBadSchema, u, schemas.BaseID)
+	}
+	for _, name := range schemas.Names() {
+		b, err := schemas.Read(name)
+		if err == nil {
+			err = c.AddResource(schemas.ID(name), bytes.NewReader(b))
+		}
+		if err != nil {
+			// The embedded files are checked by the schemas tests.
+			panic(fmt.Sprintf("schema: loading embedded %s: %v", name, err))
+		}
+	}
+	return c
+}
+
+// Compile compiles a schema a plugin declared (a state or config schema).
+// name identifies it in errors, e.g. "inmemory state_schema". The schema may
+// refer to the project schemas by $id, e.g.
+// {"$ref": "https://wasmhist.dev/schemas/v1/message.json"}.
+func Compile(raw json.RawMessage, name string) (*Schema, error) {
+	c := newCompiler()
+	u := pluginBase + url.PathEscape(name) + ".json"
+	if err := c.AddResource(u, bytes.NewReader(raw)); err != nil {
+		return nil, fmt.Errorf("%w: %s: %s", ErrBadSchema, name, trimLib(err))
+	}
+	s, err := c.Compile(u)
+	if err != nil {
+		if errors.Is(err, ErrBadSchema) {
+			return nil, fmt.Errorf("schema: compiling %s: %w", name, err)
+		}
+		return nil, fmt.Errorf("%w: %s: %s", ErrBadSchema, name, trimLib(err))
+	}
+	return &Schema{name: name, s: s, local: localSound(s)}, nil
+}
+
+func trimLib(err error) string {
+	return strings.ReplaceAll(err.Error(), "jsonschema: ", "")
+}
+
+var project struct {
+	once    sync.Once
+	schemas map[string]*Schema
+}
+
+// Project returns the compiled project schema of the given file name (see
+// the name constants in package schemas), or nil if there is none.
+func Project(name string) *Schema {
+	project.once.Do(func() {
+		c := newCompiler()
+		project.schemas = make(map[string]*Schema)
+		for _, n := range schemas.Names() {
+			s, err := c.Compile(schemas.ID(n))
+			if err != nil {
+				panic(fmt.Sprintf("schema: compiling embedded %s: %v", n, err))
+			}
+			project.schemas[n] = &Schema{name: n, s: s, local: localSound(s)}
+		}
+	})
+	return project.schemas[name]
+}
+
+// Decode parses JSON the way validation needs it: numbers as json.Number,
+// exactly one value. A syntax error is a *ValidationError wrapping
+// ErrInvalid that gives the byte offset.
+func Decode(doc []byte, name string) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = fmt.Errorf("data after the JSON value at byte offset %d", dec.InputOffset())
+		}
+	}
+	if err != nil {
+		var se *json.SyntaxError
+		msg := err.Error()
+		if errors.As(err, &se) {
+			msg = fmt.Sprintf("%s at byte offset %d", se.Error(), se.Offset)
+		} else if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+			msg = "unexpected end of JSON input"
+		}
+		return nil, &ValidationError{Schema: name, Problems: []Problem{{Message: "not valid JSON: " + msg}}}
+	}
+	return v, nil
+}
+
+// Validate checks a JSON document.
+func (s *Schema) Validate(doc json.RawMessage) error {
+	v, err := Decode(doc, s.name)
+	if err != nil {
+		return err
+	}
+	return s.validate(v, "")
+}
+
+// ValidateValue checks a value: either JSON decoded into any (maps, slices,
+// strings, json.Number or float64, bools, nil), or any Go value, which is
+// marshalled to JSON first.
+func (s *Schema) ValidateValue(v any) error {
+	err := s.validate(v, "")
+	var te jsonschema.InvalidJSONTypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	b, merr := json.Marshal(v)
+	if merr != nil {
+		return &ValidationError{Schema: s.name, Problems: []Problem{{Message: "not representable as JSON: " + merr.Error()}}}
+	}
+	return s.Validate(b)
+}
+
+// validate runs the compiled schema and converts its error; prefix is the
+// JSON Pointer of v inside the document it came from.
+func (s *Schema) validate(v any, prefix string) error {
+	return convert(s.name, s.s.Validate(v), prefix)
+}
+
+func convert(name string, err error, prefix string) error {
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		// InfiniteLoopError or InvalidJSONTypeError: keep it inspectable.
+		return fmt.Errorf("schema %s: %w: %w", name, ErrInvalid, err)
+	}
+	var leaves []Problem
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			leaves = append(leaves, Problem{
+				InstanceLocation: prefix + e.InstanceLocation,
+				KeywordLocation:  strings.TrimPrefix(e.AbsoluteKeywordLocation, schemas.BaseID),
+				Message:          e.Message,
+			})
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	// The library visits properties in map order; sort so that messages
+	// are stable, deepest location first (the most specific complaint).
+	sort.SliceStable(leaves, func(i, j int) bool {
+		di, dj := strings.Count(leaves[i].InstanceLocation, "/"), strings.Count(leaves[j].InstanceLocation, "/")
+		if di != dj {
+			return di > dj
+		}
+		if leaves[i].InstanceLocation != leaves[j].InstanceLocation {
+			return leaves[i].InstanceLocation < leaves[j].InstanceLocation
+		}
+		return leaves[i].KeywordLocation < leaves[j].KeywordLocation
+	})
+	out := &ValidationError{Schema: name, Problems: leaves}
+	if len(leaves) > maxProblems {
+		out.Problems, out.More = leaves[:maxProblems], len(leaves)-maxProblems
+	}
+	return out
+}
