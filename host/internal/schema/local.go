@@ -37,7 +37,7 @@ type Edit struct {
 	// ContainerArray is true when the edited container is an array.
 	ContainerArray bool
 	// Key is the member name when the container is an object.
-	Key string
+	Key  string
 	Kind EditKind
 }
 
