@@ -11,23 +11,30 @@ import "github.com/wasmhist/wasmhist/abi"
 // since it carries nothing a later turn needs. A tool message left with no
 // result is dropped. Messages that need no change are returned as they are;
 // msgs itself is never modified.
-func StripOrphans(msgs []abi.Message) []abi.Message {
-	calls, results := map[string]bool{}, map[string]bool{}
+func StripOrphans(msgs []abi.Message) []abi.Message { return strip(msgs, true) }
+
+// StripOrphanCalls is StripOrphans for calls only: tool results whose call
+// is not in msgs are kept. It suits a batch of new messages to store, whose
+// first tool results may answer a call stored by an earlier run.
+func StripOrphanCalls(msgs []abi.Message) []abi.Message { return strip(msgs, false) }
+
+func strip(msgs []abi.Message, results bool) []abi.Message {
+	calls, answered := map[string]bool{}, map[string]bool{}
 	for _, m := range msgs {
 		for _, c := range m.Contents {
 			switch c.Type {
 			case abi.ContentFunctionCall:
 				calls[c.CallID] = true
 			case abi.ContentFunctionResult:
-				results[c.CallID] = true
+				answered[c.CallID] = true
 			}
 		}
 	}
 	out := make([]abi.Message, 0, len(msgs))
 	for _, m := range msgs {
 		orphan := func(c abi.Content) bool {
-			return (c.Type == abi.ContentFunctionCall && !results[c.CallID]) ||
-				(c.Type == abi.ContentFunctionResult && !calls[c.CallID])
+			return (c.Type == abi.ContentFunctionCall && !answered[c.CallID]) ||
+				(results && c.Type == abi.ContentFunctionResult && !calls[c.CallID])
 		}
 		n := 0
 		for _, c := range m.Contents {

@@ -51,3 +51,12 @@ func TestStripOrphans(t *testing.T) {
 		})
 	}
 }
+
+func TestStripOrphanCalls(t *testing.T) {
+	// A batch that answers a call stored by an earlier run keeps the answer.
+	in := []abi.Message{result("old"), user("u"), calls("a", "b"), result("a")}
+	got := names(StripOrphanCalls(in))
+	if want := "result:old u call:a result:a"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
