@@ -1,0 +1,141 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/schema"
+	"github.com/wasmhist/wasmhist/schemas"
+)
+
+// Plugin output is untrusted: every decoder here reports a problem as
+// ErrInvalidOutput saying where, and never panics (see the fuzz tests).
+
+func invalidOutput(export, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidOutput, export, fmt.Sprintf(format, args...))
+}
+
+func unmarshalOutput(export string, out []byte, v any) error {
+	if err := json.Unmarshal(out, v); err != nil {
+		return invalidOutput(export, "response is not the expected JSON: %v", err)
+	}
+	return nil
+}
+
+// isNull reports whether raw is absent or the JSON null.
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+func decodeInfo(out []byte) (*abi.PluginInfo, error) {
+	var info abi.PluginInfo
+	if err := unmarshalOutput(abi.ExportDescribe, out, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+func checkStateChange(export string, c *abi.StateChange) error {
+	if isNull(c.State) {
+		c.State = nil
+	}
+	if c.State != nil && len(c.Patch) > 0 {
+		return invalidOutput(export, "state and state_patch are both set")
+	}
+	for i, op := range c.Patch {
+		switch op.Op {
+		case abi.PatchAdd, abi.PatchReplace:
+			if len(op.Value) == 0 {
+				return invalidOutput(export, "state_patch[%d]: %s without a value", i, op.Op)
+			}
+		case abi.PatchRemove:
+		default:
+			return invalidOutput(export, "state_patch[%d]: unknown op %q", i, op.Op)
+		}
+	}
+	return nil
+}
+
+func decodeProvide(out []byte) (*abi.ProvideResponse, error) {
+	var r abi.ProvideResponse
+	if err := unmarshalOutput(abi.ExportProvide, out, &r); err != nil {
+		return nil, err
+	}
+	if len(r.Messages) > 0 && r.FromState != nil {
+		return nil, invalidOutput(abi.ExportProvide, "messages and from_state are both set")
+	}
+	if r.FromState != nil && r.FromState.Window != nil && (r.FromState.Window.MaxMessages < 0 || r.FromState.Window.MaxTokens < 0) {
+		return nil, invalidOutput(abi.ExportProvide, "from_state.window has a negative bound")
+	}
+	if err := checkStateChange(abi.ExportProvide, &r.StateChange); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// decodeChange decodes the response of store or clear.
+func decodeChange(export string, out []byte) (*abi.StateChange, error) {
+	var r abi.StoreResponse
+	if err := unmarshalOutput(export, out, &r); err != nil {
+		return nil, err
+	}
+	if err := checkStateChange(export, &r.StateChange); err != nil {
+		return nil, err
+	}
+	return &r.StateChange, nil
+}
+
+func decodeList(out []byte) (*abi.ListResponse, error) {
+	var r abi.ListResponse
+	if err := unmarshalOutput(abi.ExportList, out, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func decodeMigrate(out []byte) (json.RawMessage, error) {
+	var r abi.MigrateStateResponse
+	if err := unmarshalOutput(abi.ExportMigrateState, out, &r); err != nil {
+		return nil, err
+	}
+	if isNull(r.State) {
+		return nil, invalidOutput(abi.ExportMigrateState, "no state")
+	}
+	return r.State, nil
+}
+
+// decodeMessages validates messages a plugin returned by value against the
+// message schema and decodes them. field names them in errors.
+func decodeMessages(export, field string, raws []json.RawMessage) ([]abi.Message, error) {
+	ms := schema.Project(schemas.Message)
+	msgs := make([]abi.Message, len(raws))
+	for i, raw := range raws {
+		if err := ms.Validate(raw); err != nil {
+			return nil, invalidOutput(export, "%s[%d]: %v", field, i, err)
+		}
+		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
+			return nil, invalidOutput(export, "%s[%d]: %v", field, i, err)
+		}
+	}
+	return msgs, nil
+}
+
+// decodeStoredMessages decodes messages a plugin keeps in its state. The
+// state was validated against the plugin's state_schema, so only the shape
+// the host needs is checked here.
+func decodeStoredMessages(export, at string, raws []json.RawMessage) ([]abi.Message, error) {
+	msgs := make([]abi.Message, len(raws))
+	for i, raw := range raws {
+		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
+			return nil, invalidOutput(export, "from_state %s/%d: not a message: %v", at, i, err)
+		}
+		switch msgs[i].Role {
+		case abi.RoleSystem, abi.RoleUser, abi.RoleAssistant, abi.RoleTool:
+		default:
+			return nil, invalidOutput(export, "from_state %s/%d: role %q is not a message role", at, i, msgs[i].Role)
+		}
+	}
+	return msgs, nil
+}

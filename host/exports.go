@@ -1,0 +1,135 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+// The state-level operations below take the state to call with (already
+// prepared by slotState) and return the state after the call. They never
+// modify their arguments, so a failed call leaves the caller's data as it
+// was.
+
+type provided struct {
+	raw     []json.RawMessage
+	msgs    []abi.Message
+	state   json.RawMessage
+	changed bool
+}
+
+func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request []json.RawMessage) (*provided, error) {
+	r := newRequest(len(state) + rawSize(request))
+	p.common(r, abi.ExportProvide, facts, state)
+	if len(request) > 0 {
+		r.array("request_messages", request)
+	}
+	var res provided
+	err := p.invoke(ctx, abi.ExportProvide, r.bytes(), func(out []byte) error {
+		resp, err := decodeProvide(out)
+		if err != nil {
+			return err
+		}
+		next, changed, err := p.applyChange(abi.ExportProvide, state, &resp.StateChange)
+		if err != nil {
+			return err
+		}
+		switch {
+		case resp.FromState != nil:
+			res.raw, res.msgs, err = selectFromState(abi.ExportProvide, next, resp.FromState)
+		case len(resp.Messages) > 0:
+			res.raw = resp.Messages
+			res.msgs, err = decodeMessages(abi.ExportProvide, "messages", resp.Messages)
+		}
+		if err != nil {
+			return err
+		}
+		res.state, res.changed = next, changed
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (p *Plugin) store(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request, response []json.RawMessage) (json.RawMessage, bool, error) {
+	r := newRequest(len(state) + rawSize(request, response))
+	p.common(r, abi.ExportStore, facts, state)
+	r.array("request_messages", request)
+	r.array("response_messages", response)
+	return p.change(ctx, abi.ExportStore, state, r.bytes())
+}
+
+func (p *Plugin) clear(ctx context.Context, facts abi.SessionFacts, state json.RawMessage) (json.RawMessage, bool, error) {
+	if !p.has(abi.ExportClear) {
+		return nil, false, p.unsupported(abi.ExportClear)
+	}
+	r := newRequest(len(state))
+	p.common(r, abi.ExportClear, facts, state)
+	next, changed, err := p.change(ctx, abi.ExportClear, state, r.bytes())
+	return next, changed, p.unimplemented(abi.ExportClear, err)
+}
+
+// change runs an export whose response is a state change.
+func (p *Plugin) change(ctx context.Context, export string, state json.RawMessage, req []byte) (next json.RawMessage, changed bool, err error) {
+	err = p.invoke(ctx, export, req, func(out []byte) error {
+		c, err := decodeChange(export, out)
+		if err != nil {
+			return err
+		}
+		next, changed, err = p.applyChange(export, state, c)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return next, changed, nil
+}
+
+func (p *Plugin) list(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, cursor string, limit int) ([]abi.Message, string, error) {
+	if !p.has(abi.ExportList) {
+		return nil, "", p.unsupported(abi.ExportList)
+	}
+	r := newRequest(len(state))
+	r.raw("state", state)
+	r.raw("config", p.config)
+	r.value("session", facts)
+	if cursor != "" {
+		r.value("cursor", cursor)
+	}
+	if limit > 0 {
+		r.value("limit", limit)
+	}
+	var msgs []abi.Message
+	var next string
+	err := p.invoke(ctx, abi.ExportList, r.bytes(), func(out []byte) error {
+		resp, err := decodeList(out)
+		if err != nil {
+			return err
+		}
+		msgs, err = decodeMessages(abi.ExportList, "messages", resp.Messages)
+		next = resp.NextCursor
+		return err
+	})
+	if err != nil {
+		return nil, "", p.unimplemented(abi.ExportList, err)
+	}
+	return msgs, next, nil
+}
+
+func (p *Plugin) unsupported(export string) error {
+	return &PluginError{Plugin: p.name, Export: export, Err: fmt.Errorf("%w: %s has no %s export", ErrUnsupported, p.name, export)}
+}
+
+// unimplemented turns an optional export's unimplemented answer into
+// ErrUnsupported, as if the export were absent (SPEC section 4).
+func (p *Plugin) unimplemented(export string, err error) error {
+	if errors.Is(err, abi.ErrUnimplemented) {
+		return &PluginError{Plugin: p.name, Export: export, Err: fmt.Errorf("%w: %w", ErrUnsupported, err)}
+	}
+	return err
+}

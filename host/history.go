@@ -1,0 +1,139 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+// Provider returns the plugin as the history provider of one state key.
+// Two providers of one plugin with different keys (a primary and an audit
+// copy) keep separate state and never see each other's data.
+//
+// Every call works on the session's slot for the key: a missing slot starts
+// from the plugin's initial state, an older state_version is migrated, a
+// slot owned by another plugin is refused with ErrInvalidSession, and the
+// state is validated against the plugin's state_schema going in and coming
+// out. The session is changed only when the call succeeds.
+func (p *Plugin) Provider(stateKey string) HistoryProvider {
+	return &pluginProvider{p: p, key: stateKey}
+}
+
+type pluginProvider struct {
+	p   *Plugin
+	key string
+}
+
+func (pp *pluginProvider) StateKey() string { return pp.key }
+
+func (pp *pluginProvider) Provide(ctx context.Context, s *Session, request []abi.Message) ([]abi.Message, error) {
+	facts, state, err := pp.p.session(ctx, s, pp.key)
+	if err != nil {
+		return nil, err
+	}
+	raws, err := marshalMessages(request)
+	if err != nil {
+		return nil, err
+	}
+	res, err := pp.p.provide(ctx, facts, state, raws)
+	if err != nil {
+		return nil, err
+	}
+	pp.p.commit(s, pp.key, res.state)
+	return res.msgs, nil
+}
+
+func (pp *pluginProvider) Store(ctx context.Context, s *Session, request, response []abi.Message) error {
+	facts, state, err := pp.p.session(ctx, s, pp.key)
+	if err != nil {
+		return err
+	}
+	req, err := marshalMessages(request)
+	if err != nil {
+		return err
+	}
+	resp, err := marshalMessages(response)
+	if err != nil {
+		return err
+	}
+	next, _, err := pp.p.store(ctx, facts, state, req, resp)
+	if err != nil {
+		return err
+	}
+	pp.p.commit(s, pp.key, next)
+	return nil
+}
+
+// List returns one page of what the plugin stored under key, oldest first,
+// and the cursor of the next page ("" after the last). ErrUnsupported when
+// the plugin has no list export.
+func (p *Plugin) List(ctx context.Context, s *Session, key, cursor string, limit int) ([]abi.Message, string, error) {
+	if !p.has(abi.ExportList) {
+		return nil, "", p.unsupported(abi.ExportList)
+	}
+	facts, state, err := p.session(ctx, s, key)
+	if err != nil {
+		return nil, "", err
+	}
+	return p.list(ctx, facts, state, cursor, limit)
+}
+
+// Clear forgets everything the plugin stored under key. ErrUnsupported when
+// the plugin has no clear export.
+func (p *Plugin) Clear(ctx context.Context, s *Session, key string) error {
+	if !p.has(abi.ExportClear) {
+		return p.unsupported(abi.ExportClear)
+	}
+	facts, state, err := p.session(ctx, s, key)
+	if err != nil {
+		return err
+	}
+	next, _, err := p.clear(ctx, facts, state)
+	if err != nil {
+		return err
+	}
+	p.commit(s, key, next)
+	return nil
+}
+
+// session returns the facts and the (migrated, validated) state of a slot.
+func (p *Plugin) session(ctx context.Context, s *Session, key string) (abi.SessionFacts, json.RawMessage, error) {
+	if s == nil {
+		return abi.SessionFacts{}, nil, &PluginError{Plugin: p.name, Export: "session", Err: fmt.Errorf("%w: nil session", ErrInvalidSession)}
+	}
+	facts := abi.SessionFacts{SessionID: s.SessionID, StateKey: key, ServiceSessionID: s.ServiceSessionID}
+	var slot *ProviderState
+	if ps, ok := s.State[key]; ok {
+		slot = &ps
+	}
+	state, err := p.slotState(ctx, facts, slot)
+	if err != nil {
+		if _, ok := err.(*PluginError); !ok {
+			err = &PluginError{Plugin: p.name, Export: "session", Err: err}
+		}
+		return facts, nil, err
+	}
+	return facts, state, nil
+}
+
+// commit records a slot's state after a successful call.
+func (p *Plugin) commit(s *Session, key string, state json.RawMessage) {
+	if s.State == nil {
+		s.State = make(map[string]ProviderState)
+	}
+	s.State[key] = ProviderState{Provider: p.info.Name, StateVersion: p.info.StateVersion, Data: state}
+}
+
+func marshalMessages(ms []abi.Message) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, len(ms))
+	for i := range ms {
+		b, err := json.Marshal(&ms[i])
+		if err != nil {
+			return nil, fmt.Errorf("host: encoding message %d: %w", i, err)
+		}
+		out[i] = b
+	}
+	return out, nil
+}

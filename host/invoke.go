@@ -1,0 +1,103 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
+)
+
+// invoke runs one export call with every limit, a span, log records and a
+// capability call, and hands the output to decode. The capability work of
+// the call commits only if decode accepts the output, and the instance is
+// kept only if the whole call succeeded. Errors are *PluginError.
+func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode func([]byte) error) (err error) {
+	start := time.Now()
+	ctx, span := p.host.tracer.Start(ctx, "wasmhist.plugin "+export, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			attribute.String("wasmhist.plugin", p.name),
+			attribute.String("wasmhist.export", export),
+			attribute.Int("wasmhist.bytes_in", len(input)),
+		))
+	outLen := 0
+	defer func() {
+		d := time.Since(start)
+		oc := outcome(err)
+		span.SetAttributes(
+			attribute.Int("wasmhist.bytes_out", outLen),
+			attribute.Float64("wasmhist.duration_ms", float64(d)/float64(time.Millisecond)),
+			attribute.String("wasmhist.outcome", oc),
+		)
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, oc)
+			p.log.WarnContext(ctx, "plugin call failed", "plugin", p.name, "export", export,
+				"bytes_in", len(input), "bytes_out", outLen, "duration", d, "outcome", oc, "error", err)
+			err = &PluginError{Plugin: p.name, Export: export, Err: err}
+		} else {
+			p.log.DebugContext(ctx, "plugin call", "plugin", p.name, "export", export,
+				"bytes_in", len(input), "bytes_out", outLen, "duration", d)
+		}
+		span.End()
+	}()
+
+	if len(input) > p.limits.MaxInputBytes {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrInputTooLarge, len(input), p.limits.MaxInputBytes)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.limits.CallTimeout)
+	defer cancel()
+	r, err := p.backend.acquire(ctx)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("waiting for an instance: %w", ErrTimeout)
+		}
+		return err
+	}
+	call := capability.NewCall(p.name, p.grants)
+	out, err := r.run(capability.WithCall(ctx, call), export, input)
+	outLen = len(out)
+	if err == nil && len(out) > p.limits.MaxOutputBytes {
+		err = fmt.Errorf("%w: %d bytes, limit %d", ErrOutputTooLarge, len(out), p.limits.MaxOutputBytes)
+	}
+	if err == nil && decode != nil {
+		err = decode(out)
+	}
+	if endErr := call.End(context.WithoutCancel(ctx), err == nil); endErr != nil && err == nil {
+		err = fmt.Errorf("ending capability call: %w", endErr)
+	}
+	r.release(ctx, err == nil)
+	return err
+}
+
+// outcome names how a call ended, for spans and logs.
+func outcome(err error) string {
+	var ae *abi.Error
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrTimeout):
+		return "timeout"
+	case errors.Is(err, ErrMemoryLimit):
+		return "memory_limit"
+	case errors.Is(err, ErrTrap):
+		return "trap"
+	case errors.Is(err, ErrOutputTooLarge):
+		return "output_too_large"
+	case errors.Is(err, ErrInputTooLarge):
+		return "input_too_large"
+	case errors.Is(err, ErrInvalidOutput):
+		return "invalid_output"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.As(err, &ae):
+		return "plugin_error:" + string(ae.Code)
+	}
+	return "error"
+}

@@ -1,0 +1,197 @@
+package host
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/loader"
+	"github.com/wasmhist/wasmhist/host/internal/runtime"
+	"github.com/wasmhist/wasmhist/host/internal/schema"
+)
+
+// Grant gives a loaded plugin one capability, with its settings (for sql:
+// which database). Grants are made by the host's constructors for each
+// capability; a plugin may use only what its LoadOptions grant.
+type Grant = capability.Grant
+
+// LoadOptions configure one loaded plugin.
+type LoadOptions struct {
+	// SHA256 pins the plugin's bytes (hex). A plugin whose sum differs is
+	// refused with ErrChecksumMismatch naming both sums. Empty: no pin.
+	// Ignored by LoadNative.
+	SHA256 string
+	// Config is the operator's configuration of the plugin, validated at
+	// load against the plugin's config_schema and sent with every call.
+	// Empty: none (validated as {}).
+	Config json.RawMessage
+	// Grants are the capabilities the plugin may use. A plugin that asks in
+	// describe for a capability not granted here fails to load with
+	// ErrCapabilityDenied.
+	Grants []Grant
+	// Limits override the host's limits for this plugin; zero fields keep
+	// the host's.
+	Limits Limits
+}
+
+// Load checks, compiles and instantiates a WebAssembly plugin. Before any
+// plugin code runs it checks the pin and the module's exports (the ABI
+// marker and required exports) and imports; then it creates the first
+// instance and calls describe, so that every load error surfaces here.
+func (h *Host) Load(ctx context.Context, src PluginSource, opts LoadOptions) (*Plugin, error) {
+	start := time.Now()
+	p, err := h.load(ctx, src, opts)
+	if err != nil {
+		h.log.WarnContext(ctx, "plugin load failed", "source", src.String(), "error", err)
+		return nil, fmt.Errorf("host: load %s: %w", src, err)
+	}
+	h.log.DebugContext(ctx, "plugin loaded", "plugin", p.name, "version", p.info.Version, "sha256", p.sum, "exports", p.exports, "duration", time.Since(start))
+	return p, nil
+}
+
+func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*Plugin, error) {
+	limits, err := h.limits(opts)
+	if err != nil {
+		return nil, err
+	}
+	wasm, err := src.read()
+	if err != nil {
+		return nil, err
+	}
+	sum, err := loader.VerifyPin(wasm, opts.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	sections, err := loader.ReadSections(wasm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidPlugin, src, err)
+	}
+	var capNames []string
+	for _, f := range runtime.Registered() {
+		capNames = append(capNames, f.Name)
+	}
+	static, err := loader.CheckSections(src.String(), sections, capNames)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := runtime.Compile(ctx, h.cacheDir, sum, wasm, limits.MemoryPages)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidPlugin, src, err)
+	}
+	p := h.newPlugin(src.String(), opts, limits, newWasmBackend(mod, limits))
+	p.sum = hex.EncodeToString(sum[:])
+	p.exports = static.Exports
+	if err := h.finish(ctx, p); err != nil {
+		p.backend.close(ctx)
+		return nil, err
+	}
+	return p, nil
+}
+
+// LoadNative loads a plugin whose exports run in process through h, on the
+// same code path as a WebAssembly plugin: describe, validation, limits on
+// input and output sizes, state handling. It is the native build of a
+// plugin written with package sdk, for conformance runs and as the floor
+// of benchmarks. The call deadline is applied through the context only; a
+// native handler is trusted to honour it.
+func (h *Host) LoadNative(ctx context.Context, name string, handler abi.Handler, opts LoadOptions) (*Plugin, error) {
+	limits, err := h.limits(opts)
+	if err != nil {
+		return nil, fmt.Errorf("host: load %s: %w", name, err)
+	}
+	if handler == nil {
+		return nil, fmt.Errorf("host: load %s: %w: nil handler", name, ErrInvalidConfig)
+	}
+	p := h.newPlugin(name, opts, limits, nativeBackend{h: handler})
+	p.exports = append(append([]string(nil), abi.RequiredExports...), abi.OptionalExports...)
+	if err := h.finish(ctx, p); err != nil {
+		return nil, fmt.Errorf("host: load %s: %w", name, err)
+	}
+	h.log.DebugContext(ctx, "native plugin loaded", "plugin", p.name, "version", p.info.Version)
+	return p, nil
+}
+
+func (h *Host) limits(opts LoadOptions) (Limits, error) {
+	l := opts.Limits.withDefaults(h.cfg.Limits)
+	return l, l.validate()
+}
+
+func (h *Host) newPlugin(name string, opts LoadOptions, limits Limits, b backend) *Plugin {
+	return &Plugin{
+		host:    h,
+		name:    name,
+		grants:  append([]Grant(nil), opts.Grants...),
+		config:  opts.Config,
+		limits:  limits,
+		backend: b,
+		log:     h.log,
+	}
+}
+
+// finish describes the plugin and validates what it said and the config.
+func (h *Host) finish(ctx context.Context, p *Plugin) error {
+	var info *abi.PluginInfo
+	err := p.invoke(ctx, abi.ExportDescribe, nil, func(out []byte) (err error) {
+		info, err = decodeInfo(out)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var granted []abi.Capability
+	for _, g := range p.grants {
+		granted = append(granted, g.Capability())
+	}
+	var available []abi.Capability
+	for _, f := range runtime.Registered() {
+		available = append(available, f.Capability)
+	}
+	if err := loader.CheckInfo(p.name, info, granted, available); err != nil {
+		return err
+	}
+	p.name, p.info = info.Name, *info
+	if p.stateSchema, err = schema.Compile(info.StateSchema, info.Name+" state_schema"); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidPlugin, info.Name, err)
+	}
+	p.initial = json.RawMessage(`{}`)
+	if !isNull(info.InitialState) {
+		p.initial = info.InitialState
+	}
+	if err := p.validateState(p.initial); err != nil {
+		return fmt.Errorf("%w: %s: initial_state: %w", ErrInvalidPlugin, info.Name, err)
+	}
+	if err := p.checkConfig(); err != nil {
+		return err
+	}
+	p.omitState = map[string]bool{}
+	for _, e := range info.OmitState {
+		p.omitState[e] = true
+	}
+	return h.track(p)
+}
+
+// checkConfig validates the operator's config against config_schema (by
+// default: any object).
+func (p *Plugin) checkConfig() error {
+	cfg := p.config
+	if isNull(cfg) {
+		p.config = nil
+		cfg = json.RawMessage(`{}`)
+	}
+	raw := p.info.ConfigSchema
+	if isNull(raw) {
+		raw = json.RawMessage(`{"type":"object"}`)
+	}
+	s, err := schema.Compile(raw, p.name+" config_schema")
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidPlugin, p.name, err)
+	}
+	if err := s.Validate(cfg); err != nil {
+		return fmt.Errorf("%w: plugin %s: %w", ErrInvalidConfig, p.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/reducer"
+)
+
+// applyWindow is the host's window over messages a plugin selects from its
+// state; a variable so that tests can observe it.
+var applyWindow = reducer.ApplyWindow
+
+// validateState checks a state against the plugin's state_schema, skipping
+// states this plugin already accepted (see validatedStates).
+func (p *Plugin) validateState(state json.RawMessage) error {
+	if p.valid.contains(state) {
+		return nil
+	}
+	if err := p.stateSchema.Validate(state); err != nil {
+		return err
+	}
+	p.valid.add(state)
+	return nil
+}
+
+// slotState returns the state to call the plugin with for a session slot
+// (nil: the slot does not exist yet), migrating an older state first.
+func (p *Plugin) slotState(ctx context.Context, facts abi.SessionFacts, slot *ProviderState) (json.RawMessage, error) {
+	if slot == nil {
+		return p.initial, nil
+	}
+	key := facts.StateKey
+	if slot.Provider != p.info.Name {
+		return nil, fmt.Errorf("%w: state key %q belongs to plugin %q, not %q", ErrInvalidSession, key, slot.Provider, p.info.Name)
+	}
+	state := slot.Data
+	switch {
+	case slot.StateVersion > p.info.StateVersion:
+		return nil, fmt.Errorf("%w: state key %q was written by state version %d of %s, which is newer than the loaded plugin's %d: load a newer build of the plugin",
+			ErrInvalidState, key, slot.StateVersion, p.info.Name, p.info.StateVersion)
+	case slot.StateVersion < p.info.StateVersion:
+		migrated, err := p.migrate(ctx, key, slot.StateVersion, state)
+		if err != nil {
+			return nil, err
+		}
+		state = migrated
+	}
+	if isNull(state) {
+		return nil, fmt.Errorf("%w: state key %q has no data", ErrInvalidState, key)
+	}
+	if err := p.validateState(state); err != nil {
+		return nil, fmt.Errorf("%w: state key %q: %w", ErrInvalidState, key, err)
+	}
+	return state, nil
+}
+
+func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.RawMessage) (json.RawMessage, error) {
+	if !p.has(abi.ExportMigrateState) {
+		return nil, fmt.Errorf("%w: state key %q is at state version %d, %s is at %d and has no migrate_state export",
+			ErrInvalidState, key, from, p.info.Name, p.info.StateVersion)
+	}
+	r := newRequest(len(state))
+	r.value("from_version", from)
+	r.raw("state", state)
+	r.raw("config", p.config)
+	var out json.RawMessage
+	err := p.invoke(ctx, abi.ExportMigrateState, r.bytes(), func(b []byte) error {
+		s, err := decodeMigrate(b)
+		if err != nil {
+			return err
+		}
+		if err := p.validateState(s); err != nil {
+			return invalidOutput(abi.ExportMigrateState, "state: %v", err)
+		}
+		out = s
+		return nil
+	})
+	return out, err
+}
+
+// applyChange returns the state after a change, validated; changed is false
+// when the response left the state alone.
+func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateChange) (json.RawMessage, bool, error) {
+	switch {
+	case c.State != nil:
+		if err := p.validateState(c.State); err != nil {
+			return nil, false, invalidOutput(export, "state: %v", err)
+		}
+		return c.State, true, nil
+	case len(c.Patch) > 0:
+		next, err := applyPatch(state, c.Patch, p.stateSchema)
+		if err != nil {
+			return nil, false, invalidOutput(export, "state_patch: %v", err)
+		}
+		p.valid.add(next)
+		return next, true, nil
+	}
+	return state, false, nil
+}
+
+// selectFromState resolves a from_state selection against state: the
+// messages at the pointer, reduced by the window. It returns them both as
+// the plugin stored them and decoded.
+func selectFromState(export string, state json.RawMessage, sel *abi.StateSelection) ([]json.RawMessage, []abi.Message, error) {
+	at, err := pointerGet(state, sel.Pointer)
+	if err != nil {
+		return nil, nil, invalidOutput(export, "from_state pointer %q: %v", sel.Pointer, err)
+	}
+	var raws []json.RawMessage
+	if isNull(at) {
+		return nil, nil, nil
+	}
+	if err := json.Unmarshal(at, &raws); err != nil {
+		return nil, nil, invalidOutput(export, "from_state pointer %q: not an array of messages", sel.Pointer)
+	}
+	msgs, err := decodeStoredMessages(export, sel.Pointer, raws)
+	if err != nil {
+		return nil, nil, err
+	}
+	var w abi.Window
+	if sel.Window != nil {
+		w = *sel.Window
+	}
+	kept := applyWindow(msgs, w)
+	// A window keeps a leading system message and a contiguous run of the
+	// newest messages (package reducer), so the raw messages kept are the
+	// same head and tail.
+	head := 0
+	if len(msgs) > 0 && msgs[0].Role == abi.RoleSystem && len(kept) > 0 {
+		head = 1
+	}
+	tail := len(kept) - head
+	keptRaw := make([]json.RawMessage, 0, len(kept))
+	keptRaw = append(keptRaw, raws[:head]...)
+	keptRaw = append(keptRaw, raws[len(raws)-tail:]...)
+	return keptRaw, kept, nil
+}
+
+// pointerGet returns the value at an RFC 6901 JSON Pointer; a missing
+// member yields nil.
+func pointerGet(doc json.RawMessage, ptr string) (json.RawMessage, error) {
+	if ptr == "" {
+		return doc, nil
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return nil, fmt.Errorf("must be empty or start with /")
+	}
+	cur := doc
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch firstByte(cur) {
+		case '{':
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(cur, &m); err != nil {
+				return nil, err
+			}
+			v, ok := m[tok]
+			if !ok {
+				return nil, nil
+			}
+			cur = v
+		case '[':
+			var a []json.RawMessage
+			if err := json.Unmarshal(cur, &a); err != nil {
+				return nil, err
+			}
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(a) {
+				return nil, fmt.Errorf("no element %q", tok)
+			}
+			cur = a[i]
+		default:
+			return nil, fmt.Errorf("cannot descend into a scalar at %q", tok)
+		}
+	}
+	return cur, nil
+}
+
+func firstByte(b []byte) byte {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c
+		}
+	}
+	return 0
+}
+
+func wrapInvalidState(err error) error { return fmt.Errorf("%w: %w", ErrInvalidState, err) }

@@ -1,0 +1,57 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+// The methods in this file drive a plugin at the level of one raw state,
+// as package sdk/sdktest's conformance suite does. They apply state
+// changes exactly as Provider does; a nil state means the initial state.
+
+// ProvideState runs provide and returns the selected history (state
+// references resolved) and the state after the call.
+func (p *Plugin) ProvideState(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request []json.RawMessage) ([]json.RawMessage, json.RawMessage, error) {
+	state, err := p.rawState(state)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := p.provide(ctx, facts, state, request)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res.raw, res.state, nil
+}
+
+// StoreState runs store and returns the state after the call.
+func (p *Plugin) StoreState(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request, response []json.RawMessage) (json.RawMessage, error) {
+	state, err := p.rawState(state)
+	if err != nil {
+		return nil, err
+	}
+	next, _, err := p.store(ctx, facts, state, request, response)
+	return next, err
+}
+
+// Call runs one export with a raw request and returns its raw response,
+// under the same limits as every call.
+func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
+	var out []byte
+	err := p.invoke(ctx, export, input, func(b []byte) error {
+		out = b
+		return nil
+	})
+	return out, err
+}
+
+func (p *Plugin) rawState(state json.RawMessage) (json.RawMessage, error) {
+	if isNull(state) {
+		return p.initial, nil
+	}
+	if err := p.validateState(state); err != nil {
+		return nil, &PluginError{Plugin: p.name, Export: "state", Err: wrapInvalidState(err)}
+	}
+	return state, nil
+}
