@@ -83,8 +83,8 @@ type nativeBackend struct {
 }
 
 func (b nativeBackend) acquire(context.Context) (runner, error) { return b, nil }
-func (nativeBackend) close(context.Context) error            { return nil }
-func (nativeBackend) release(context.Context, bool)          {}
+func (nativeBackend) close(context.Context) error               { return nil }
+func (nativeBackend) release(context.Context, bool)             {}
 
 func (b nativeBackend) run(ctx context.Context, export string, input []byte) (out []byte, err error) {
 	defer func() {
