@@ -1,0 +1,242 @@
+//go:build !wasip1
+
+package sdk_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
+)
+
+// These tests drive the WebAssembly build of testdata/guest through the
+// Extism runtime directly, as the reference implementation of the kernel ABI,
+// to check the sdk's guest side byte for byte: input and output of every
+// length modulo 8, the error encoding, recovery from panics, and capability
+// calls through kernel memory. The host package runs the same plugins through
+// its own loader; here the point is the guest, independent of any host code.
+
+var (
+	guestOnce     sync.Once
+	guestCompiled *extism.CompiledPlugin
+	guestErr      error
+
+	// capabilityAnswer is what the test_echo host function answers; nil
+	// means {"result": <request>}. Tests that set it do not run in parallel.
+	capabilityAnswer func(req []byte) []byte
+)
+
+type guestPlugin struct {
+	t *testing.T
+	p *extism.Plugin
+}
+
+// newGuest returns a fresh instance of the guest plugin. The module is
+// compiled once per test process: compiling dominates the cost of a test.
+func newGuest(t *testing.T) *guestPlugin {
+	t.Helper()
+	guestOnce.Do(func() {
+		wasm, err := sdktest.Build("./testdata/guest")
+		if err != nil {
+			guestErr = err
+			return
+		}
+		echo := extism.NewHostFunctionWithStack("test_echo", func(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+			req, err := p.ReadBytes(stack[0])
+			if err != nil {
+				panic(err)
+			}
+			var resp []byte
+			if capabilityAnswer != nil {
+				resp = capabilityAnswer(req)
+			} else {
+				resp = append(append([]byte(`{"result":`), req...), '}')
+			}
+			off, err := p.WriteBytes(resp)
+			if err != nil {
+				panic(err)
+			}
+			stack[0] = off
+		}, []extism.ValueType{extism.ValueTypeI64}, []extism.ValueType{extism.ValueTypeI64})
+		echo.SetNamespace(abi.CapabilityModule)
+		manifest := extism.Manifest{Wasm: []extism.Wasm{extism.WasmFile{Path: wasm}}}
+		// An on-disk compilation cache keeps repeated runs (and -race, under
+		// which compiling takes many seconds) fast.
+		cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(os.TempDir(), "wasmhist-sdk-test-cache"))
+		if err != nil {
+			guestErr = err
+			return
+		}
+		cfg := extism.PluginConfig{EnableWasi: true, RuntimeConfig: wazero.NewRuntimeConfig().WithCompilationCache(cache)}
+		guestCompiled, guestErr = extism.NewCompiledPlugin(context.Background(), manifest, cfg, []extism.HostFunction{echo})
+	})
+	if guestErr != nil {
+		t.Fatalf("compile guest: %v", guestErr)
+	}
+	p, err := guestCompiled.Instance(t.Context(), extism.PluginInstanceConfig{})
+	if err != nil {
+		t.Fatalf("instantiate guest: %v", err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return &guestPlugin{t: t, p: p}
+}
+
+// call runs an export and decodes a reported error as the host does.
+func (g *guestPlugin) call(export string, input []byte) ([]byte, error) {
+	g.t.Helper()
+	rc, out, err := g.p.CallWithContext(g.t.Context(), export, input)
+	if err != nil {
+		if rc != 1 {
+			g.t.Fatalf("%s: rc = %d with error %v: want 1", export, rc, err)
+		}
+		return nil, abi.DecodeError([]byte(err.Error()))
+	}
+	if rc != 0 {
+		g.t.Fatalf("%s: rc = %d without an error", export, rc)
+	}
+	return out, nil
+}
+
+func TestGuestMarker(t *testing.T) {
+	g := newGuest(t)
+	rc, _, err := g.p.Call(abi.MarkerExport, nil)
+	if err != nil || rc != abi.Minor {
+		t.Fatalf("%s = %d, %v; want %d", abi.MarkerExport, rc, err, abi.Minor)
+	}
+	for _, name := range append(append([]string{}, abi.RequiredExports...), abi.OptionalExports...) {
+		if !g.p.FunctionExists(name) {
+			t.Errorf("export %s missing", name)
+		}
+	}
+}
+
+func TestGuestDescribe(t *testing.T) {
+	g := newGuest(t)
+	out, err := g.call(abi.ExportDescribe, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info abi.PluginInfo
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatalf("describe output %s: %v", out, err)
+	}
+	if info.Name != "guest" || info.ABI != abi.Version {
+		t.Fatalf("describe = %+v, want name guest and abi %s", info, abi.Version)
+	}
+}
+
+// TestGuestRoundTrip passes messages of every length modulo 8 through the
+// guest and back: input reading, output writing and their tails.
+func TestGuestRoundTrip(t *testing.T) {
+	g := newGuest(t)
+	for n := range 20 {
+		t.Run(fmt.Sprintf("text of %d bytes", n), func(t *testing.T) {
+			msg := fmt.Sprintf(`{"role":"user","text":%q}`, strings.Repeat("é", n/2)+strings.Repeat("x", n%2))
+			in := `{"request_messages":[` + msg + `]}` + strings.Repeat(" ", n%3)
+			out, err := g.call(abi.ExportProvide, []byte(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := `{"messages":[` + msg + `]}`; string(out) != want {
+				t.Fatalf("output\n got %q\nwant %q", out, want)
+			}
+		})
+	}
+	big := `{"role":"user","text":"` + strings.Repeat("0123456789", 20000) + `"}`
+	out, err := g.call(abi.ExportStore, []byte(`{"request_messages":[`+big+`],"response_messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"state_patch":[{"op":"add","path":"/messages/-","value":` + big + `}]}`; string(out) != want {
+		t.Fatalf("large store: output of %d bytes, want %d", len(out), len(want))
+	}
+}
+
+func TestGuestErrors(t *testing.T) {
+	g := newGuest(t)
+	tests := []struct {
+		name    string
+		export  string
+		input   string
+		wantErr error
+		want    string
+	}{
+		{name: "malformed JSON", export: abi.ExportProvide, input: `{"request_messages":`, wantErr: abi.ErrInvalidArgument},
+		{name: "wrong type", export: abi.ExportStore, input: `{"request_messages":"hello"}`, wantErr: abi.ErrInvalidArgument},
+		{name: "describe garbage", export: abi.ExportDescribe, input: `garbage`, wantErr: abi.ErrInvalidArgument},
+		{name: "provider error code", export: abi.ExportProvide, input: `{"request_messages":[{"do":"fail"}]}`, wantErr: abi.ErrNotFound, want: "asked to fail"},
+		{name: "plain error", export: abi.ExportProvide, input: `{"request_messages":[{"do":"plain"}]}`, wantErr: abi.ErrInternal, want: "a plain error"},
+		{name: "panic", export: abi.ExportProvide, input: `{"request_messages":[{"do":"panic"}]}`, wantErr: abi.ErrInternal, want: "asked to"},
+		{name: "optional export missing", export: abi.ExportList, input: `{}`, wantErr: abi.ErrUnimplemented},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := g.call(tt.export, []byte(tt.input))
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %q, want it to mention %q", err, tt.want)
+			}
+			// The instance keeps working after every error, a recovered
+			// panic included.
+			out, err := g.call(abi.ExportProvide, []byte(`{"request_messages":[{"n":1}]}`))
+			if err != nil || string(out) != `{"messages":[{"n":1}]}` {
+				t.Fatalf("call after the error = %s, %v", out, err)
+			}
+		})
+	}
+}
+
+func TestGuestCapability(t *testing.T) {
+	tests := []struct {
+		name    string
+		answer  func(req []byte) []byte
+		message string
+		want    string
+		wantErr error
+	}{
+		{name: "result", message: `{"do":"capability"}`, want: `{"messages":[{"do":"capability"}]}`},
+		{name: "result of every tail length", message: `{"do":"capability","pad":"abc"}`, want: `{"messages":[{"do":"capability","pad":"abc"}]}`},
+		{
+			name:    "permission denied",
+			answer:  func([]byte) []byte { return []byte(`{"error":{"code":"permission_denied","message":"not granted"}}`) },
+			message: `{"do":"capability"}`, wantErr: abi.ErrPermissionDenied,
+		},
+		{
+			name:    "malformed answer",
+			answer:  func([]byte) []byte { return []byte(`{"result":`) },
+			message: `{"do":"capability"}`, wantErr: abi.ErrInternal,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			capabilityAnswer = tt.answer
+			defer func() { capabilityAnswer = nil }()
+			g := newGuest(t)
+			out, err := g.call(abi.ExportProvide, []byte(`{"request_messages":[`+tt.message+`]}`))
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil {
+				// The request block is padded with spaces to a multiple of 8
+				// bytes; the echo carries them back inside the JSON.
+				var got, want any
+				if json.Unmarshal(out, &got) != nil || json.Unmarshal([]byte(tt.want), &want) != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("output %s, want %s", out, tt.want)
+				}
+			}
+		})
+	}
+}
