@@ -1,0 +1,169 @@
+// Package provider is the logic of the inmemory plugin: a history provider
+// that keeps every message in the session state, {"messages": [...]}.
+//
+// It never decodes a message. store answers a patch that appends the new
+// messages, and provide answers a reference to the stored array with the
+// configured window, so the host does the JSON work natively and neither
+// call ships the history across the WebAssembly boundary (both are listed in
+// PluginInfo.OmitState, as is clear). Only list reads the state.
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/sdk"
+)
+
+// Name is the plugin's name in PluginInfo and in session state slots.
+const Name = "inmemory"
+
+// Version is the plugin's own version.
+const Version = "0.1.0"
+
+// StateVersion is the version of the state layout {"messages": [...]}.
+const StateVersion = 1
+
+// DefaultPageSize is how many messages list returns when the host names no
+// limit.
+const DefaultPageSize = 100
+
+// messagesPointer is where the history lives in the state.
+const messagesPointer = "/messages"
+
+// Config is the operator's configuration of the plugin. Both bounds are
+// optional; zero means unbounded. The host applies them when it resolves
+// provide's selection: newest messages first, a tool call never separated
+// from its results, the leading system message always kept.
+type Config struct {
+	// MaxMessages bounds how many messages provide returns.
+	MaxMessages int `json:"max_messages,omitempty"`
+	// MaxTokens bounds the estimated tokens of what provide returns.
+	MaxTokens int `json:"max_tokens,omitempty"`
+}
+
+// State is the plugin's session state.
+type State struct {
+	Messages []json.RawMessage `json:"messages"`
+}
+
+var (
+	stateSchema = json.RawMessage(`{
+	"$schema": "https://json-schema.org/draft/2020-12/schema",
+	"title": "inmemory plugin state",
+	"type": "object",
+	"required": ["messages"],
+	"properties": {
+		"messages": {"type": "array", "items": {"type": "object"}}
+	},
+	"additionalProperties": false
+}`)
+	configSchema = json.RawMessage(`{
+	"$schema": "https://json-schema.org/draft/2020-12/schema",
+	"title": "inmemory plugin config",
+	"type": "object",
+	"properties": {
+		"max_messages": {"type": "integer", "minimum": 0},
+		"max_tokens": {"type": "integer", "minimum": 0}
+	},
+	"additionalProperties": false
+}`)
+	initialState = json.RawMessage(`{"messages":[]}`)
+)
+
+// Provider is the inmemory history provider. Its zero value is ready to use
+// and it holds nothing, so one value serves any number of sessions.
+type Provider struct{}
+
+var (
+	_ sdk.Provider = Provider{}
+	_ sdk.Lister   = Provider{}
+	_ sdk.Clearer  = Provider{}
+)
+
+// Describe implements sdk.Provider.
+func (Provider) Describe() abi.PluginInfo {
+	return abi.PluginInfo{
+		Name:         Name,
+		Version:      Version,
+		ABI:          abi.Version,
+		StateVersion: StateVersion,
+		StateSchema:  stateSchema,
+		InitialState: initialState,
+		ConfigSchema: configSchema,
+		OmitState:    []string{abi.ExportProvide, abi.ExportStore, abi.ExportClear},
+	}
+}
+
+// Provide implements sdk.Provider: the whole stored history, reduced by the
+// configured window, selected by reference.
+func (Provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	cfg, err := decodeConfig(req.Config)
+	if err != nil {
+		return nil, err
+	}
+	sel := &abi.StateSelection{Pointer: messagesPointer}
+	if cfg.MaxMessages > 0 || cfg.MaxTokens > 0 {
+		sel.Window = &abi.Window{MaxMessages: cfg.MaxMessages, MaxTokens: cfg.MaxTokens}
+	}
+	return &abi.ProvideResponse{FromState: sel}, nil
+}
+
+// Store implements sdk.Provider: the request messages, then the response
+// messages, appended to the history.
+func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	msgs := slices.Concat(req.RequestMessages, req.ResponseMessages)
+	if len(msgs) == 0 {
+		return &abi.StoreResponse{}, nil
+	}
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps(messagesPointer, msgs)}}, nil
+}
+
+// List implements sdk.Lister. The cursor is the index of the page's first
+// message: history only grows at its end, so an index stays valid between
+// pages until the history is cleared.
+func (Provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse, error) {
+	st, err := sdk.DecodeState[State](req.State)
+	if err != nil {
+		return nil, err
+	}
+	start := 0
+	if req.Cursor != "" {
+		start, err = strconv.Atoi(req.Cursor)
+		if err != nil || start < 0 || start > len(st.Messages) {
+			return nil, abi.Errorf(abi.CodeInvalidArgument, "list: cursor %q is not a position in a history of %d messages", req.Cursor, len(st.Messages))
+		}
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	end := min(start+limit, len(st.Messages))
+	resp := &abi.ListResponse{Messages: st.Messages[start:end]}
+	if end < len(st.Messages) {
+		resp.NextCursor = strconv.Itoa(end)
+	}
+	return resp, nil
+}
+
+// Clear implements sdk.Clearer: an empty history.
+func (Provider) Clear(context.Context, *abi.ClearRequest) (*abi.ClearResponse, error) {
+	return &abi.ClearResponse{StateChange: abi.StateChange{State: initialState}}, nil
+}
+
+func decodeConfig(raw json.RawMessage) (Config, error) {
+	cfg, err := sdk.DecodeConfig[Config](raw)
+	if err != nil {
+		return cfg, err
+	}
+	// The host validated the config against configSchema at load; this
+	// guards the native path and hosts that do not validate.
+	if cfg.MaxMessages < 0 || cfg.MaxTokens < 0 {
+		return cfg, fmt.Errorf("inmemory: config: %w: max_messages and max_tokens must not be negative", abi.ErrInvalidArgument)
+	}
+	return cfg, nil
+}
