@@ -51,7 +51,7 @@ func misbehave(in []byte) (int32, bool) {
 			sink = append(sink, make([]byte, 1<<20))
 		}
 	case "bomb":
-		return guest.Output(bytes.Repeat([]byte("x"), 4<<20)), true
+		return guest.Output(bytes.Repeat([]byte("x"), 1<<20)), true
 	case "badjson":
 		return guest.Output([]byte(`{"state": {"messages": [`)), true
 	case "badstate":
