@@ -9,22 +9,20 @@ import (
 
 // CapabilityFunc is a host capability function as a guest imports it: it
 // takes the Extism kernel offset of a JSON request and returns the offset of
-// the JSON response. A capability's client package declares one with
+// the JSON response. The functions of the ABI's capabilities (abi.SQLFunction)
+// are built in; a function this package does not know is declared with
 //
 //	//go:wasmimport wasmhist:host/v1 <name>
 //	func call(request uint64) (response uint64)
 //
-// in a file built only for wasip1, and registers it with
+// in a file built only for wasip1, and registered with
 // RegisterCapabilityFunc.
 type CapabilityFunc func(request uint64) (response uint64)
 
-// capabilityFuncs holds the imported capability functions by import name.
-// WebAssembly import names are fixed when the plugin is compiled, so the
-// imports cannot live in CallCapability itself: every plugin would then
-// import every capability function, and a host must provide every import of
-// a module before it can instantiate it. Registration keeps a plugin's
-// imports to the capabilities whose clients it links. It is filled by init
-// functions only, before any call, so it needs no lock.
+// capabilityFuncs holds registered capability functions by import name.
+// WebAssembly import names are fixed when the plugin is compiled, so
+// CallCapability cannot import a function by a name it learns at run time.
+// It is filled by init functions only, before any call, so it needs no lock.
 var capabilityFuncs = map[string]CapabilityFunc{}
 
 // RegisterCapabilityFunc makes fn callable as CallCapability(name, ...). Call
@@ -40,17 +38,24 @@ func RegisterCapabilityFunc(name string, fn CapabilityFunc) {
 	capabilityFuncs[name] = fn
 }
 
-// CallCapability calls the host capability function registered as name with
-// a JSON request and returns the JSON result. A failure the host reports
-// (capability not granted, bad request, ...) is an *abi.Error with its code,
-// usable with errors.Is (abi.ErrPermissionDenied, ...).
+// CallCapability calls the host capability function name (for example
+// abi.SQLFunction) with a JSON request and returns the JSON result. A failure
+// the host reports (capability not granted, bad request, ...) is an error
+// wrapping an *abi.Error with its code, usable with errors.Is
+// (abi.ErrPermissionDenied, ...). The plugin must list the capability in
+// PluginInfo.Capabilities.
 //
-// Capability functions exist only in the WebAssembly build: natively (and
-// for a name nothing registered) CallCapability returns an error wrapping
+// Only plugins that call CallCapability import capability functions, so a
+// plugin without capabilities loads on hosts that offer none. Capability
+// functions exist only in the WebAssembly build: natively, and for a name
+// neither built in nor registered, CallCapability returns an error wrapping
 // abi.ErrUnimplemented.
 func CallCapability(name string, request []byte) ([]byte, error) {
 	fn, ok := capabilityFuncs[name]
 	if !ok {
+		fn = builtinCapabilityFunc(name)
+	}
+	if fn == nil {
 		return nil, fmt.Errorf("sdk: call capability %s: %w: no capability function of that name is linked into this plugin", name, abi.ErrUnimplemented)
 	}
 	resp, err := callCapability(fn, request)

@@ -13,3 +13,7 @@ import (
 func callCapability(CapabilityFunc, []byte) ([]byte, error) {
 	return nil, fmt.Errorf("%w: host capabilities are reachable only from the WebAssembly build", abi.ErrUnimplemented)
 }
+
+// builtinCapabilityFunc has nothing to offer natively; callCapability would
+// refuse it anyway, and a nil function says so earlier.
+func builtinCapabilityFunc(string) CapabilityFunc { return nil }

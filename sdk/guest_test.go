@@ -52,24 +52,30 @@ func newGuest(t *testing.T) *guestPlugin {
 			guestErr = err
 			return
 		}
-		echo := extism.NewHostFunctionWithStack("test_echo", func(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
-			req, err := p.ReadBytes(stack[0])
-			if err != nil {
-				panic(err)
-			}
-			var resp []byte
-			if capabilityAnswer != nil {
-				resp = capabilityAnswer(req)
-			} else {
-				resp = append(append([]byte(`{"result":`), req...), '}')
-			}
-			off, err := p.WriteBytes(resp)
-			if err != nil {
-				panic(err)
-			}
-			stack[0] = off
-		}, []extism.ValueType{extism.ValueTypeI64}, []extism.ValueType{extism.ValueTypeI64})
-		echo.SetNamespace(abi.CapabilityModule)
+		// test_echo is a registered capability function, sql the built-in
+		// one; both answer capabilityAnswer.
+		var funcs []extism.HostFunction
+		for _, name := range []string{"test_echo", abi.SQLFunction} {
+			f := extism.NewHostFunctionWithStack(name, func(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+				req, err := p.ReadBytes(stack[0])
+				if err != nil {
+					panic(err)
+				}
+				var resp []byte
+				if capabilityAnswer != nil {
+					resp = capabilityAnswer(req)
+				} else {
+					resp = append(append([]byte(`{"result":`), req...), '}')
+				}
+				off, err := p.WriteBytes(resp)
+				if err != nil {
+					panic(err)
+				}
+				stack[0] = off
+			}, []extism.ValueType{extism.ValueTypeI64}, []extism.ValueType{extism.ValueTypeI64})
+			f.SetNamespace(abi.CapabilityModule)
+			funcs = append(funcs, f)
+		}
 		manifest := extism.Manifest{Wasm: []extism.Wasm{extism.WasmFile{Path: wasm}}}
 		// An on-disk compilation cache keeps repeated runs (and -race, under
 		// which compiling takes many seconds) fast.
@@ -79,7 +85,7 @@ func newGuest(t *testing.T) *guestPlugin {
 			return
 		}
 		cfg := extism.PluginConfig{EnableWasi: true, RuntimeConfig: wazero.NewRuntimeConfig().WithCompilationCache(cache)}
-		guestCompiled, guestErr = extism.NewCompiledPlugin(context.Background(), manifest, cfg, []extism.HostFunction{echo})
+		guestCompiled, guestErr = extism.NewCompiledPlugin(context.Background(), manifest, cfg, funcs)
 	})
 	if guestErr != nil {
 		t.Fatalf("compile guest: %v", guestErr)
@@ -208,6 +214,7 @@ func TestGuestCapability(t *testing.T) {
 		wantErr error
 	}{
 		{name: "result", message: `{"do":"capability"}`, want: `{"messages":[{"do":"capability"}]}`},
+		{name: "built-in sql function", message: `{"do":"sql"}`, want: `{"messages":[{"do":"sql"}]}`},
 		{name: "result of every tail length", message: `{"do":"capability","pad":"abc"}`, want: `{"messages":[{"do":"capability","pad":"abc"}]}`},
 		{
 			name:    "permission denied",
@@ -238,5 +245,31 @@ func TestGuestCapability(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMinimalPluginNeedsNoCapabilities builds the README's minimal plugin and
+// instantiates it with no host functions at all: a plugin that does not call
+// CallCapability must not import capability functions, or it would fail to
+// load on a host that offers none.
+func TestMinimalPluginNeedsNoCapabilities(t *testing.T) {
+	wasm := sdktest.BuildPlugin(t, "./testdata/minimal")
+	manifest := extism.Manifest{Wasm: []extism.Wasm{extism.WasmFile{Path: wasm}}}
+	cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(os.TempDir(), "wasmhist-sdk-test-cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := extism.PluginConfig{EnableWasi: true, RuntimeConfig: wazero.NewRuntimeConfig().WithCompilationCache(cache)}
+	p, err := extism.NewPlugin(t.Context(), manifest, cfg, nil)
+	if err != nil {
+		t.Fatalf("instantiate without host functions: %v", err)
+	}
+	defer p.Close(context.Background())
+	_, out, err := p.Call(abi.ExportStore, []byte(`{"request_messages":[{"role":"user","contents":[]}],"response_messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"state_patch":[{"op":"add","path":"/messages/-","value":{"role":"user","contents":[]}}]}`; string(out) != want {
+		t.Fatalf("store = %s, want %s", out, want)
 	}
 }

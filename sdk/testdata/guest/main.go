@@ -19,8 +19,9 @@ func (guest) Describe() abi.PluginInfo {
 }
 
 // Provide echoes the request messages, or acts on the first message's
-// "do" field: "panic", "fail" or "capability" (call test_echo with the
-// message and return the result as the only message).
+// "do" field: "panic", "fail", "plain", "capability" (call test_echo with
+// the message and return the result as the only message) or "sql" (the same
+// through the built-in sql function).
 func (guest) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
 	if len(req.RequestMessages) > 0 {
 		var cmd struct {
@@ -36,6 +37,12 @@ func (guest) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideRe
 			return nil, errors.New("a plain error")
 		case "capability":
 			res, err := sdk.CallCapability("test_echo", req.RequestMessages[0])
+			if err != nil {
+				return nil, err
+			}
+			return &abi.ProvideResponse{Messages: []json.RawMessage{res}}, nil
+		case "sql":
+			res, err := sdk.CallCapability(abi.SQLFunction, req.RequestMessages[0])
 			if err != nil {
 				return nil, err
 			}
