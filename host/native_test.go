@@ -1,0 +1,230 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host"
+)
+
+// fakePlugin is a native plugin whose behaviour a test sets per export.
+type fakePlugin struct {
+	info    abi.PluginInfo
+	exports map[string]func(input []byte) ([]byte, error)
+}
+
+func (f *fakePlugin) handler(_ context.Context, export string, input []byte) ([]byte, error) {
+	if export == abi.ExportDescribe {
+		return json.Marshal(f.info)
+	}
+	if fn, ok := f.exports[export]; ok {
+		return fn(input)
+	}
+	return nil, abi.Errorf(abi.CodeUnimplemented, "%s", export)
+}
+
+func baseInfo() abi.PluginInfo {
+	return abi.PluginInfo{Name: "fake", Version: "1", ABI: abi.Version, StateVersion: 2,
+		StateSchema:  json.RawMessage(`{"type":"object","properties":{"messages":{"type":"array"},"v":{"type":"integer"}},"required":["messages"]}`),
+		InitialState: json.RawMessage(`{"messages":[]}`)}
+}
+
+func TestNativeDescribeChecks(t *testing.T) {
+	h := newHost(t, host.Config{})
+	tests := []struct {
+		name     string
+		edit     func(*abi.PluginInfo)
+		opts     host.LoadOptions
+		want     error
+		mentions string
+	}{
+		{"newer minor", func(i *abi.PluginInfo) { i.ABI = "1.99" }, host.LoadOptions{}, host.ErrVersionMismatch, "upgrade the host"},
+		{"older major", func(i *abi.PluginInfo) { i.ABI = "0.1" }, host.LoadOptions{}, host.ErrVersionMismatch, "rebuild the plugin"},
+		{"capability not granted", func(i *abi.PluginInfo) { i.Capabilities = []abi.Capability{abi.CapabilitySQL} }, host.LoadOptions{}, host.ErrCapabilityDenied, "sql"},
+		{"state schema does not compile", func(i *abi.PluginInfo) { i.StateSchema = json.RawMessage(`{"type": 12}`) }, host.LoadOptions{}, host.ErrInvalidPlugin, "state_schema"},
+		{"initial state invalid", func(i *abi.PluginInfo) { i.InitialState = json.RawMessage(`{}`) }, host.LoadOptions{}, host.ErrInvalidPlugin, "initial_state"},
+		{"config not an object", func(*abi.PluginInfo) {}, host.LoadOptions{Config: json.RawMessage(`[1]`)}, host.ErrInvalidConfig, "object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakePlugin{info: baseInfo()}
+			tt.edit(&f.info)
+			_, err := h.LoadNative(context.Background(), "fake", f.handler, tt.opts)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.mentions) {
+				t.Errorf("error %q does not mention %q", err, tt.mentions)
+			}
+		})
+	}
+}
+
+func TestOptionalExports(t *testing.T) {
+	h := newHost(t, host.Config{})
+	f := &fakePlugin{info: baseInfo(), exports: map[string]func([]byte) ([]byte, error){}}
+	p, err := h.LoadNative(context.Background(), "fake", f.handler, host.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &host.Session{SessionID: "s"}
+	if _, _, err := p.List(context.Background(), s, "k", "", 10); !errors.Is(err, host.ErrUnsupported) {
+		t.Errorf("list: %v", err)
+	}
+	if err := p.Clear(context.Background(), s, "k"); !errors.Is(err, host.ErrUnsupported) {
+		t.Errorf("clear: %v", err)
+	}
+	f.exports[abi.ExportList] = func([]byte) ([]byte, error) {
+		return []byte(`{"messages":[{"role":"user","contents":[{"type":"text","text":"hi"}]}],"next_cursor":"2"}`), nil
+	}
+	msgs, next, err := p.List(context.Background(), s, "k", "", 10)
+	if err != nil || len(msgs) != 1 || msgs[0].TextContent() != "hi" || next != "2" {
+		t.Errorf("list: %v %q %v", msgs, next, err)
+	}
+	f.exports[abi.ExportList] = func([]byte) ([]byte, error) {
+		return []byte(`{"messages":[{"role":"wizard","contents":[]}]}`), nil
+	}
+	if _, _, err := p.List(context.Background(), s, "k", "", 10); !errors.Is(err, host.ErrInvalidOutput) || !strings.Contains(err.Error(), "messages[0]") {
+		t.Errorf("list with a bad message: %v", err)
+	}
+}
+
+// TestMigrateAndPatch: an older slot is migrated before the call, and a
+// state patch from provide is applied and validated.
+func TestMigrateAndPatch(t *testing.T) {
+	h := newHost(t, host.Config{})
+	var migrated int
+	f := &fakePlugin{info: baseInfo(), exports: map[string]func([]byte) ([]byte, error){
+		abi.ExportMigrateState: func(in []byte) ([]byte, error) {
+			var req abi.MigrateStateRequest
+			if err := json.Unmarshal(in, &req); err != nil || req.FromVersion != 1 {
+				return nil, abi.Errorf(abi.CodeInvalidArgument, "bad request %s", in)
+			}
+			migrated++
+			return []byte(`{"state":{"messages":[{"role":"user","contents":[{"type":"text","text":"old"}]}]}}`), nil
+		},
+		abi.ExportProvide: func([]byte) ([]byte, error) {
+			return []byte(`{"from_state":{"pointer":"/messages"},"state_patch":[{"op":"add","path":"/v","value":3}]}`), nil
+		},
+	}}
+	p, err := h.LoadNative(context.Background(), "fake", f.handler, host.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &host.Session{SessionID: "s", State: map[string]host.ProviderState{
+		"k": {Provider: "fake", StateVersion: 1, Data: json.RawMessage(`{"old":true}`)},
+	}}
+	hist, err := p.Provider("k").Provide(context.Background(), s, []abi.Message{user("new")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if migrated != 1 || len(hist) != 1 || hist[0].TextContent() != "old" {
+		t.Fatalf("migrated %d, history %v", migrated, hist)
+	}
+	slot := s.State["k"]
+	var st struct {
+		V int `json:"v"`
+	}
+	json.Unmarshal(slot.Data, &st)
+	if slot.StateVersion != 2 || st.V != 3 {
+		t.Errorf("slot after provide: %+v", slot)
+	}
+	// A patch that breaks the schema is invalid output, and changes nothing.
+	f.exports[abi.ExportProvide] = func([]byte) ([]byte, error) {
+		return []byte(`{"state_patch":[{"op":"replace","path":"/messages","value":"x"}]}`), nil
+	}
+	before := s.Clone()
+	if _, err := p.Provider("k").Provide(context.Background(), s, nil); !errors.Is(err, host.ErrInvalidOutput) {
+		t.Fatalf("bad patch: %v", err)
+	}
+	if string(before.State["k"].Data) != string(s.State["k"].Data) {
+		t.Error("bad patch changed the session")
+	}
+}
+
+func TestSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	h := newHost(t, host.Config{TracerProvider: tp})
+	f := &fakePlugin{info: baseInfo(), exports: map[string]func([]byte) ([]byte, error){
+		abi.ExportStore: func([]byte) ([]byte, error) { return nil, abi.Errorf(abi.CodeUnavailable, "db down") },
+	}}
+	p, err := h.LoadNative(context.Background(), "fake", f.handler, host.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Provider("k").Store(context.Background(), &host.Session{SessionID: "s"}, []abi.Message{user("x")}, nil)
+	if !errors.Is(err, abi.ErrUnavailable) {
+		t.Fatalf("store: %v", err)
+	}
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want describe and store", len(spans))
+	}
+	attrs := map[attribute.Key]attribute.Value{}
+	for _, kv := range spans[1].Attributes() {
+		attrs[kv.Key] = kv.Value
+	}
+	want := map[attribute.Key]string{
+		"wasmhist.plugin":  "fake",
+		"wasmhist.export":  "store",
+		"wasmhist.outcome": "plugin_error:unavailable",
+	}
+	for k, v := range want {
+		if attrs[k].AsString() != v {
+			t.Errorf("%s = %q, want %q", k, attrs[k].AsString(), v)
+		}
+	}
+	if attrs["wasmhist.bytes_in"].AsInt64() == 0 {
+		t.Error("bytes_in not recorded")
+	}
+	if _, ok := attrs["wasmhist.duration_ms"]; !ok {
+		t.Error("duration not recorded")
+	}
+	if spans[1].Status().Code.String() != "Error" {
+		t.Errorf("status %v", spans[1].Status())
+	}
+}
+
+// TestHammerWasm runs many sessions through one WebAssembly plugin at once:
+// instances are never shared, and every session ends with exactly its own
+// messages.
+func TestHammerWasm(t *testing.T) {
+	h := newHost(t, host.Config{Limits: host.Limits{MaxInstances: 3, MaxIdleInstances: 2}})
+	p := loadHostile(t, h, "misbehave", host.LoadOptions{})
+	const workers, rounds = 6, 8
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := &host.Session{SessionID: fmt.Sprint("s", w)}
+			prov := p.Provider("k")
+			for r := range rounds {
+				if err := prov.Store(context.Background(), s, []abi.Message{user(fmt.Sprint(w, "-", r))}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			hist, err := prov.Provide(context.Background(), s, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(hist) != rounds || hist[rounds-1].TextContent() != fmt.Sprint(w, "-", rounds-1) {
+				t.Errorf("worker %d: history %v", w, hist)
+			}
+		}()
+	}
+	wg.Wait()
+}
