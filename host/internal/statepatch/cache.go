@@ -1,0 +1,82 @@
+package statepatch
+
+import (
+	"container/list"
+	"sync"
+	"unsafe"
+)
+
+// Cache keeps indexed Docs between calls so that patching the state a
+// previous patch produced needs no scan. A Doc is found by the identity of
+// the bytes it last returned from Bytes (same first byte, same length): the
+// state a session slot holds after a patch is exactly that slice. Bytes
+// with the same content at another address are a miss and get parsed.
+//
+// Take removes the Doc from the cache, so that a Doc is only ever used by
+// one goroutine; Put returns it. A Cache is safe for concurrent use.
+type Cache struct {
+	mu    sync.Mutex
+	max   int
+	docs  map[ident]*list.Element
+	order *list.List // front: most recently put
+}
+
+type ident struct {
+	p *byte
+	n int
+}
+
+type entry struct {
+	id  ident
+	doc *Doc
+}
+
+func identOf(b []byte) ident {
+	return ident{unsafe.SliceData(b), len(b)}
+}
+
+// NewCache returns a cache of at most size Docs (at least 1).
+func NewCache(size int) *Cache {
+	return &Cache{max: max(size, 1), docs: make(map[ident]*list.Element), order: list.New()}
+}
+
+// Take returns the Doc whose Bytes are raw, removing it from the cache, or
+// parses raw into a new Doc.
+func (c *Cache) Take(raw []byte) (*Doc, error) {
+	if len(raw) > 0 {
+		id := identOf(raw)
+		c.mu.Lock()
+		if e, ok := c.docs[id]; ok {
+			delete(c.docs, id)
+			c.order.Remove(e)
+			c.mu.Unlock()
+			return e.Value.(*entry).doc, nil
+		}
+		c.mu.Unlock()
+	}
+	return Parse(raw)
+}
+
+// Put keeps d for a later Take of its current Bytes. The caller must not
+// use d after Put.
+func (c *Cache) Put(d *Doc) {
+	id := identOf(d.buf)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.docs[id]; ok {
+		c.order.Remove(e)
+	}
+	c.docs[id] = c.order.PushFront(&entry{id: id, doc: d})
+	for c.order.Len() > c.max {
+		e := c.order.Back()
+		c.order.Remove(e)
+		delete(c.docs, e.Value.(*entry).id)
+	}
+}
+
+// Len reports how many Docs the cache holds.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}
