@@ -1,0 +1,381 @@
+package sdktest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/sdk"
+)
+
+// The suite is tested against providers run through sdk.Handler by
+// handlerSubject, a small stand-in for the host: correct providers must pass
+// every case, and for every case a provider with a realistic bug must fail
+// it, or the case proves nothing.
+
+// handlerSubject applies state changes and resolves state selections the way
+// the host does, for what these tests need: whole states, appends, and
+// selections without a window.
+type handlerSubject struct {
+	h    abi.Handler
+	info abi.PluginInfo
+}
+
+func newHandlerSubject(ctx context.Context, h abi.Handler) (*handlerSubject, error) {
+	out, err := h(ctx, abi.ExportDescribe, nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &handlerSubject{h: h}
+	return s, json.Unmarshal(out, &s.info)
+}
+
+func (s *handlerSubject) Info() abi.PluginInfo { return s.info }
+
+func (s *handlerSubject) InitialState() json.RawMessage {
+	if len(s.info.InitialState) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	return s.info.InitialState
+}
+
+func (s *handlerSubject) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
+	return s.h(ctx, export, input)
+}
+
+// request encodes an export's request. The state goes in byte for byte, as
+// the host sends it: re-encoding it here would hide a provider that depends
+// on the state's exact bytes.
+func (s *handlerSubject) request(export string, facts abi.SessionFacts, state json.RawMessage, fields map[string]any) []byte {
+	fields["session"] = facts
+	b := mustJSON(fields)
+	if slices.Contains(s.info.OmitState, export) {
+		return b
+	}
+	return slices.Concat([]byte(`{"state":`), state, []byte(","), b[1:])
+}
+
+func (s *handlerSubject) ProvideState(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request []json.RawMessage) ([]json.RawMessage, json.RawMessage, error) {
+	out, err := s.h(ctx, abi.ExportProvide, s.request(abi.ExportProvide, facts, state, map[string]any{"request_messages": request}))
+	if err != nil {
+		return nil, nil, err
+	}
+	var resp abi.ProvideResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return nil, nil, err
+	}
+	next, err := applyChange(state, resp.StateChange)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.FromState == nil {
+		return resp.Messages, next, nil
+	}
+	if resp.FromState.Window != nil {
+		return nil, nil, errors.New("handlerSubject: windows are not supported")
+	}
+	var msgs []json.RawMessage
+	if err := lookup(next, resp.FromState.Pointer, &msgs); err != nil {
+		return nil, nil, err
+	}
+	return msgs, next, nil
+}
+
+func (s *handlerSubject) StoreState(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request, response []json.RawMessage) (json.RawMessage, error) {
+	out, err := s.h(ctx, abi.ExportStore, s.request(abi.ExportStore, facts, state, map[string]any{"request_messages": request, "response_messages": response}))
+	if err != nil {
+		return nil, err
+	}
+	var resp abi.StoreResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return nil, err
+	}
+	return applyChange(state, resp.StateChange)
+}
+
+func applyChange(state json.RawMessage, c abi.StateChange) (json.RawMessage, error) {
+	if c.State != nil {
+		if !json.Valid(c.State) {
+			return nil, fmt.Errorf("handlerSubject: new state %q is not JSON", c.State)
+		}
+		return c.State, nil
+	}
+	if len(c.Patch) == 0 {
+		return state, nil
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(state, &doc); err != nil {
+		return nil, err
+	}
+	for _, op := range c.Patch {
+		key, ok := strings.CutSuffix(strings.TrimPrefix(op.Path, "/"), "/-")
+		if op.Op != abi.PatchAdd || !ok || strings.Contains(key, "/") {
+			return nil, fmt.Errorf("handlerSubject: unsupported patch op %+v", op)
+		}
+		var arr []json.RawMessage
+		if doc[key] != nil {
+			if err := json.Unmarshal(doc[key], &arr); err != nil {
+				return nil, err
+			}
+		}
+		doc[key] = mustJSON(append(arr, op.Value))
+	}
+	return mustJSON(doc), nil
+}
+
+func lookup(state json.RawMessage, pointer string, v any) error {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(state, &doc); err != nil {
+		return err
+	}
+	key := strings.TrimPrefix(pointer, "/")
+	if strings.Contains(key, "/") {
+		return fmt.Errorf("handlerSubject: unsupported pointer %q", pointer)
+	}
+	return json.Unmarshal(doc[key], v)
+}
+
+func factoryOf(newProvider func() sdk.Provider) Factory {
+	return func(ctx context.Context) (Subject, error) {
+		return newHandlerSubject(ctx, sdk.Handler(newProvider()))
+	}
+}
+
+type historyState struct {
+	Messages []json.RawMessage `json:"messages"`
+}
+
+var historySchema = json.RawMessage(`{"type":"object","required":["messages"],"properties":{"messages":{"type":"array"}}}`)
+
+// valueProvider keeps history in its state and answers by value with whole
+// states: correct, and the opposite style to appendProvider.
+type valueProvider struct{}
+
+func (valueProvider) Describe() abi.PluginInfo {
+	return abi.PluginInfo{Name: "value", Version: "1", StateVersion: 1, StateSchema: historySchema, InitialState: json.RawMessage(`{"messages":[]}`)}
+}
+
+func (valueProvider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	st, err := sdk.DecodeState[historyState](req.State)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.ProvideResponse{Messages: st.Messages}, nil
+}
+
+func (valueProvider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	st, err := sdk.DecodeState[historyState](req.State)
+	if err != nil {
+		return nil, err
+	}
+	st.Messages = slices.Concat(st.Messages, req.RequestMessages, req.ResponseMessages)
+	state, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.StoreResponse{StateChange: abi.StateChange{State: state}}, nil
+}
+
+// appendProvider is the inmemory plugin's design: no state in requests,
+// appends, and a selection by reference.
+type appendProvider struct{}
+
+func (appendProvider) Describe() abi.PluginInfo {
+	return abi.PluginInfo{
+		Name: "append", Version: "1", StateVersion: 1, StateSchema: historySchema,
+		InitialState: json.RawMessage(`{"messages":[]}`), OmitState: []string{abi.ExportProvide, abi.ExportStore},
+	}
+}
+
+func (appendProvider) Provide(context.Context, *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	return &abi.ProvideResponse{FromState: &abi.StateSelection{Pointer: "/messages"}}, nil
+}
+
+func (appendProvider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps("/messages", slices.Concat(req.RequestMessages, req.ResponseMessages))}}, nil
+}
+
+// The broken providers. Each has a bug seen in real storage code.
+
+// responseFirst stores a run's response before its request.
+type responseFirst struct{ appendProvider }
+
+func (responseFirst) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps("/messages", slices.Concat(req.ResponseMessages, req.RequestMessages))}}, nil
+}
+
+// byteSplicer appends to its state by editing the bytes it was given,
+// assuming they are exactly what it wrote.
+type byteSplicer struct{ valueProvider }
+
+func (byteSplicer) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	state := bytes.Clone(req.State)
+	const tail = "]}"
+	if !bytes.HasSuffix(state, []byte(tail)) {
+		return nil, abi.Errorf(abi.CodeFailedPrecondition, "state %q is not one I wrote", state)
+	}
+	body := state[:len(state)-len(tail)]
+	for _, m := range slices.Concat(req.RequestMessages, req.ResponseMessages) {
+		if !bytes.HasSuffix(body, []byte("[")) {
+			body = append(body, ',')
+		}
+		body = append(body, m...)
+	}
+	return &abi.StoreResponse{StateChange: abi.StateChange{State: append(body, tail...)}}, nil
+}
+
+// sessionStore keeps history outside the state, keyed by the session id
+// alone, as a database table with the wrong key would.
+type sessionStore struct {
+	appendProvider
+	mu   *sync.Mutex
+	rows map[string][]json.RawMessage
+}
+
+func (p sessionStore) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return &abi.ProvideResponse{Messages: slices.Clone(p.rows[req.Session.SessionID])}, nil
+}
+
+func (p sessionStore) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := req.Session.SessionID
+	p.rows[id] = slices.Concat(p.rows[id], req.RequestMessages, req.ResponseMessages)
+	return &abi.StoreResponse{}, nil
+}
+
+// instanceCache remembers history in the instance that stored it.
+type instanceCache struct {
+	appendProvider
+	rows map[abi.SessionFacts][]json.RawMessage
+}
+
+func (p *instanceCache) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	return &abi.ProvideResponse{Messages: slices.Clone(p.rows[req.Session])}, nil
+}
+
+func (p *instanceCache) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	p.rows[req.Session] = slices.Concat(p.rows[req.Session], req.RequestMessages, req.ResponseMessages)
+	return &abi.StoreResponse{}, nil
+}
+
+// typedMessages decodes messages into abi.Message and encodes them again,
+// dropping what that type does not know.
+type typedMessages struct{ appendProvider }
+
+func (typedMessages) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	var msgs []json.RawMessage
+	for _, raw := range slices.Concat(req.RequestMessages, req.ResponseMessages) {
+		var m abi.Message
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, mustJSON(m))
+	}
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps("/messages", msgs)}}, nil
+}
+
+// noInitialState declares no initial state and fails on a state it has not
+// written yet.
+type noInitialState struct{ valueProvider }
+
+func (noInitialState) Describe() abi.PluginInfo {
+	info := valueProvider{}.Describe()
+	info.InitialState = nil
+	return info
+}
+
+func (noInitialState) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	var st struct {
+		Messages *[]json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(req.State, &st); err != nil {
+		return nil, err
+	}
+	if st.Messages == nil {
+		return nil, abi.Errorf(abi.CodeFailedPrecondition, "the state has no messages")
+	}
+	return &abi.ProvideResponse{Messages: *st.Messages}, nil
+}
+
+// futureABI claims an ABI major this host does not speak.
+type futureABI struct{ appendProvider }
+
+func (futureABI) Describe() abi.PluginInfo {
+	info := appendProvider{}.Describe()
+	info.ABI = strconv.Itoa(abi.Major+1) + ".0"
+	return info
+}
+
+// codeless answers like a hand-written handler that reports every failure
+// as an internal error.
+func codeless(h abi.Handler) abi.Handler {
+	return func(ctx context.Context, export string, input []byte) ([]byte, error) {
+		out, err := h(ctx, export, input)
+		if err != nil {
+			return nil, abi.Errorf(abi.CodeInternal, "%s failed: %s", export, err.Error())
+		}
+		return out, nil
+	}
+}
+
+func TestSuitePassesCorrectProviders(t *testing.T) {
+	t.Run("by value", func(t *testing.T) { Run(t, factoryOf(func() sdk.Provider { return valueProvider{} })) })
+	t.Run("by reference", func(t *testing.T) { Run(t, factoryOf(func() sdk.Provider { return appendProvider{} })) })
+}
+
+func TestEveryCaseCanFail(t *testing.T) {
+	shared := sessionStore{mu: new(sync.Mutex), rows: map[string][]json.RawMessage{}}
+	broken := []struct {
+		name  string
+		fails string // the case that must catch the bug
+		f     Factory
+	}{
+		{"claims a future ABI major", "describe", factoryOf(func() sdk.Provider { return futureABI{} })},
+		{"fails on a state it has not written", "empty_state_initialised", factoryOf(func() sdk.Provider { return noInitialState{} })},
+		{"stores the response before the request", "provide_returns_stored_in_order", factoryOf(func() sdk.Provider { return responseFirst{} })},
+		{"edits the state's bytes", "state_round_trips_through_json", factoryOf(func() sdk.Provider { return byteSplicer{} })},
+		{"keys storage by session id alone", "state_keys_isolated", factoryOf(func() sdk.Provider { return shared })},
+		{"drops unknown message fields", "unknown_fields_tolerated", factoryOf(func() sdk.Provider { return typedMessages{} })},
+		{"remembers history in the instance", "stateless_across_instances", factoryOf(func() sdk.Provider {
+			return &instanceCache{rows: map[abi.SessionFacts][]json.RawMessage{}}
+		})},
+		{"reports malformed requests as internal errors", "malformed_requests_rejected", func(ctx context.Context) (Subject, error) {
+			return newHandlerSubject(ctx, codeless(sdk.Handler(appendProvider{})))
+		}},
+	}
+	cases := map[string]Case{}
+	for _, c := range Cases() {
+		cases[c.Name] = c
+	}
+	caught := map[string]bool{}
+	for _, b := range broken {
+		t.Run(b.name, func(t *testing.T) {
+			c, ok := cases[b.fails]
+			if !ok {
+				t.Fatalf("no case %q", b.fails)
+			}
+			err := c.Run(t.Context(), b.f)
+			if err == nil {
+				t.Fatalf("case %s passed a provider that %s", b.fails, b.name)
+			}
+			t.Logf("case %s: %v", b.fails, err)
+			caught[b.fails] = true
+		})
+	}
+	for name := range cases {
+		if !caught[name] {
+			t.Errorf("no broken provider shows that case %s can fail", name)
+		}
+	}
+}
