@@ -200,7 +200,14 @@ func (r *run) compose(convID string, produced, results []abi.Message) []abi.Mess
 	case convID == "":
 		// Nothing keeps the conversation: send all of it.
 		out = append(out, r.ctxMsgs...)
-		out = append(out, reducer.StripOrphans(concat(r.history, r.input))...)
+		if r.sentinel {
+			// The middleware puts the history in and pairs it with the
+			// input; stripping here would drop results the input brings
+			// for a call stored earlier.
+			out = append(out, r.input...)
+		} else {
+			out = append(out, reducer.StripOrphans(concat(r.history, r.input))...)
+		}
 		out = append(out, produced...)
 	case r.calls == 0:
 		out = append(out, r.ctxMsgs...)
