@@ -709,7 +709,10 @@ func TestAgentUseClientAsIs(t *testing.T) {
 		var persisted []string
 		svc.observe = func(model.Request) {}
 		a, err := NewAgent(AgentConfig{Model: stackU, Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: true, UseClientAsIs: true, Logger: logs.logger(),
-			Saver: saverFunc(func(_ context.Context, s *Session) error { persisted = append(persisted, stored(t, primary, s)); return nil })})
+			Saver: saverFunc(func(_ context.Context, s *Session) error {
+				persisted = append(persisted, stored(t, primary, s))
+				return nil
+			})})
 		if err != nil {
 			t.Fatal(err)
 		}
