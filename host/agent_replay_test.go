@@ -1,0 +1,111 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/model/openai"
+	"github.com/wasmhist/wasmhist/host/model/openai/openaitest"
+)
+
+func replayAgent(t *testing.T, srv *openaitest.Server, p *host.MemoryProvider, perCall bool, terminate bool) *host.Agent {
+	t.Helper()
+	tool := host.Tool{
+		Name:       "lookup",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`),
+		Func: func(ctx context.Context, _ json.RawMessage) (any, error) {
+			if terminate {
+				host.TerminateLoop(ctx)
+			}
+			return "42", nil
+		},
+	}
+	a, err := host.NewAgent(host.AgentConfig{
+		Model:                            openai.NewChat(openai.Options{BaseURL: srv.URL, APIKey: "sk-test", Model: "test-model"}),
+		Tools:                            []host.Tool{tool},
+		Providers:                        []host.ProviderConfig{{Provider: p}},
+		RequirePerServiceCallPersistence: perCall,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func runTurn(ctx context.Context, a *host.Agent, s *host.Session, stream bool, text string) error {
+	in := []abi.Message{abi.NewMessage(abi.RoleUser, text)}
+	if !stream {
+		_, err := a.Run(ctx, s, in)
+		return err
+	}
+	for _, err := range a.RunStream(ctx, s, in) {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The stored history of a terminated tool loop, and of a streamed tool
+// turn, is replayed to a strict Chat Completions server on the next turn
+// and accepted, in both persistence modes.
+func TestAgentResumeReplaysToStrictServer(t *testing.T) {
+	tests := []struct {
+		name      string
+		terminate bool
+		first     []openaitest.Reply
+	}{
+		{"terminated tool loop", true, []openaitest.Reply{openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "lookup", Arguments: `{"q":"x"}`})}},
+		{"tool turn", false, []openaitest.Reply{
+			{Text: "let me look", ToolCalls: []openaitest.ToolCall{{ID: "c1", Name: "lookup", Arguments: `{"q":"x"}`}, {ID: "c2", Name: "lookup", Arguments: `{"q":"y"}`}}},
+			openaitest.Text("it is 42"),
+		}},
+	}
+	for _, tc := range tests {
+		for _, perCall := range []bool{false, true} {
+			for _, stream := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/per-call=%v/stream=%v", tc.name, perCall, stream), func(t *testing.T) {
+					ctx := context.Background()
+					srv := openaitest.NewServer(t)
+					p := host.NewMemoryProvider("history")
+					a := replayAgent(t, srv, p, perCall, tc.terminate)
+					s := host.NewSession()
+					srv.Enqueue(tc.first...)
+					if err := runTurn(ctx, a, s, stream, "first"); err != nil {
+						t.Fatal(err)
+					}
+					srv.Enqueue(openaitest.Text("resumed"))
+					if err := runTurn(ctx, a, s, stream, "again"); err != nil {
+						t.Fatalf("resume rejected: %v", err)
+					}
+					for i, r := range srv.Requests() {
+						if r.Has("store") {
+							t.Errorf("request %d sent store although it was unset", i)
+						}
+						if r.Contains("wasmhist:") {
+							t.Errorf("request %d carries the sentinel", i)
+						}
+					}
+					msgs, err := p.Messages(s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !perCall || !tc.terminate {
+						// Per-run storage and complete turns are replayable
+						// as they are.
+						if err := openaitest.ValidateHistory(msgs); err != nil {
+							t.Fatalf("stored history: %v", err)
+						}
+					}
+					if last := msgs[len(msgs)-1]; last.TextContent() != "resumed" {
+						t.Fatalf("last stored message %+v", last)
+					}
+				})
+			}
+		}
+	}
+}
