@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host"
+)
+
+// stateKey is the session slot the command's history provider uses.
+const stateKey = "history"
+
+// chatSetup is everything a chat turn needs, shared by the one-shot and
+// the interactive forms.
+type chatSetup struct {
+	agent   *host.Agent
+	plugin  *host.Plugin
+	session *host.Session
+	file    *sessionFile // nil: the session lives only in this process
+	db      string       // the plugin's database, when it uses sql
+}
+
+func runChat(ctx context.Context, e *env, args []string) error {
+	const cmd = "chat"
+	fs := flagSet(e, cmd, "[flags]",
+		"Talks to an agent whose chat history is kept by a plugin. With -m it answers one message;\n"+
+			"without, it reads one message per line from standard input until end of input.\n"+
+			"With --session the conversation is saved after every commit and resumed on the next run.\n"+
+			"The offline model needs no network or key; the openai models read OPENAI_API_KEY.")
+	message := fs.String("m", "", "answer this `message` and exit")
+	pluginSpec := fs.String("plugin", "", "history plugin: inmemory, sqlite or `PATH.wasm` (default: the session's, else inmemory)")
+	sessionPath := fs.String("session", "", "session `FILE` (NAME.json): created when missing, resumed otherwise")
+	dbPath := fs.String("db", "", "SQLite database `PATH` granted to a plugin that wants sql (default: the session file with .db)")
+	perCall := fs.Bool("per-service-call", false, "persist after every model call instead of once per run")
+	mc := modelFlags(fs)
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef(cmd, "unexpected argument %q: pass the message with -m \"...\"", pos[0])
+	}
+
+	c, err := setupChat(ctx, e, cmd, mc, *pluginSpec, *sessionPath, *dbPath, *perCall)
+	if err != nil {
+		return err
+	}
+	defer c.plugin.Close(context.WithoutCancel(ctx))
+
+	if *message != "" {
+		return c.turn(ctx, e, cmd, *message)
+	}
+	prompt := isTerminal(e.stdin)
+	sc := bufio.NewScanner(e.stdin)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for {
+		if prompt {
+			fmt.Fprint(e.stdout, "you> ")
+		}
+		if !sc.Scan() {
+			break
+		}
+		line := strings.TrimSpace(sc.Text())
+		switch line {
+		case "":
+			continue
+		case "/quit", "/exit":
+			return nil
+		}
+		if err := c.turn(ctx, e, cmd, line); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return failf(cmd, "reading standard input: %w", err)
+	}
+	return nil
+}
+
+func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginSpec, sessionPath, dbPath string, perCall bool) (*chatSetup, error) {
+	c := &chatSetup{session: host.NewSession(), db: dbPath}
+	var saver host.SessionSaver
+	if sessionPath != "" {
+		f, err := parseSessionFile(cmd, sessionPath)
+		if err != nil {
+			return nil, err
+		}
+		c.file = &f
+		if c.session, _, err = f.open(cmd); err != nil {
+			return nil, err
+		}
+		st, err := f.store(cmd)
+		if err != nil {
+			return nil, err
+		}
+		saver = st
+		if c.db == "" {
+			c.db = f.dbPath()
+		}
+	}
+	if pluginSpec == "" {
+		pluginSpec = "inmemory"
+		if slot, ok := c.session.State[stateKey]; ok {
+			pluginSpec = slot.Provider
+		}
+	}
+	path, err := resolvePlugin(e, cmd, pluginSpec)
+	if err != nil {
+		return nil, err
+	}
+	client, err := mc.client(e, cmd)
+	if err != nil {
+		return nil, err
+	}
+
+	h, err := newHost(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	var grants []host.Grant
+	if c.db != "" {
+		if grants, err = dbGrants(cmd, c.db); err != nil {
+			return nil, err
+		}
+	}
+	if c.plugin, err = loadPlugin(ctx, h, cmd, path, grants); err != nil {
+		return nil, err
+	}
+	if err := checkSlot(cmd, c.session, c.plugin, sessionPath); err != nil {
+		c.plugin.Close(ctx)
+		return nil, err
+	}
+	if wantsSQL(c.plugin) && c.db == "" {
+		c.plugin.Close(ctx)
+		return nil, usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", c.plugin.Info().Name)
+	}
+	if !wantsSQL(c.plugin) {
+		c.db = ""
+	}
+
+	cfg := host.AgentConfig{
+		Model:                            client,
+		Instructions:                     "You are a helpful assistant. Use the tools when they help.",
+		Tools:                            tools(),
+		Providers:                        []host.ProviderConfig{{Provider: c.plugin.Provider(stateKey)}},
+		RequirePerServiceCallPersistence: perCall,
+		Saver:                            saver,
+		Logger:                           warnLogger(e.stderr, cmd),
+	}
+	if mc.storesHistory() {
+		// The service keeps the conversation and the plugin keeps a copy:
+		// later runs continue the service's conversation, and 'history'
+		// still reads the whole conversation from the plugin.
+		cfg.Conflict = host.ConflictWarn
+	}
+	if c.agent, err = host.NewAgent(cfg); err != nil {
+		c.plugin.Close(ctx)
+		return nil, failf(cmd, "configuring the agent: %w", err)
+	}
+	return c, nil
+}
+
+// checkSlot refuses, with advice, a session whose history slot another
+// plugin wrote: the host would refuse it too, but later and less helpfully.
+func checkSlot(cmd string, s *host.Session, p *host.Plugin, sessionPath string) error {
+	slot, ok := s.State[stateKey]
+	if !ok || slot.Provider == p.Info().Name {
+		return nil
+	}
+	return usagef(cmd, "session %s keeps its history with plugin %q, not %q: pass --plugin %s (or the path of that plugin), or start a new session file",
+		sessionPath, slot.Provider, p.Info().Name, slot.Provider)
+}
+
+// turn runs one message through the agent and prints the tool activity,
+// the reply and where the history went.
+func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
+	res, err := c.agent.Run(ctx, c.session, []abi.Message{abi.NewMessage(abi.RoleUser, text)})
+	if err != nil {
+		where := "nothing was stored"
+		if c.file != nil {
+			where = fmt.Sprintf("the session file %s stays at revision %d", c.file.path, c.session.Revision)
+		}
+		return failf(cmd, "running the agent: %w (%s): %s", err, where, runAdvice(err))
+	}
+	printToolActivity(e.stdout, res.Messages)
+	reply := res.Text()
+	if reply == "" {
+		reply = "(no text)"
+	}
+	fmt.Fprintf(e.stdout, "assistant: %s\n", reply)
+
+	where := fmt.Sprintf("plugin %s, state key %q", describePlugin(c.plugin), stateKey)
+	if c.db != "" {
+		where += ", database " + c.db
+	}
+	fmt.Fprintf(e.stdout, "history: %s\n", where)
+	if c.file != nil {
+		fmt.Fprintf(e.stdout, "session: %s\n", c.file.describe(c.session))
+	} else {
+		fmt.Fprintf(e.stdout, "session: %s, revision %d, not saved (pass --session FILE to keep it)\n", c.session.SessionID, c.session.Revision)
+	}
+	if c.session.ServiceSessionID != "" {
+		fmt.Fprintf(e.stdout, "service conversation: %s\n", c.session.ServiceSessionID)
+	}
+	return nil
+}
+
+// runAdvice says what to do about a failed run.
+func runAdvice(err error) string {
+	switch {
+	case errors.Is(err, host.ErrStaleRevision):
+		return "another process saved the session meanwhile; run the command again to continue from its version"
+	case errors.Is(err, host.ErrInvalidSession), errors.Is(err, host.ErrInvalidState):
+		return "the session does not fit this plugin; check it with 'wasmhist session validate' or start a new session"
+	case errors.Is(err, host.ErrHistoryConflict):
+		return "the model service keeps this conversation itself; use the model the session was started with, or a new session"
+	case errors.Is(err, context.Canceled):
+		return "interrupted"
+	default:
+		return "check the model settings (--model, --base-url, OPENAI_API_KEY) and the plugin"
+	}
+}
+
+// printToolActivity prints each tool call the run made, with its
+// arguments and result.
+func printToolActivity(w io.Writer, msgs []abi.Message) {
+	type call struct{ name, args string }
+	calls := map[string]call{}
+	var order []string
+	results := map[string]string{}
+	for _, m := range msgs {
+		for _, c := range m.Contents {
+			switch c.Type {
+			case abi.ContentFunctionCall:
+				calls[c.CallID] = call{c.Name, compactJSON(c.Arguments)}
+				order = append(order, c.CallID)
+			case abi.ContentFunctionResult:
+				if c.Error != "" {
+					results[c.CallID] = "error: " + c.Error
+				} else {
+					results[c.CallID] = compactJSON(c.Result)
+				}
+			}
+		}
+	}
+	for _, id := range order {
+		r, ok := results[id]
+		if !ok {
+			r = "(not run)"
+		}
+		fmt.Fprintf(w, "tool: %s %s -> %s\n", calls[id].name, calls[id].args, r)
+	}
+}
+
+func compactJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// warnLogger prints the agent's warnings (for example a service that keeps
+// the conversation while the plugin keeps a copy) one line each.
+func warnLogger(w io.Writer, cmd string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
+				return slog.Attr{}
+			}
+			if len(groups) == 0 && a.Key == slog.MessageKey {
+				return slog.String(slog.MessageKey, "wasmhist "+cmd+": warning: "+a.Value.String())
+			}
+			return a
+		},
+	}))
+}
+
+// isTerminal reports whether r is an interactive terminal, where a prompt
+// helps; piped input gets none, so output stays clean for scripts.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

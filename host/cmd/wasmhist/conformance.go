@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
+)
+
+// caseTimeout bounds one conformance case, so a plugin that hangs fails its
+// case instead of hanging the run (each call is bounded by the host too).
+const caseTimeout = 2 * time.Minute
+
+func runConformance(ctx context.Context, e *env, args []string) error {
+	const cmd = "conformance"
+	fs := flagSet(e, cmd, "[--run REGEXP] [--config JSON] PLUGIN.wasm",
+		"Runs the wasmhist conformance suite (package sdk/sdktest) against a plugin binary\n"+
+			"through the host, exactly as an agent would call it, and prints a pass/fail table.\n"+
+			"Every case loads fresh instances. A plugin that wants the sql capability gets a\n"+
+			"temporary database. The exit status is non-zero when any case fails.\n"+
+			"PLUGIN may also be a built-in name: inmemory or sqlite.")
+	runRE := fs.String("run", "", "run only the cases whose name matches `REGEXP`")
+	config := fs.String("config", "", "the plugin's configuration, a `JSON` object (default: none)")
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef(cmd, "want exactly one PLUGIN.wasm, got %d arguments: use 'wasmhist conformance PLUGIN.wasm'", len(pos))
+	}
+	var re *regexp.Regexp
+	if *runRE != "" {
+		if re, err = regexp.Compile(*runRE); err != nil {
+			return usagef(cmd, "--run %q: %v: pass a Go regular expression", *runRE, err)
+		}
+	}
+	var cfg json.RawMessage
+	if *config != "" {
+		if !json.Valid([]byte(*config)) {
+			return usagef(cmd, "--config %q is not JSON: pass an object such as '{\"max_messages\": 50}'", *config)
+		}
+		cfg = json.RawMessage(*config)
+	}
+	path, err := resolvePlugin(e, cmd, pos[0])
+	if err != nil {
+		return err
+	}
+	h, err := newHost(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer h.Close(context.WithoutCancel(ctx))
+	grants, cleanup, err := scratchGrants(cmd)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	opts := host.LoadOptions{Config: cfg, Grants: grants}
+
+	// Load once up front, so that a plugin that cannot load at all gets
+	// one clear error rather than the same failure in every case.
+	first, err := h.Load(ctx, host.File(path), opts)
+	if err != nil {
+		return failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err))
+	}
+	fmt.Fprintf(e.stdout, "conformance of %s, %s\n\n", describePlugin(first), path)
+	first.Close(ctx)
+
+	var cases []sdktest.Case
+	for _, c := range sdktest.Cases() {
+		if re == nil || re.MatchString(c.Name) {
+			cases = append(cases, c)
+		}
+	}
+	if len(cases) == 0 {
+		return usagef(cmd, "--run %q matches no case: run without --run to see the case names", *runRE)
+	}
+	width := 0
+	for _, c := range cases {
+		width = max(width, len(c.Name))
+	}
+	failed := 0
+	for _, c := range cases {
+		err := runCase(ctx, h, path, opts, c)
+		status := "PASS"
+		if err != nil {
+			status = "FAIL"
+			failed++
+		}
+		fmt.Fprintf(e.stdout, "%s  %-*s  %s\n", status, width, c.Name, c.Doc)
+		if err != nil {
+			fmt.Fprintf(e.stdout, "      %s\n", oneLine(err.Error()))
+		}
+	}
+	fmt.Fprintf(e.stdout, "\n%d cases: %d passed, %d failed\n", len(cases), len(cases)-failed, failed)
+	if failed > 0 {
+		return failf(cmd, "%d of %d cases failed for %s: fix the plugin (each failure above says what a conforming provider does and what this one did)", failed, len(cases), path)
+	}
+	return nil
+}
+
+// runCase runs one case with a factory whose subjects are separate loads
+// of the plugin (so separate instances), closed when the case ends.
+func runCase(ctx context.Context, h *host.Host, path string, opts host.LoadOptions, c sdktest.Case) error {
+	ctx, cancel := context.WithTimeout(ctx, caseTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var loaded []*host.Plugin
+	defer func() {
+		for _, p := range loaded {
+			p.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	factory := func(ctx context.Context) (sdktest.Subject, error) {
+		p, err := h.Load(ctx, host.File(path), opts)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		loaded = append(loaded, p)
+		mu.Unlock()
+		return p, nil
+	}
+	return c.Run(ctx, factory)
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+// inspection is what inspect reports; its JSON form is the --json output.
+type inspection struct {
+	File         string           `json:"file"`
+	SHA256       string           `json:"sha256"`
+	Size         int64            `json:"size"`
+	Name         string           `json:"name"`
+	Version      string           `json:"version"`
+	ABI          string           `json:"abi"`
+	HostABI      string           `json:"host_abi"`
+	Exports      []string         `json:"exports"`
+	Missing      []string         `json:"missing_optional_exports"`
+	Capabilities []abi.Capability `json:"capabilities"`
+	StateVersion int              `json:"state_version"`
+	StateSchema  json.RawMessage  `json:"state_schema"`
+	InitialState json.RawMessage  `json:"initial_state,omitempty"`
+	ConfigSchema json.RawMessage  `json:"config_schema,omitempty"`
+	OmitState    []string         `json:"omit_state,omitempty"`
+}
+
+func runInspect(ctx context.Context, e *env, args []string) error {
+	const cmd = "inspect"
+	fs := flagSet(e, cmd, "[--json] PLUGIN.wasm",
+		"Loads a plugin binary in the sandbox (without granting it anything it could use\n"+
+			"beyond a scratch database) and prints its ABI version, name and version, exports,\n"+
+			"the capabilities it wants, its state and config schemas, and its sha256 (the value\n"+
+			"to pin it with). PLUGIN may also be a built-in name: inmemory or sqlite.")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef(cmd, "want exactly one PLUGIN.wasm, got %d arguments: use 'wasmhist inspect PLUGIN.wasm'", len(pos))
+	}
+	path, err := resolvePlugin(e, cmd, pos[0])
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return failf(cmd, "plugin file %s: %w: check the path", path, err)
+	}
+	h, err := newHost(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer h.Close(context.WithoutCancel(ctx))
+	grants, cleanup, err := scratchGrants(cmd)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	p, err := loadPlugin(ctx, h, cmd, path, grants)
+	if err != nil {
+		return err
+	}
+	info := p.Info()
+	r := inspection{
+		File: path, SHA256: p.SHA256(), Size: fi.Size(),
+		Name: info.Name, Version: info.Version, ABI: info.ABI, HostABI: abi.Version,
+		Exports: p.Exports(), Capabilities: info.Capabilities,
+		StateVersion: info.StateVersion, StateSchema: info.StateSchema,
+		InitialState: info.InitialState, ConfigSchema: info.ConfigSchema, OmitState: info.OmitState,
+	}
+	for _, x := range abi.OptionalExports {
+		if !slices.Contains(r.Exports, x) {
+			r.Missing = append(r.Missing, x)
+		}
+	}
+	if r.Capabilities == nil {
+		r.Capabilities = []abi.Capability{}
+	}
+	if r.Missing == nil {
+		r.Missing = []string{}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	printInspection(e.stdout, r)
+	return nil
+}
+
+func printInspection(w io.Writer, r inspection) {
+	row := func(k, v string) { fmt.Fprintf(w, "%-14s %s\n", k+":", v) }
+	row("plugin", r.Name+" "+r.Version)
+	row("file", fmt.Sprintf("%s (%d bytes)", r.File, r.Size))
+	row("sha256", r.SHA256)
+	row("abi", fmt.Sprintf("%s (this host speaks %s)", r.ABI, r.HostABI))
+	row("exports", strings.Join(r.Exports, ", "))
+	if len(r.Missing) > 0 {
+		row("not exported", strings.Join(r.Missing, ", ")+" (optional)")
+	}
+	caps := "none"
+	if len(r.Capabilities) > 0 {
+		var cs []string
+		for _, c := range r.Capabilities {
+			cs = append(cs, string(c))
+		}
+		caps = strings.Join(cs, ", ")
+	}
+	row("capabilities", caps)
+	if len(r.OmitState) > 0 {
+		row("omit_state", strings.Join(r.OmitState, ", "))
+	}
+	row("state version", fmt.Sprint(r.StateVersion))
+	block := func(title string, raw json.RawMessage) {
+		fmt.Fprintf(w, "%s:\n", title)
+		if len(raw) == 0 {
+			fmt.Fprintln(w, "  (none)")
+			return
+		}
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, raw, "  ", "  "); err != nil {
+			buf.Reset()
+			buf.Write(raw)
+		}
+		fmt.Fprintf(w, "  %s\n", buf.String())
+	}
+	block("state schema", r.StateSchema)
+	block("initial state", r.InitialState)
+	block("config schema", r.ConfigSchema)
+}

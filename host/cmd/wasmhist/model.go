@@ -1,0 +1,77 @@
+package main
+
+import (
+	"flag"
+	"slices"
+	"strings"
+
+	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/model"
+	"github.com/wasmhist/wasmhist/host/model/offline"
+	"github.com/wasmhist/wasmhist/host/model/openai"
+)
+
+// Model choices of --model.
+const (
+	modelOffline         = "offline"
+	modelOpenAIChat      = "openai-chat"
+	modelOpenAIResponses = "openai-responses"
+)
+
+var modelChoices = []string{modelOffline, modelOpenAIChat, modelOpenAIResponses}
+
+// apiKeyEnv is where the OpenAI-compatible clients' key comes from; keys
+// are never taken from flags, which other users of the machine can read.
+const apiKeyEnv = "OPENAI_API_KEY"
+
+// modelConfig holds the model flags of chat.
+type modelConfig struct {
+	kind      string
+	baseURL   string
+	modelName string
+}
+
+func modelFlags(fs *flag.FlagSet) *modelConfig {
+	mc := &modelConfig{}
+	fs.StringVar(&mc.kind, "model", modelOffline, "model `service`: "+strings.Join(modelChoices, ", "))
+	fs.StringVar(&mc.baseURL, "base-url", "", "`URL` of an OpenAI-compatible API, with its /v1 path (default "+openai.DefaultBaseURL+")")
+	fs.StringVar(&mc.modelName, "model-name", openai.DefaultModel, "model `name` to ask an OpenAI-compatible service for")
+	return mc
+}
+
+// client returns the model client the flags choose.
+func (mc *modelConfig) client(e *env, cmd string) (model.Client, error) {
+	if !slices.Contains(modelChoices, mc.kind) {
+		return nil, usagef(cmd, "--model %q is not a model this command knows: use %s", mc.kind, strings.Join(modelChoices, ", "))
+	}
+	if mc.kind == modelOffline {
+		if mc.baseURL != "" {
+			return nil, usagef(cmd, "--base-url is for the openai models, and --model is offline: add --model %s or --model %s", modelOpenAIChat, modelOpenAIResponses)
+		}
+		return offline.New(), nil
+	}
+	key := e.getenv(apiKeyEnv)
+	if key == "" && mc.baseURL == "" {
+		return nil, usagef(cmd, "--model %s talks to %s, which needs a key: set %s, or pass --base-url for a local OpenAI-compatible server",
+			mc.kind, openai.DefaultBaseURL, apiKeyEnv)
+	}
+	o := openai.Options{BaseURL: mc.baseURL, APIKey: key, Model: mc.modelName, MaxRetries: 2}
+	if mc.kind == modelOpenAIChat {
+		return openai.NewChat(o), nil
+	}
+	return openai.NewResponses(o), nil
+}
+
+// storesHistory reports whether the chosen service keeps the conversation
+// itself.
+func (mc *modelConfig) storesHistory() bool { return mc.kind == modelOpenAIResponses }
+
+// tools are the offline model's clock and calculator, offered to every
+// model so that any of them can run the tool loop.
+func tools() []host.Tool {
+	var out []host.Tool
+	for _, t := range offline.Tools(nil) {
+		out = append(out, host.Tool(t))
+	}
+	return out
+}
