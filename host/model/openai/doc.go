@@ -20,7 +20,8 @@
 // applies its own default; Responses stores by default and so implements
 // model.HistoryStorer. Request.ConversationID becomes the Responses
 // previous_response_id, and the id of a stored response comes back as
-// Response.ConversationID. Chat Completions keeps no conversation, so Chat
+// Response.ConversationID; a Conversations API id (conv_...) is sent as
+// conversation instead and comes back unchanged. Chat Completions keeps no conversation, so Chat
 // refuses a request that carries a ConversationID (ErrNoConversations):
 // such an id reaching it means a caller-local id leaked.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
@@ -146,14 +147,23 @@ func calls(output []responses.ResponseOutputItemUnion) abi.Message {
 	return m
 }
 
-// conversationID is the response id when the service kept the response:
-// only a stored response can be continued.
+// conversationID is what continues the conversation: a Conversations API
+// id stays the same; otherwise it is the response id, when the service kept
+// the response (only a stored response can be continued).
 func conversationID(req model.Request, res *responses.Response) string {
+	if isConversation(req.ConversationID) {
+		return req.ConversationID
+	}
 	if req.Store != nil && !*req.Store {
 		return ""
 	}
 	return res.ID
 }
+
+// isConversation tells a Conversations API id (conv_...) from a response id
+// (resp_...): the service names its ids by kind, and the two continue a
+// conversation through different fields.
+func isConversation(id string) bool { return strings.HasPrefix(id, "conv_") }
 
 // finishReason names why the response ended in Chat Completions terms, so
 // callers see the same reasons from both clients.
@@ -191,7 +201,10 @@ func (r *Responses) params(req model.Request) (responses.ResponseNewParams, erro
 	}
 	p.Model = r.model
 	p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: items}
-	if req.ConversationID != "" {
+	switch {
+	case isConversation(req.ConversationID):
+		p.Conversation = responses.ResponseNewParamsConversationUnion{OfString: param.NewOpt(req.ConversationID)}
+	case req.ConversationID != "":
 		p.PreviousResponseID = param.NewOpt(req.ConversationID)
 	}
 	if req.Store != nil {

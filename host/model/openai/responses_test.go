@@ -151,6 +151,13 @@ func TestResponsesErrors(t *testing.T) {
 			wantIs: openai.ErrConversationNotFound, wantStatus: 400, wantMsg: "resp_unknown",
 		},
 		{
+			name: "unknown conversation",
+			setup: func(s *openaitest.Server) model.Request {
+				return model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "u")}, ConversationID: "conv_unknown"}
+			},
+			wantIs: openai.ErrConversationNotFound, wantStatus: 404, wantMsg: "conv_unknown",
+		},
+		{
 			name: "output for an unknown call",
 			setup: func(s *openaitest.Server) model.Request {
 				return model.Request{Messages: []abi.Message{
@@ -210,5 +217,35 @@ func TestResponsesErrors(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+func TestResponsesConversationsAPI(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		t.Run(map[bool]string{false: "complete", true: "stream"}[streaming], func(t *testing.T) {
+			s := openaitest.NewServer(t)
+			conv := s.CreateConversation()
+			c := newResponses(s)
+			s.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "clock"}), openaitest.Text("noon"))
+			r1, err := run(t, c, streaming, model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "time?")}, ConversationID: conv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r1.ConversationID != conv {
+				t.Fatalf("conversation id %q, want %q", r1.ConversationID, conv)
+			}
+			req := s.LastRequest()
+			if req.Has("previous_response_id") || req.Responses.ConversationID() != conv {
+				t.Fatalf("request %s", req.Body)
+			}
+			// The service holds the call: sending only its result works.
+			r2, err := run(t, c, streaming, model.Request{
+				Messages:       []abi.Message{{Role: abi.RoleTool, Contents: []abi.Content{result("c1", `"12:00"`)}}},
+				ConversationID: r1.ConversationID,
+			})
+			if err != nil || r2.Messages[0].TextContent() != "noon" || r2.ConversationID != conv {
+				t.Fatalf("turn 2: %+v, %v", r2, err)
+			}
+		})
 	}
 }
