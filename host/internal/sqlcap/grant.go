@@ -1,0 +1,87 @@
+package sqlcap
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
+)
+
+// PathFunc chooses the database file of one export call, e.g. per tenant
+// from a value the embedder put in the context. It must not depend on
+// anything the plugin controls.
+type PathFunc func(ctx context.Context) (string, error)
+
+// FixedPath is a PathFunc that always chooses path.
+func FixedPath(path string) PathFunc {
+	return func(context.Context) (string, error) { return path, nil }
+}
+
+// Grant returns a grant of the sql capability on the database path chooses.
+func (s *Store) Grant(path PathFunc) capability.Grant {
+	return &grant{store: s, path: path}
+}
+
+type grant struct {
+	store *Store
+	path  PathFunc
+}
+
+func (g *grant) Capability() abi.Capability { return abi.CapabilitySQL }
+
+// Begin takes a connection for the export call. The transaction itself opens
+// with the first request, which says whether it will write.
+func (g *grant) Begin(ctx context.Context) (capability.Session, error) {
+	path, err := g.path(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcap: choose database: %w", err)
+	}
+	db, err := g.store.open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := db.sql.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcap: connect %s: %w", db.path, err)
+	}
+	return &session{db: db, limits: g.store.limits, conn: c}, nil
+}
+
+// Func is the host function serving abi.CapabilitySQL.
+var Func = capability.Func{
+	Capability: abi.CapabilitySQL,
+	Name:       abi.SQLFunction,
+	Call:       call,
+}
+
+func call(ctx context.Context, c *capability.Call, request []byte) ([]byte, error) {
+	if c == nil {
+		return nil, abi.Errorf(abi.CodeInternal, "sql called outside an export call")
+	}
+	s, err := c.Session(ctx, abi.CapabilitySQL)
+	if err != nil {
+		return nil, err
+	}
+	sess, ok := s.(*session)
+	if !ok {
+		return nil, abi.Errorf(abi.CodeInternal, "sql grant of unexpected type %T", s)
+	}
+	return sess.run(ctx, request)
+}
+
+// session is one export call's use of one database: a pooled connection
+// and, from the first request on, a transaction.
+type session struct {
+	db     *database
+	limits Limits
+	conn   *sql.Conn
+
+	began  bool
+	writer bool // holds db.writer
+	// failed poisons the call after an error that may have rolled the
+	// transaction back (interrupt, I/O, busy): later requests repeat it and
+	// End rolls back even when the export call succeeded.
+	failed error
+}

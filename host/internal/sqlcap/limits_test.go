@@ -1,0 +1,168 @@
+package sqlcap
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+func TestLimits(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Limits{MaxRows: 100, MaxResultBytes: 10_000, MaxStatements: 3, MaxRequestBytes: 1000, Timeout: 200 * time.Millisecond})
+	p := dbPath(t, "limits.db")
+	// Setup and checks go through a store with default limits, so that a
+	// slow disk cannot trip the small timeout outside the cases.
+	admin := newStore(t, Limits{})
+	oneCall(t, admin, p, "CREATE TABLE t(x)",
+		"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 150) INSERT INTO t SELECT x FROM c")
+	const endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c)"
+	tests := []struct {
+		name string
+		req  abi.SQLRequest
+		// poisons: the transaction may be gone, so later requests fail too.
+		poisons bool
+	}{
+		{"too many rows", req("SELECT x FROM t"), false},
+		{"too many rows over statements", abi.SQLRequest{Statements: []abi.SQLStatement{
+			{SQL: "SELECT x FROM t LIMIT 60"}, {SQL: "SELECT x FROM t LIMIT 60"}}}, false},
+		{"huge result", req("SELECT zeroblob(20000)"), false},
+		{"huge result in many rows", req("SELECT randomblob(500) FROM t LIMIT 90"), false},
+		{"endless rows", req(endless + " SELECT x FROM c"), false},
+		{"too many statements", abi.SQLRequest{Statements: []abi.SQLStatement{{SQL: "SELECT 1"}, {SQL: "SELECT 1"}, {SQL: "SELECT 1"}, {SQL: "SELECT 1"}}}, false},
+		{"request too large", req("SELECT ?", strings.Repeat("x", 2000)), false},
+		{"runaway before the first row", req(endless + " SELECT count(*) FROM c"), true},
+		{"runaway between rows", req(endless + " SELECT x FROM c WHERE x = 1 OR x % 1000000000000 = 0"), true},
+		{"runaway write", req(endless + " INSERT INTO t SELECT x FROM c WHERE x % 1000000000000 = 0"), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := begin(t, s, p)
+			c.must(ctx, "INSERT INTO t VALUES (-1)") // must not survive the call
+			start := time.Now()
+			_, err := c.do(ctx, tt.req)
+			if !errors.Is(err, abi.ErrResourceExhausted) {
+				t.Fatalf("err = %v, want resource exhausted", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("refusal took %s", d)
+			}
+			_, err = c.do(ctx, req("SELECT 1"))
+			if tt.poisons != (err != nil) {
+				t.Errorf("next request: err = %v, want poisoned %v", err, tt.poisons)
+			}
+			// The plugin's export fails, so the call ends not ok.
+			c.end(ctx, false)
+			got := oneCall(t, admin, p, "SELECT count(*), min(x), max(x) FROM t").Results[0].Rows[0]
+			if string(got[0]) != "150" || string(got[1]) != "1" || string(got[2]) != "150" {
+				t.Errorf("table after refusal: count, min, max = %s", got)
+			}
+		})
+	}
+	checkIntegrity(t, p)
+}
+
+// TestPoisonedCallNeverCommits covers a plugin that ignores a failed request
+// and returns success: what it wrote before must still be rolled back, since
+// SQLite may already have rolled the transaction back after the interrupt.
+func TestPoisonedCallNeverCommits(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Limits{Timeout: 100 * time.Millisecond})
+	p := dbPath(t, "poison.db")
+	admin := newStore(t, Limits{})
+	oneCall(t, admin, p, "CREATE TABLE t(x)")
+	c := begin(t, s, p)
+	c.must(ctx, "INSERT INTO t VALUES (1)")
+	if _, err := c.do(ctx, req("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c")); err == nil {
+		t.Fatal("runaway query succeeded")
+	}
+	c.end(ctx, true)
+	if got := oneCall(t, admin, p, "SELECT count(*) FROM t").Results[0].Rows[0][0]; string(got) != "0" {
+		t.Errorf("rows = %s, want 0", got)
+	}
+}
+
+// TestCallDeadline: the export call's own deadline interrupts a statement
+// too, and the call rolls back.
+func TestCallDeadline(t *testing.T) {
+	s := newStore(t, Limits{Timeout: time.Minute})
+	p := dbPath(t, "deadline.db")
+	oneCall(t, s, p, "CREATE TABLE t(x)")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	c := begin(t, s, p)
+	c.must(ctx, "INSERT INTO t VALUES (1)")
+	_, err := c.do(ctx, req("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"))
+	if !errors.Is(err, abi.ErrResourceExhausted) {
+		t.Fatalf("err = %v, want resource exhausted", err)
+	}
+	c.end(ctx, false)
+	if got := oneCall(t, s, p, "SELECT count(*) FROM t").Results[0].Rows[0][0]; string(got) != "0" {
+		t.Errorf("rows = %s, want 0", got)
+	}
+}
+
+// TestWritersHammer runs many concurrent export calls on one database, some
+// taking the write lock up front and some upgrading a read transaction,
+// each reading a counter and writing it back plus one. Every call must
+// either succeed with its increment kept or fail and leave nothing behind.
+func TestWritersHammer(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Limits{Synchronous: "NORMAL"})
+	p := dbPath(t, "hammer.db")
+	oneCall(t, s, p, "CREATE TABLE counter(n INTEGER)", "INSERT INTO counter VALUES (0)", "CREATE TABLE log(n INTEGER UNIQUE)")
+	const workers, perWorker = 8, 25
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	committed := 0
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				c := begin(t, s, p)
+				write := (w+i)%2 == 0
+				resp, err := c.do(ctx, abi.SQLRequest{Write: write, Statements: []abi.SQLStatement{{SQL: "SELECT n FROM counter"}}})
+				ok := err == nil
+				if ok {
+					n := resp.Results[0].Rows[0][0]
+					_, err = c.do(ctx, abi.SQLRequest{Statements: []abi.SQLStatement{
+						{SQL: "UPDATE counter SET n = n + 1"},
+						{SQL: "INSERT INTO log VALUES (? + 1)", Args: []any{n}},
+					}})
+					ok = err == nil
+				}
+				if err != nil && (write || !errors.Is(err, abi.ErrUnavailable)) {
+					t.Errorf("call failed: %v", err)
+				}
+				if err := c.call.End(ctx, ok); err != nil {
+					t.Errorf("end: %v", err)
+					ok = false
+				}
+				if ok {
+					mu.Lock()
+					committed++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got := oneCall(t, s, p, "SELECT (SELECT n FROM counter), (SELECT count(*) FROM log), (SELECT max(n) FROM log)").Results[0].Rows[0]
+	want := []string{itoaTest(committed), itoaTest(committed), itoaTest(committed)}
+	for i := range want {
+		if string(got[i]) != want[i] {
+			t.Fatalf("counter, log rows, max = %s; want %d committed everywhere", got, committed)
+		}
+	}
+	if committed < workers*perWorker/2 {
+		t.Errorf("only %d of %d calls committed", committed, workers*perWorker)
+	}
+	checkIntegrity(t, p)
+}
+
+func itoaTest(n int) string { return fmtInt(n) }

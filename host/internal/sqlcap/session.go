@@ -1,0 +1,484 @@
+package sqlcap
+
+import (
+	"bytes"
+	"context"
+	"database/sql/driver"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/wasmhist/wasmhist/abi"
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// run serves one request of the export call.
+func (s *session) run(ctx context.Context, request []byte) ([]byte, error) {
+	if s.failed != nil {
+		return nil, s.failed
+	}
+	if len(request) > s.limits.MaxRequestBytes {
+		return nil, abi.Errorf(abi.CodeResourceExhausted, "sql request of %d bytes exceeds the limit of %d", len(request), s.limits.MaxRequestBytes)
+	}
+	stmts, write, err := decodeRequest(request)
+	if err != nil {
+		return nil, err
+	}
+	if len(stmts) > s.limits.MaxStatements {
+		return nil, abi.Errorf(abi.CodeResourceExhausted, "sql request of %d statements exceeds the limit of %d", len(stmts), s.limits.MaxStatements)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
+	defer cancel()
+	if !s.began {
+		if err := s.begin(ctx, write); err != nil {
+			return nil, s.fail(ctx, err)
+		}
+	}
+	out := newResultWriter(s.limits)
+	for i, st := range stmts {
+		if err := s.exec(ctx, st, out); err != nil {
+			var ae *abi.Error
+			if errors.As(err, &ae) && len(stmts) > 1 {
+				ae = &abi.Error{Code: ae.Code, Message: fmt.Sprintf("statement %d: %s", i, ae.Message)}
+				err = ae
+			}
+			return nil, s.fail(ctx, err)
+		}
+	}
+	return out.finish(), nil
+}
+
+func (s *session) begin(ctx context.Context, write bool) error {
+	q := "BEGIN"
+	if write {
+		select {
+		case s.db.writer <- struct{}{}:
+			s.writer = true
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		q = "BEGIN IMMEDIATE"
+	}
+	if err := s.hostExec(ctx, q); err != nil {
+		return err
+	}
+	s.began = true
+	return nil
+}
+
+// End commits when ok and nothing failed, else rolls back, and returns the
+// connection to the pool. It runs even when the export call's context has
+// ended (a timed-out call must still roll back).
+func (s *session) End(ctx context.Context, ok bool) error {
+	ctx = context.WithoutCancel(ctx)
+	defer func() {
+		if s.writer {
+			<-s.db.writer
+			s.writer = false
+		}
+		s.conn.Close()
+	}()
+	if !s.began {
+		return nil
+	}
+	s.began = false
+	if ok && s.failed == nil {
+		err := s.hostExec(ctx, "COMMIT")
+		if err == nil {
+			return nil
+		}
+		// A failed COMMIT leaves the transaction open; close it so the
+		// pooled connection starts clean.
+		s.hostExec(ctx, "ROLLBACK")
+		return fmt.Errorf("sqlcap: commit %s: %w", s.db.path, err)
+	}
+	if err := s.hostExec(ctx, "ROLLBACK"); err != nil && !noTransaction(err) {
+		return fmt.Errorf("sqlcap: roll back %s: %w", s.db.path, err)
+	}
+	return nil
+}
+
+// noTransaction reports SQLite's answer to a ROLLBACK after it already rolled
+// the transaction back itself (after an interrupt or I/O error).
+func noTransaction(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "no transaction is active")
+}
+
+// hostExec runs a statement of the host's own with the plugin rules off.
+func (s *session) hostExec(ctx context.Context, q string) error {
+	return s.conn.Raw(func(dc any) error {
+		_, err := dc.(*conn).inner.ExecContext(ctx, q, nil)
+		return err
+	})
+}
+
+// fail maps err for the plugin and poisons the session when the transaction
+// may be gone.
+func (s *session) fail(ctx context.Context, err error) error {
+	ae, poison := s.mapError(ctx, err)
+	if poison {
+		s.failed = ae
+	}
+	return ae
+}
+
+func (s *session) exec(ctx context.Context, st statement, out *resultWriter) error {
+	return s.conn.Raw(func(dc any) error {
+		c := dc.(*conn)
+		c.policy.denied = ""
+		c.policy.plugin.Store(true)
+		rows, err := c.inner.QueryContext(ctx, st.sql, st.args)
+		if err != nil {
+			c.policy.plugin.Store(false)
+			return s.withDenial(c, err)
+		}
+		stop := interruptWhenDone(ctx, c.handle)
+		err = out.statement(rows)
+		stop()
+		c.policy.plugin.Store(false)
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return s.withDenial(c, err)
+		}
+		if !out.hadColumns() {
+			return out.counts(ctx, c.inner)
+		}
+		return nil
+	})
+}
+
+// denial carries the authorizer's reason next to SQLite's generic error.
+type denial struct {
+	reason string
+	err    error
+}
+
+func (d *denial) Error() string { return d.reason }
+func (d *denial) Unwrap() error { return d.err }
+
+func (s *session) withDenial(c *conn, err error) error {
+	// SQLite reports a refused function as a plain SQLITE_ERROR; the
+	// authorizer's record, reset before each statement, is what tells.
+	if c.policy.denied != "" {
+		return &denial{reason: c.policy.denied, err: err}
+	}
+	return err
+}
+
+func sqliteCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() & 0xff
+	}
+	return -1
+}
+
+// mapError turns err into the *abi.Error the plugin sees, and says whether
+// the transaction may have been lost.
+func (s *session) mapError(ctx context.Context, err error) (*abi.Error, bool) {
+	var ae *abi.Error
+	if errors.As(err, &ae) {
+		return ae, false
+	}
+	var d *denial
+	if errors.As(err, &d) {
+		return abi.Errorf(abi.CodePermissionDenied, "sql: %s", d.reason), false
+	}
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return abi.Errorf(abi.CodeResourceExhausted, "sql: request exceeded its time limit of %s and was interrupted", s.limits.Timeout), true
+	}
+	msg := "sql: " + err.Error()
+	switch sqliteCode(err) {
+	case sqlite3.SQLITE_AUTH, sqlite3.SQLITE_PERM, sqlite3.SQLITE_READONLY:
+		return abi.Errorf(abi.CodePermissionDenied, "%s", msg), false
+	case sqlite3.SQLITE_CONSTRAINT:
+		return abi.Errorf(abi.CodeFailedPrecondition, "%s", msg), false
+	case sqlite3.SQLITE_ERROR, sqlite3.SQLITE_RANGE, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_TOOBIG:
+		return abi.Errorf(abi.CodeInvalidArgument, "%s", msg), false
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return abi.Errorf(abi.CodeUnavailable, "%s", msg), true
+	case sqlite3.SQLITE_INTERRUPT:
+		return abi.Errorf(abi.CodeResourceExhausted, "sql: request exceeded its time limit of %s and was interrupted", s.limits.Timeout), true
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_NOMEM:
+		return abi.Errorf(abi.CodeResourceExhausted, "%s", msg), true
+	}
+	return abi.Errorf(abi.CodeInternal, "%s", msg), true
+}
+
+// statement is one decoded request statement.
+type statement struct {
+	sql  string
+	args []driver.NamedValue
+}
+
+type wireRequest struct {
+	Statements []struct {
+		SQL  string            `json:"sql"`
+		Args []json.RawMessage `json:"args"`
+	} `json:"statements"`
+	Write bool `json:"write"`
+}
+
+func decodeRequest(b []byte) ([]statement, bool, error) {
+	var req wireRequest
+	if err := json.Unmarshal(b, &req); err != nil {
+		return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: decode request: %v", err)
+	}
+	if len(req.Statements) == 0 {
+		return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: request has no statements")
+	}
+	out := make([]statement, len(req.Statements))
+	for i, st := range req.Statements {
+		if strings.TrimSpace(st.SQL) == "" {
+			return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d is empty", i)
+		}
+		out[i].sql = st.SQL
+		out[i].args = make([]driver.NamedValue, len(st.Args))
+		for j, raw := range st.Args {
+			v, err := decodeArg(raw)
+			if err != nil {
+				return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d argument %d: %v", i, j+1, err)
+			}
+			out[i].args[j] = driver.NamedValue{Ordinal: j + 1, Value: v}
+		}
+	}
+	return out, req.Write, nil
+}
+
+func decodeArg(raw json.RawMessage) (driver.Value, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil, errors.New("missing value")
+	}
+	switch raw[0] {
+	case 'n':
+		if string(raw) == "null" {
+			return nil, nil
+		}
+	case 't':
+		if string(raw) == "true" {
+			return int64(1), nil
+		}
+	case 'f':
+		if string(raw) == "false" {
+			return int64(0), nil
+		}
+	case '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	case '{':
+		var b abi.SQLBlob
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return nil, err
+		}
+		if b == nil {
+			b = abi.SQLBlob{}
+		}
+		return []byte(b), nil
+	default:
+		var n json.Number
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return nil, err
+		}
+		if !strings.ContainsAny(string(n), ".eE") {
+			if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+				return i, nil
+			}
+		}
+		return strconv.ParseFloat(string(n), 64)
+	}
+	return nil, fmt.Errorf("unsupported value %.40s", raw)
+}
+
+// resultWriter encodes results straight to JSON while counting rows and
+// bytes against the request's limits.
+type resultWriter struct {
+	limits  Limits
+	buf     []byte
+	rows    int
+	n       int // results written
+	columns bool
+	dest    []driver.Value
+}
+
+func newResultWriter(l Limits) *resultWriter {
+	return &resultWriter{limits: l, buf: append(make([]byte, 0, 512), `{"results":[`...)}
+}
+
+func (w *resultWriter) hadColumns() bool { return w.columns }
+
+func (w *resultWriter) statement(rows driver.Rows) error {
+	if w.n > 0 {
+		w.buf = append(w.buf, ',')
+	}
+	w.n++
+	w.buf = append(w.buf, '{')
+	cols := rows.Columns()
+	w.columns = len(cols) > 0
+	if !w.columns {
+		return nil
+	}
+	w.buf = append(w.buf, `"columns":[`...)
+	for i, c := range cols {
+		if i > 0 {
+			w.buf = append(w.buf, ',')
+		}
+		w.buf = appendString(w.buf, c)
+	}
+	w.buf = append(w.buf, `],"rows":[`...)
+	if cap(w.dest) < len(cols) {
+		w.dest = make([]driver.Value, len(cols))
+	}
+	dest := w.dest[:len(cols)]
+	for r := 0; ; r++ {
+		err := rows.Next(dest)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if w.rows++; w.rows > w.limits.MaxRows {
+			return abi.Errorf(abi.CodeResourceExhausted, "sql: result exceeds the limit of %d rows; use LIMIT and page", w.limits.MaxRows)
+		}
+		if r > 0 {
+			w.buf = append(w.buf, ',')
+		}
+		w.buf = append(w.buf, '[')
+		for i, v := range dest {
+			if i > 0 {
+				w.buf = append(w.buf, ',')
+			}
+			w.buf = appendValue(w.buf, v)
+		}
+		w.buf = append(w.buf, ']')
+		if len(w.buf) > w.limits.MaxResultBytes {
+			return abi.Errorf(abi.CodeResourceExhausted, "sql: result exceeds the limit of %d bytes; use LIMIT and page", w.limits.MaxResultBytes)
+		}
+	}
+	w.buf = append(w.buf, "]}"...)
+	return nil
+}
+
+// counts completes a result without columns with the statement's changes.
+func (w *resultWriter) counts(ctx context.Context, c sqlite.ExecQuerierContext) error {
+	rows, err := c.QueryContext(ctx, "SELECT changes(), last_insert_rowid()", nil)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	v := make([]driver.Value, 2)
+	if err := rows.Next(v); err != nil {
+		return err
+	}
+	changes, _ := v[0].(int64)
+	last, _ := v[1].(int64)
+	w.buf = append(w.buf, `"rows_affected":`...)
+	w.buf = strconv.AppendInt(w.buf, changes, 10)
+	w.buf = append(w.buf, `,"last_insert_id":`...)
+	w.buf = strconv.AppendInt(w.buf, last, 10)
+	w.buf = append(w.buf, '}')
+	return nil
+}
+
+func (w *resultWriter) finish() []byte { return append(w.buf, "]}"...) }
+
+func appendValue(b []byte, v driver.Value) []byte {
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...)
+	case int64:
+		return strconv.AppendInt(b, v, 10)
+	case float64:
+		switch {
+		case math.IsInf(v, 1):
+			return append(b, `"+Inf"`...)
+		case math.IsInf(v, -1):
+			return append(b, `"-Inf"`...)
+		case math.IsNaN(v):
+			return append(b, "null"...)
+		}
+		return strconv.AppendFloat(b, v, 'g', -1, 64)
+	case string:
+		return appendString(b, v)
+	case []byte:
+		b = append(b, `{"blob":"`...)
+		b = base64.StdEncoding.AppendEncode(b, v)
+		return append(b, `"}`...)
+	case bool:
+		if v {
+			return append(b, '1')
+		}
+		return append(b, '0')
+	case time.Time:
+		// The driver parses values of columns declared DATE, DATETIME or
+		// TIMESTAMP; hand them back as text.
+		return appendString(b, v.Format(time.RFC3339Nano))
+	}
+	return appendString(b, fmt.Sprint(v))
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD, as
+// encoding/json does.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		// U+2028 and U+2029 are valid JSON but break JavaScript parsers;
+		// escape them like encoding/json.
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

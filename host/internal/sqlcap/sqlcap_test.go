@@ -1,0 +1,190 @@
+package sqlcap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
+)
+
+func TestValuesRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Limits{})
+	p := dbPath(t, "v.db")
+	oneCall(t, s, p, "CREATE TABLE v(id INTEGER PRIMARY KEY, x)")
+	tests := []struct {
+		name string
+		arg  any
+		want string // the value as the result row carries it
+	}{
+		{"null", nil, `null`},
+		{"true", true, `1`},
+		{"false", false, `0`},
+		{"int", 42, `42`},
+		{"negative", -7, `-7`},
+		{"max int64", int64(math.MaxInt64), `9223372036854775807`},
+		{"float", 1.5, `1.5`},
+		{"text", "héllo \"world\"\n", `"héllo \"world\"\n"`},
+		{"empty text", "", `""`},
+		{"blob", abi.SQLBlob{0, 1, 2, 255}, `{"blob":"AAEC/w=="}`},
+		{"empty blob", abi.SQLBlob{}, `{"blob":""}`},
+		{"json text", `{"a":[1,2]}`, `"{\"a\":[1,2]}"`},
+	}
+	t.Run("infinity", func(t *testing.T) {
+		got := oneCall(t, s, p, "SELECT 9e999, -9e999").Results[0].Rows[0]
+		if string(got[0]) != `"+Inf"` || string(got[1]) != `"-Inf"` {
+			t.Errorf("infinities = %s", got)
+		}
+	})
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := begin(t, s, p)
+			resp, err := c.do(ctx, abi.SQLRequest{Write: true, Statements: []abi.SQLStatement{
+				{SQL: "INSERT INTO v(id, x) VALUES (?, ?)", Args: []any{i + 1, tt.arg}},
+				{SQL: "SELECT x FROM v WHERE id = ?", Args: []any{i + 1}},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.end(ctx, true)
+			ins, sel := resp.Results[0], resp.Results[1]
+			if ins.RowsAffected != 1 || ins.LastInsertID != int64(i+1) {
+				t.Errorf("insert: rows_affected %d, last_insert_id %d; want 1, %d", ins.RowsAffected, ins.LastInsertID, i+1)
+			}
+			if len(sel.Columns) != 1 || sel.Columns[0] != "x" || len(sel.Rows) != 1 {
+				t.Fatalf("select: %+v", sel)
+			}
+			if got := string(sel.Rows[0][0]); got != tt.want {
+				t.Errorf("value = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTransactionPerExportCall(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Limits{})
+	p := dbPath(t, "tx.db")
+	oneCall(t, s, p, "CREATE TABLE t(x INTEGER)")
+	tests := []struct {
+		name  string
+		ok    bool
+		write bool
+		want  int
+	}{
+		{"failed call rolls back", false, true, 0},
+		{"failed deferred call rolls back", false, false, 0},
+		{"successful call commits", true, true, 2},
+		{"successful deferred call commits", true, false, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := begin(t, s, p)
+			// Two requests: both belong to the call's one transaction.
+			for range 2 {
+				if _, err := c.do(ctx, abi.SQLRequest{Write: tt.write, Statements: []abi.SQLStatement{{SQL: "INSERT INTO t VALUES (1)"}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.end(ctx, tt.ok)
+			got := oneCall(t, s, p, "SELECT count(*) FROM t").Results[0].Rows[0][0]
+			if string(got) != fmt.Sprint(tt.want) {
+				t.Errorf("rows after call = %s, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNotGranted(t *testing.T) {
+	call := capability.NewCall("nogrant", nil)
+	_, err := Func.Call(context.Background(), call, []byte(`{"statements":[{"sql":"SELECT 1"}]}`))
+	if !errors.Is(err, abi.ErrPermissionDenied) {
+		t.Fatalf("err = %v, want permission denied", err)
+	}
+}
+
+func TestAuthorizer(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Limits{})
+	p := dbPath(t, "auth.db")
+	other := dbPath(t, "other.db")
+	oneCall(t, s, other, "CREATE TABLE secret(x)", "INSERT INTO secret VALUES ('other plugin data')")
+	oneCall(t, s, p, "CREATE TABLE t(x)", "INSERT INTO t VALUES (1)", "CREATE VIEW lv AS SELECT load_extension('x')")
+	denied := []struct {
+		name, sql string
+	}{
+		{"attach", "ATTACH DATABASE '" + other + "' AS o"},
+		{"attach uri", "ATTACH 'file:" + other + "?mode=ro' AS o"},
+		{"detach", "DETACH DATABASE main"},
+		{"load_extension", "SELECT load_extension('/usr/lib/x86_64-linux-gnu/libc.so.6')"},
+		{"begin", "BEGIN"},
+		{"commit", "COMMIT"},
+		{"rollback", "ROLLBACK"},
+		{"savepoint", "SAVEPOINT s"},
+		{"temp table", "CREATE TEMP TABLE tt(x)"},
+		{"temp schema", "SELECT * FROM temp.sqlite_master"},
+		{"writable_schema", "PRAGMA writable_schema=ON"},
+		{"journal_mode change", "PRAGMA journal_mode=DELETE"},
+		{"synchronous", "PRAGMA synchronous=OFF"},
+		{"foreign_keys off", "PRAGMA foreign_keys=OFF"},
+		{"other schema pragma", "PRAGMA temp.user_version=1"},
+		{"integrity_check", "PRAGMA integrity_check"},
+		{"raw pages", "SELECT * FROM sqlite_dbpage"},
+		{"raw page write", "UPDATE sqlite_dbpage SET data = zeroblob(4096) WHERE pgno = 1"},
+		{"dbstat", "SELECT * FROM dbstat"},
+		{"dbpage vtab", "CREATE VIRTUAL TABLE d USING sqlite_dbpage"},
+	}
+	for _, tt := range denied {
+		t.Run("deny "+tt.name, func(t *testing.T) {
+			c := begin(t, s, p)
+			_, err := c.do(ctx, req(tt.sql))
+			c.end(ctx, true)
+			if !errors.Is(err, abi.ErrPermissionDenied) {
+				t.Fatalf("err = %v, want permission denied", err)
+			}
+		})
+	}
+	t.Run("deny load_extension through a view", func(t *testing.T) {
+		// trusted_schema=OFF refuses it before the authorizer sees it.
+		c := begin(t, s, p)
+		_, err := c.do(ctx, req("SELECT * FROM lv"))
+		c.end(ctx, true)
+		if err == nil || !strings.Contains(err.Error(), "load_extension") {
+			t.Fatalf("err = %v, want a refusal of load_extension", err)
+		}
+	})
+	allowed := []struct {
+		name, sql string
+	}{
+		{"user_version set", "PRAGMA user_version = 7"},
+		{"user_version read", "PRAGMA user_version"},
+		{"main user_version", "PRAGMA main.user_version"},
+		{"table_info", "PRAGMA table_info(t)"},
+		{"table_info function", "SELECT name FROM pragma_table_info('t')"},
+		{"index_list", "PRAGMA index_list(t)"},
+		{"journal_mode read", "PRAGMA journal_mode"},
+		{"json_each", "SELECT value FROM json_each('[1,2,3]')"},
+		{"schema read", "SELECT name FROM sqlite_schema"},
+		{"fts5", "CREATE VIRTUAL TABLE IF NOT EXISTS f USING fts5(body)"},
+		{"recursive cte", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 10) SELECT sum(x) FROM c"},
+		{"ddl", "CREATE INDEX IF NOT EXISTS tx ON t(x)"},
+	}
+	for _, tt := range allowed {
+		t.Run("allow "+tt.name, func(t *testing.T) {
+			c := begin(t, s, p)
+			c.must(ctx, tt.sql)
+			c.end(ctx, true)
+		})
+	}
+	// The refusals left both databases as they were.
+	if got := oneCall(t, s, other, "SELECT x FROM secret").Results[0].Rows; len(got) != 1 {
+		t.Errorf("other database rows = %s", got)
+	}
+	checkIntegrity(t, p)
+	checkIntegrity(t, other)
+}

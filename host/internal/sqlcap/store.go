@@ -1,0 +1,229 @@
+package sqlcap
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	sqlite "modernc.org/sqlite"
+)
+
+// Limits bound what one sql request may do. The zero value of a field means
+// its default.
+type Limits struct {
+	// MaxRows bounds the rows all statements of one request return (10000).
+	MaxRows int
+	// MaxResultBytes bounds the encoded result of one request (4 MiB).
+	MaxResultBytes int
+	// MaxRequestBytes bounds the request JSON (4 MiB).
+	MaxRequestBytes int
+	// MaxStatements bounds the statements of one request (256).
+	MaxStatements int
+	// Timeout bounds the time one request runs (2 s); a statement still
+	// running then is interrupted.
+	Timeout time.Duration
+	// BusyTimeout is how long a statement waits for another writer (5 s).
+	BusyTimeout time.Duration
+	// Synchronous is SQLite's synchronous setting: "FULL" (the default; a
+	// committed call survives power loss) or "NORMAL" (survives a crash of
+	// the process but may lose the last commits on power loss).
+	Synchronous string
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxRows, 10_000)
+	def(&l.MaxResultBytes, 4<<20)
+	def(&l.MaxRequestBytes, 4<<20)
+	def(&l.MaxStatements, 256)
+	if l.Timeout <= 0 {
+		l.Timeout = 2 * time.Second
+	}
+	if l.BusyTimeout <= 0 {
+		l.BusyTimeout = 5 * time.Second
+	}
+	if l.Synchronous == "" {
+		l.Synchronous = "FULL"
+	}
+	return l
+}
+
+// ErrClosed is returned for a request after the Store was closed.
+var ErrClosed = errors.New("sqlcap: store closed")
+
+// Store owns the databases the sql capability serves, one pool of
+// connections per file. A host has one Store; grants of several plugins (or
+// tenants) pointing at different files share it.
+type Store struct {
+	limits Limits
+
+	mu     sync.Mutex
+	dbs    map[string]*database
+	closed bool
+}
+
+// NewStore returns a Store applying limits to every request.
+func NewStore(limits Limits) (*Store, error) {
+	limits = limits.withDefaults()
+	switch limits.Synchronous {
+	case "FULL", "NORMAL", "EXTRA":
+	default:
+		return nil, fmt.Errorf("sqlcap: synchronous %q: want FULL, NORMAL or EXTRA", limits.Synchronous)
+	}
+	return &Store{limits: limits, dbs: make(map[string]*database)}, nil
+}
+
+// Close closes every database. Sessions still open fail.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	var errs []error
+	for _, db := range s.dbs {
+		errs = append(errs, db.sql.Close())
+	}
+	s.dbs = nil
+	return errors.Join(errs...)
+}
+
+// database is one SQLite file with its connection pool.
+type database struct {
+	path string
+	sql  *sql.DB
+	// writer admits one writing transaction of this process at a time, so
+	// writers queue in Go (woken in order, honouring the context) instead of
+	// polling SQLite's busy handler.
+	writer chan struct{}
+}
+
+// open returns the database at path, opening it on first use.
+func (s *Store) open(ctx context.Context, path string) (*database, error) {
+	if path == "" {
+		return nil, errors.New("sqlcap: the grant names no database file")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcap: database path %q: %w", path, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if db, ok := s.dbs[abs]; ok {
+		return db, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlcap: open %s: %w", abs, err)
+	}
+	db := &database{
+		path:   abs,
+		sql:    sql.OpenDB(&connector{path: abs, limits: s.limits}),
+		writer: make(chan struct{}, 1),
+	}
+	db.sql.SetMaxIdleConns(4)
+	// Opening a connection creates the file and switches it to WAL, so a bad
+	// path fails here, at the first call, with the path in the message.
+	if err := db.sql.PingContext(ctx); err != nil {
+		db.sql.Close()
+		return nil, fmt.Errorf("sqlcap: open %s: %w", abs, err)
+	}
+	s.dbs[abs] = db
+	return db, nil
+}
+
+var drv = &sqlite.Driver{}
+
+// connector opens connections set up for plugin use.
+type connector struct {
+	path   string
+	limits Limits
+}
+
+func (c *connector) Driver() driver.Driver { return drv }
+
+func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
+	dc, err := drv.Open("file:" + c.path)
+	if err != nil {
+		return nil, err
+	}
+	inner, ok := dc.(sqlite.ExecQuerierContext)
+	reg, ok2 := dc.(sqlite.AuthorizerRegisterer)
+	if !ok || !ok2 {
+		dc.Close()
+		return nil, errors.New("sqlcap: the sqlite driver lacks the authorizer")
+	}
+	handle, err := sqliteHandle(dc)
+	if err != nil {
+		dc.Close()
+		return nil, err
+	}
+	p := &policy{}
+	if err := reg.RegisterAuthorizer(p.authorize); err != nil {
+		dc.Close()
+		return nil, fmt.Errorf("sqlcap: install authorizer: %w", err)
+	}
+	// trusted_schema=OFF keeps functions with side effects out of views and
+	// triggers a previous plugin version may have left in the file.
+	setup := []string{
+		"PRAGMA journal_mode=WAL",
+		"PRAGMA synchronous=" + c.limits.Synchronous,
+		fmt.Sprintf("PRAGMA busy_timeout=%d", c.limits.BusyTimeout.Milliseconds()),
+		"PRAGMA trusted_schema=OFF",
+		"PRAGMA foreign_keys=ON",
+	}
+	for _, q := range setup {
+		rows, err := inner.QueryContext(ctx, q, nil)
+		if err == nil {
+			err = rows.Close()
+		}
+		if err != nil {
+			dc.Close()
+			return nil, fmt.Errorf("sqlcap: %s: %w", q, err)
+		}
+	}
+	return &conn{Conn: dc, inner: inner, policy: p, handle: handle}, nil
+}
+
+// conn is a driver connection with its authorizer policy. database/sql only
+// pools it; statements reach the inner connection through sql.Conn.Raw.
+type conn struct {
+	driver.Conn
+	inner  sqlite.ExecQuerierContext
+	policy *policy
+	handle uintptr // the sqlite3* of the connection, for interrupts
+}
+
+func (c *conn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	return c.inner.ExecContext(ctx, q, args)
+}
+
+func (c *conn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.inner.QueryContext(ctx, q, args)
+}
+
+// ResetSession and IsValid let database/sql drop a connection the driver
+// reports broken (e.g. after an interrupt left it unusable).
+func (c *conn) ResetSession(ctx context.Context) error {
+	if r, ok := c.Conn.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
+}
+
+func (c *conn) IsValid() bool {
+	if v, ok := c.Conn.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
+}
