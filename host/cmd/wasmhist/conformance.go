@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,7 +95,9 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "%s  %-*s  %s\n", status, width, c.Name, c.Doc)
 		if err != nil {
-			fmt.Fprintf(e.stdout, "      %s\n", oneLine(err.Error()))
+			for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+				fmt.Fprintf(e.stdout, "      %s\n", strings.TrimSpace(line))
+			}
 		}
 	}
 	fmt.Fprintf(e.stdout, "\n%d cases: %d passed, %d failed\n", len(cases), len(cases)-failed, failed)

@@ -64,7 +64,6 @@ func main() {
 
 func run(ctx context.Context, args []string, e *env) int {
 	if len(args) == 0 {
-		usage(e.stderr)
 		fmt.Fprintln(e.stderr, "wasmhist: no command given: run 'wasmhist --help' for the list")
 		return exitUsage
 	}
@@ -139,13 +138,21 @@ func oneLine(s string) string {
 	return strings.Join(fields, " | ")
 }
 
+// flags is a command's flag set and its help text.
+type flags struct {
+	*flag.FlagSet
+	help func()
+}
+
 // flagSet returns a flag set for cmd whose --help prints the synopsis, the
 // description and the flags to standard output, and whose parse errors
-// become one-line usage errors.
-func flagSet(e *env, cmd, synopsis, description string) *flag.FlagSet {
+// become one-line usage errors (flag's own usage dump on a bad flag would
+// bury the one line that says what was wrong).
+func flagSet(e *env, cmd, synopsis, description string) *flags {
 	fs := flag.NewFlagSet("wasmhist "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
+	fs.Usage = func() {}
+	help := func() {
 		w := e.stdout
 		fmt.Fprintf(w, "Usage: wasmhist %s %s\n\n%s\n", cmd, synopsis, description)
 		n := 0
@@ -157,20 +164,20 @@ func flagSet(e *env, cmd, synopsis, description string) *flag.FlagSet {
 			fs.SetOutput(io.Discard)
 		}
 	}
-	return fs
+	return &flags{FlagSet: fs, help: help}
 }
 
 // parse parses args, flags and positional arguments in any order (flag
 // alone stops at the first positional one, and "inspect x.wasm --json"
 // is how people type), and returns the positional arguments. A parse error
 // becomes a usage error; --help prints the usage and returns flag.ErrHelp.
-func parse(fs *flag.FlagSet, cmd string, args []string) ([]string, error) {
+func parse(fs *flags, cmd string, args []string) ([]string, error) {
 	var positional []string
 	for {
 		err := fs.Parse(args)
 		switch {
 		case errors.Is(err, flag.ErrHelp):
-			fs.Usage()
+			fs.help()
 			return nil, flag.ErrHelp
 		case err != nil:
 			return nil, usagef(cmd, "%v: run 'wasmhist %s --help' for the flags", err, cmd)

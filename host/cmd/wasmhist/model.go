@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"slices"
 	"strings"
 
@@ -31,7 +30,7 @@ type modelConfig struct {
 	modelName string
 }
 
-func modelFlags(fs *flag.FlagSet) *modelConfig {
+func modelFlags(fs *flags) *modelConfig {
 	mc := &modelConfig{}
 	fs.StringVar(&mc.kind, "model", modelOffline, "model `service`: "+strings.Join(modelChoices, ", "))
 	fs.StringVar(&mc.baseURL, "base-url", "", "`URL` of an OpenAI-compatible API, with its /v1 path (default "+openai.DefaultBaseURL+")")
