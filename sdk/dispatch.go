@@ -34,22 +34,29 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte) (out
 		out, err = describe(p, input)
 	case abi.ExportProvide:
 		var req abi.ProvideRequest
-		if err = decodeRequest(export, input, &req); err == nil {
-			err = checkMessages(export, "request_messages", req.RequestMessages)
+		if err = decodeProvideRequest(input, &req); err != nil {
+			err = fmt.Errorf("%s: decode request: %w: %w", export, abi.ErrInvalidArgument, err)
+			break
 		}
-		if err == nil {
-			out, err = encodeResponse(p.Provide(ctx, &req))
+		var resp *abi.ProvideResponse
+		if resp, err = p.Provide(ctx, &req); err == nil {
+			if resp == nil {
+				resp = &abi.ProvideResponse{}
+			}
+			out = encodeProvideResponse(resp)
 		}
 	case abi.ExportStore:
 		var req abi.StoreRequest
-		if err = decodeRequest(export, input, &req); err == nil {
-			err = checkMessages(export, "request_messages", req.RequestMessages)
+		if err = decodeStoreRequest(input, &req); err != nil {
+			err = fmt.Errorf("%s: decode request: %w: %w", export, abi.ErrInvalidArgument, err)
+			break
 		}
-		if err == nil {
-			err = checkMessages(export, "response_messages", req.ResponseMessages)
-		}
-		if err == nil {
-			out, err = encodeResponse(p.Store(ctx, &req))
+		var resp *abi.StoreResponse
+		if resp, err = p.Store(ctx, &req); err == nil {
+			if resp == nil {
+				resp = &abi.StoreResponse{}
+			}
+			out = encodeStoreResponse(resp)
 		}
 	case abi.ExportList:
 		l, ok := p.(Lister)
@@ -135,18 +142,6 @@ func decodeRequest(export string, input []byte, req any) error {
 	}
 	if err := json.Unmarshal(in, req); err != nil {
 		return fmt.Errorf("%s: decode request: %w: %w", export, abi.ErrInvalidArgument, err)
-	}
-	return nil
-}
-
-// checkMessages rejects messages that are not JSON objects. It looks at one
-// byte of each: json.Unmarshal has already checked that each is valid JSON,
-// and the host validates the messages themselves natively.
-func checkMessages(export, field string, msgs []json.RawMessage) error {
-	for i, m := range msgs {
-		if len(m) == 0 || m[0] != '{' {
-			return fmt.Errorf("%s: decode request: %w: %s[%d] is not a JSON object", export, abi.ErrInvalidArgument, field, i)
-		}
 	}
 	return nil
 }

@@ -38,13 +38,13 @@ var (
 )
 
 type guestPlugin struct {
-	t *testing.T
+	t testing.TB
 	p *extism.Plugin
 }
 
 // newGuest returns a fresh instance of the guest plugin. The module is
 // compiled once per test process: compiling dominates the cost of a test.
-func newGuest(t *testing.T) *guestPlugin {
+func newGuest(t testing.TB) *guestPlugin {
 	t.Helper()
 	guestOnce.Do(func() {
 		wasm, err := sdktest.Build("./testdata/guest")
@@ -271,5 +271,21 @@ func TestMinimalPluginNeedsNoCapabilities(t *testing.T) {
 	}
 	if want := `{"state_patch":[{"op":"add","path":"/messages/-","value":{"role":"user","contents":[]}}]}`; string(out) != want {
 		t.Fatalf("store = %s, want %s", out, want)
+	}
+}
+
+// BenchmarkGuestStore measures one store of a turn (two messages of about
+// 500 bytes) through the guest side, without the host's loader and pool:
+// the floor of what the sdk adds to a WebAssembly call.
+func BenchmarkGuestStore(b *testing.B) {
+	msg := `{"role":"user","contents":[{"type":"text","text":"` + strings.Repeat("lorem ipsum ", 38) + `"}]}`
+	in := []byte(`{"session":{"session_id":"s","state_key":"k"},"request_messages":[` + msg + `,` + msg + `],"response_messages":[]}`)
+	g := newGuest(b).p
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := g.Call(abi.ExportStore, in); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
