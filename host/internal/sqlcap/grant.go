@@ -19,14 +19,29 @@ func FixedPath(path string) PathFunc {
 	return func(context.Context) (string, error) { return path, nil }
 }
 
-// Grant returns a grant of the sql capability on the database path chooses.
-func (s *Store) Grant(path PathFunc) capability.Grant {
-	return &grant{store: s, path: path}
+// Grant returns a grant of the sql capability on the database path chooses,
+// bounded by limits (zero fields take the Store's).
+func (s *Store) Grant(path PathFunc, limits Limits) capability.Grant {
+	d := s.opts.Limits
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&limits.MaxRows, d.MaxRows)
+	def(&limits.MaxResultBytes, d.MaxResultBytes)
+	def(&limits.MaxRequestBytes, d.MaxRequestBytes)
+	def(&limits.MaxStatements, d.MaxStatements)
+	if limits.Timeout <= 0 {
+		limits.Timeout = d.Timeout
+	}
+	return &grant{store: s, path: path, limits: limits}
 }
 
 type grant struct {
-	store *Store
-	path  PathFunc
+	store  *Store
+	path   PathFunc
+	limits Limits
 }
 
 func (g *grant) Capability() abi.Capability { return abi.CapabilitySQL }
@@ -46,7 +61,7 @@ func (g *grant) Begin(ctx context.Context) (capability.Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlcap: connect %s: %w", db.path, err)
 	}
-	return &session{db: db, limits: g.store.limits, conn: c}, nil
+	return &session{db: db, limits: g.limits, conn: c}, nil
 }
 
 // Func is the host function serving abi.CapabilitySQL.

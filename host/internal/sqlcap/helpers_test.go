@@ -13,8 +13,12 @@ import (
 )
 
 func newStore(t testing.TB, l Limits) *Store {
+	return newStoreOpts(t, Options{Limits: l})
+}
+
+func newStoreOpts(t testing.TB, o Options) *Store {
 	t.Helper()
-	s, err := NewStore(l)
+	s, err := NewStore(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +33,7 @@ type testCall struct {
 }
 
 func begin(t testing.TB, s *Store, path string) *testCall {
-	return &testCall{t: t, call: capability.NewCall("test", []capability.Grant{s.Grant(FixedPath(path))})}
+	return &testCall{t: t, call: capability.NewCall("test", []capability.Grant{s.Grant(FixedPath(path), Limits{})})}
 }
 
 func (c *testCall) do(ctx context.Context, req abi.SQLRequest) (*abi.SQLResponse, error) {

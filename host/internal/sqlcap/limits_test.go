@@ -112,7 +112,7 @@ func TestCallDeadline(t *testing.T) {
 // either succeed with its increment kept or fail and leave nothing behind.
 func TestWritersHammer(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t, Limits{Synchronous: "NORMAL"})
+	s := newStoreOpts(t, Options{Synchronous: "NORMAL"})
 	p := dbPath(t, "hammer.db")
 	oneCall(t, s, p, "CREATE TABLE counter(n INTEGER)", "INSERT INTO counter VALUES (0)", "CREATE TABLE log(n INTEGER UNIQUE)")
 	const workers, perWorker = 8, 25

@@ -28,12 +28,6 @@ type Limits struct {
 	// Timeout bounds the time one request runs (2 s); a statement still
 	// running then is interrupted.
 	Timeout time.Duration
-	// BusyTimeout is how long a statement waits for another writer (5 s).
-	BusyTimeout time.Duration
-	// Synchronous is SQLite's synchronous setting: "FULL" (the default; a
-	// committed call survives power loss) or "NORMAL" (survives a crash of
-	// the process but may lose the last commits on power loss).
-	Synchronous string
 }
 
 func (l Limits) withDefaults() Limits {
@@ -49,13 +43,31 @@ func (l Limits) withDefaults() Limits {
 	if l.Timeout <= 0 {
 		l.Timeout = 2 * time.Second
 	}
-	if l.BusyTimeout <= 0 {
-		l.BusyTimeout = 5 * time.Second
-	}
-	if l.Synchronous == "" {
-		l.Synchronous = "FULL"
-	}
 	return l
+}
+
+// Options configure how a Store opens databases. The zero value works.
+type Options struct {
+	// BusyTimeout is how long a statement waits for a writer of another
+	// process (5 s).
+	BusyTimeout time.Duration
+	// Synchronous is SQLite's synchronous setting: "FULL" (the default; a
+	// committed call survives power loss) or "NORMAL" (survives a crash of
+	// the process but may lose the last commits on power loss).
+	Synchronous string
+	// Limits are the defaults of grants whose own Limits leave a field zero.
+	Limits Limits
+}
+
+func (o Options) withDefaults() Options {
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 5 * time.Second
+	}
+	if o.Synchronous == "" {
+		o.Synchronous = "FULL"
+	}
+	o.Limits = o.Limits.withDefaults()
+	return o
 }
 
 // ErrClosed is returned for a request after the Store was closed.
@@ -65,22 +77,22 @@ var ErrClosed = errors.New("sqlcap: store closed")
 // connections per file. A host has one Store; grants of several plugins (or
 // tenants) pointing at different files share it.
 type Store struct {
-	limits Limits
+	opts Options
 
 	mu     sync.Mutex
 	dbs    map[string]*database
 	closed bool
 }
 
-// NewStore returns a Store applying limits to every request.
-func NewStore(limits Limits) (*Store, error) {
-	limits = limits.withDefaults()
-	switch limits.Synchronous {
+// NewStore returns a Store.
+func NewStore(opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	switch opts.Synchronous {
 	case "FULL", "NORMAL", "EXTRA":
 	default:
-		return nil, fmt.Errorf("sqlcap: synchronous %q: want FULL, NORMAL or EXTRA", limits.Synchronous)
+		return nil, fmt.Errorf("sqlcap: synchronous %q: want FULL, NORMAL or EXTRA", opts.Synchronous)
 	}
-	return &Store{limits: limits, dbs: make(map[string]*database)}, nil
+	return &Store{opts: opts, dbs: make(map[string]*database)}, nil
 }
 
 // Close closes every database. Sessions still open fail.
@@ -128,10 +140,13 @@ func (s *Store) open(ctx context.Context, path string) (*database, error) {
 	}
 	db := &database{
 		path:   abs,
-		sql:    sql.OpenDB(&connector{path: abs, limits: s.limits}),
+		sql:    sql.OpenDB(&connector{path: abs, opts: s.opts}),
 		writer: make(chan struct{}, 1),
 	}
 	db.sql.SetMaxIdleConns(4)
+	// Idle files close after a while, so a host serving many tenants does
+	// not keep every file it ever opened.
+	db.sql.SetConnMaxIdleTime(time.Minute)
 	// Opening a connection creates the file and switches it to WAL, so a bad
 	// path fails here, at the first call, with the path in the message.
 	if err := db.sql.PingContext(ctx); err != nil {
@@ -146,8 +161,8 @@ var drv = &sqlite.Driver{}
 
 // connector opens connections set up for plugin use.
 type connector struct {
-	path   string
-	limits Limits
+	path string
+	opts Options
 }
 
 func (c *connector) Driver() driver.Driver { return drv }
@@ -177,8 +192,8 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 	// triggers a previous plugin version may have left in the file.
 	setup := []string{
 		"PRAGMA journal_mode=WAL",
-		"PRAGMA synchronous=" + c.limits.Synchronous,
-		fmt.Sprintf("PRAGMA busy_timeout=%d", c.limits.BusyTimeout.Milliseconds()),
+		"PRAGMA synchronous=" + c.opts.Synchronous,
+		fmt.Sprintf("PRAGMA busy_timeout=%d", c.opts.BusyTimeout.Milliseconds()),
 		"PRAGMA trusted_schema=OFF",
 		"PRAGMA foreign_keys=ON",
 	}

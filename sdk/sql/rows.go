@@ -1,0 +1,167 @@
+package sql
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+// Rows are the rows a statement returned, all of them: the host bounds how
+// many a request may return, so page with LIMIT over large tables.
+type Rows struct {
+	Columns []string
+	rows    [][]json.RawMessage
+}
+
+// Len is the number of rows.
+func (r *Rows) Len() int { return len(r.rows) }
+
+// Row returns row i.
+func (r *Rows) Row(i int) Row { return Row(r.rows[i]) }
+
+// Row is one result row, a JSON value per column as the host sent it.
+type Row []json.RawMessage
+
+// IsNull reports whether column col is NULL.
+func (r Row) IsNull(col int) bool { return string(r[col]) == "null" }
+
+// Raw returns column col as the host encoded it (see abi.SQLResult).
+func (r Row) Raw(col int) json.RawMessage { return r[col] }
+
+// Scan copies the row's columns into dest, one pointer per column, as
+// database/sql does: *int64, *int, *float64, *bool, *string, *[]byte,
+// *json.RawMessage (a TEXT column holding JSON, passed through without
+// decoding it into Go values), or *any. NULL gives the zero value.
+func (r Row) Scan(dest ...any) error {
+	if len(dest) != len(r) {
+		return fmt.Errorf("sql: scan: %w", abi.Errorf(abi.CodeInvalidArgument, "%d destinations for %d columns", len(dest), len(r)))
+	}
+	for i, d := range dest {
+		if err := scanOne(r[i], d); err != nil {
+			return fmt.Errorf("sql: scan column %d: %w", i, abi.Errorf(abi.CodeInvalidArgument, "%v", err))
+		}
+	}
+	return nil
+}
+
+func scanOne(v json.RawMessage, dest any) error {
+	null := string(v) == "null"
+	switch d := dest.(type) {
+	case *int64:
+		if null {
+			*d = 0
+			return nil
+		}
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			f, ferr := strconv.ParseFloat(string(v), 64)
+			if ferr != nil || f != math.Trunc(f) {
+				return fmt.Errorf("%s is not an integer", v)
+			}
+			n = int64(f)
+		}
+		*d = n
+	case *int:
+		var n int64
+		if err := scanOne(v, &n); err != nil {
+			return err
+		}
+		*d = int(n)
+	case *float64:
+		if null {
+			*d = 0
+			return nil
+		}
+		switch string(v) {
+		case `"+Inf"`:
+			*d = math.Inf(1)
+			return nil
+		case `"-Inf"`:
+			*d = math.Inf(-1)
+			return nil
+		}
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return fmt.Errorf("%s is not a number", v)
+		}
+		*d = f
+	case *bool:
+		var n int64
+		if err := scanOne(v, &n); err != nil {
+			return err
+		}
+		*d = n != 0
+	case *string:
+		if null {
+			*d = ""
+			return nil
+		}
+		if len(v) > 0 && v[0] == '"' {
+			return json.Unmarshal(v, d)
+		}
+		if len(v) > 0 && v[0] == '{' {
+			var b abi.SQLBlob
+			if err := json.Unmarshal(v, &b); err != nil {
+				return err
+			}
+			*d = string(b)
+			return nil
+		}
+		*d = string(v) // a number, as SQLite would convert it
+	case *[]byte:
+		if null {
+			*d = nil
+			return nil
+		}
+		var s string
+		if err := scanOne(v, &s); err != nil {
+			return err
+		}
+		*d = []byte(s)
+	case *json.RawMessage:
+		if null {
+			*d = nil
+			return nil
+		}
+		var s string
+		if err := scanOne(v, &s); err != nil {
+			return err
+		}
+		// Not validated here: the guest's JSON is slow, and encoding the
+		// value into an export's response validates it anyway.
+		*d = json.RawMessage(s)
+	case *any:
+		switch {
+		case null:
+			*d = nil
+		case v[0] == '"':
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return err
+			}
+			*d = s
+		case v[0] == '{':
+			var b abi.SQLBlob
+			if err := json.Unmarshal(v, &b); err != nil {
+				return err
+			}
+			*d = []byte(b)
+		default:
+			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+				*d = n
+				return nil
+			}
+			f, err := strconv.ParseFloat(string(v), 64)
+			if err != nil {
+				return err
+			}
+			*d = f
+		}
+	default:
+		return fmt.Errorf("unsupported destination %T", dest)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+// Package sql is the plugin-side client of the host's sql capability
+// (abi.CapabilitySQL): parameterised SQL against an SQLite database that the
+// host owns and the operator chose for the plugin.
+//
+// Everything a plugin runs during one export call (provide, store, ...)
+// belongs to one transaction, which the host commits when the call returns
+// successfully and rolls back when it fails; a plugin never writes BEGIN or
+// COMMIT (the host refuses them). Return an error from the export and
+// nothing the call wrote is kept.
+//
+// A call that writes should write first, or use Exec first: the first
+// request of a call that is an Exec (or a Batch holding one) takes the
+// database's write lock up front. A call that only reads first and writes
+// later may otherwise fail with abi.ErrUnavailable when another call wrote in
+// between.
+//
+// The plugin must list abi.CapabilitySQL in PluginInfo.Capabilities.
+// Failures are errors wrapping an *abi.Error: abi.ErrPermissionDenied for a
+// statement the host refuses (ATTACH, extensions, PRAGMAs outside a short
+// list) or a plugin without the grant, abi.ErrResourceExhausted for a
+// request over the host's row, byte or time limits, abi.ErrInvalidArgument
+// for SQL errors, abi.ErrFailedPrecondition for constraint violations.
+package sql
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/sdk"
+)
+
+// call reaches the host; tests replace it.
+var call = func(request []byte) ([]byte, error) {
+	return sdk.CallCapability(abi.SQLFunction, request)
+}
+
+// Result is what a statement without result columns reports.
+type Result struct {
+	RowsAffected int64
+	LastInsertID int64
+}
+
+// Exec runs one statement that returns no rows (INSERT, UPDATE, DDL, ...).
+func Exec(query string, args ...any) (Result, error) {
+	var b Batch
+	b.Exec(query, args...)
+	res, err := b.Run()
+	if err != nil {
+		return Result{}, err
+	}
+	return res[0].Result, nil
+}
+
+// Query runs one statement that returns rows (SELECT, or ... RETURNING).
+func Query(query string, args ...any) (*Rows, error) {
+	var b Batch
+	b.Query(query, args...)
+	res, err := b.Run()
+	if err != nil {
+		return nil, err
+	}
+	return res[0].Rows, nil
+}
+
+// Batch is several statements sent to the host in one request, which saves
+// a boundary crossing per statement. They run in order; the first failure
+// stops the batch and is returned.
+type Batch struct {
+	req abi.SQLRequest
+	err error
+}
+
+// Exec adds a statement that returns no rows.
+func (b *Batch) Exec(query string, args ...any) {
+	b.add(query, args)
+	b.req.Write = true
+}
+
+// Query adds a statement that returns rows.
+func (b *Batch) Query(query string, args ...any) { b.add(query, args) }
+
+func (b *Batch) add(query string, args []any) {
+	wire := make([]any, len(args))
+	for i, a := range args {
+		v, err := wireArg(a)
+		if err != nil && b.err == nil {
+			b.err = fmt.Errorf("sql: statement %d argument %d: %w", len(b.req.Statements), i+1, err)
+		}
+		wire[i] = v
+	}
+	b.req.Statements = append(b.req.Statements, abi.SQLStatement{SQL: query, Args: wire})
+}
+
+// Len is the number of statements in the batch.
+func (b *Batch) Len() int { return len(b.req.Statements) }
+
+// StatementResult is the outcome of one statement of a batch: Rows for a
+// statement added with Query, Result for one added with Exec.
+type StatementResult struct {
+	Result
+	Rows *Rows
+}
+
+// Run sends the batch and returns one result per statement.
+func (b *Batch) Run() ([]StatementResult, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	if len(b.req.Statements) == 0 {
+		return nil, nil
+	}
+	reqJSON, err := json.Marshal(b.req)
+	if err != nil {
+		return nil, fmt.Errorf("sql: encode request: %w", abi.Errorf(abi.CodeInvalidArgument, "%v", err))
+	}
+	out, err := call(reqJSON)
+	if err != nil {
+		return nil, err
+	}
+	var resp abi.SQLResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return nil, fmt.Errorf("sql: decode response: %w", abi.Errorf(abi.CodeInternal, "%v", err))
+	}
+	if len(resp.Results) != len(b.req.Statements) {
+		return nil, fmt.Errorf("sql: %w", abi.Errorf(abi.CodeInternal, "host answered %d results for %d statements", len(resp.Results), len(b.req.Statements)))
+	}
+	res := make([]StatementResult, len(resp.Results))
+	for i, r := range resp.Results {
+		res[i] = StatementResult{
+			Result: Result{RowsAffected: r.RowsAffected, LastInsertID: r.LastInsertID},
+			Rows:   &Rows{Columns: r.Columns, rows: r.Rows},
+		}
+	}
+	return res, nil
+}
+
+// wireArg converts a Go value to its JSON form in a request.
+func wireArg(a any) (any, error) {
+	switch v := a.(type) {
+	case nil, bool, string, int, int8, int16, int32, int64, uint8, uint16, uint32, float32, float64:
+		return v, nil
+	case uint:
+		if uint64(v) > 1<<63-1 {
+			return nil, abi.Errorf(abi.CodeInvalidArgument, "unsigned value %d overflows INTEGER", v)
+		}
+		return v, nil
+	case uint64:
+		if v > 1<<63-1 {
+			return nil, abi.Errorf(abi.CodeInvalidArgument, "unsigned value %d overflows INTEGER", v)
+		}
+		return v, nil
+	case []byte:
+		return abi.SQLBlob(v), nil
+	case abi.SQLBlob:
+		return v, nil
+	case json.RawMessage:
+		// Stored as TEXT: a message kept verbatim.
+		return string(v), nil
+	}
+	return nil, abi.Errorf(abi.CodeInvalidArgument, "unsupported type %T", a)
+}
