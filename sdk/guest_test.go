@@ -289,3 +289,25 @@ func BenchmarkGuestStore(b *testing.B) {
 		}
 	}
 }
+
+// TestReadmeShowsMinimalPlugin keeps README.md's example the program that
+// TestMinimalPluginNeedsNoCapabilities builds.
+func TestReadmeShowsMinimalPlugin(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "```go\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no Go block")
+	}
+	src, err := os.ReadFile("testdata/minimal/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, code, _ := strings.Cut(string(src), "\npackage main\n")
+	if "package main\n"+code != block {
+		t.Fatalf("README.md's minimal plugin differs from testdata/minimal/main.go (after its doc comment)")
+	}
+}

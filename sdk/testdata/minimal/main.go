@@ -24,10 +24,13 @@ func (provider) Describe() abi.PluginInfo {
 	}
 }
 
+// Provide returns the stored history by reference: the host reads it from
+// the state itself, so it never crosses into the plugin.
 func (provider) Provide(context.Context, *abi.ProvideRequest) (*abi.ProvideResponse, error) {
 	return &abi.ProvideResponse{FromState: &abi.StateSelection{Pointer: "/messages"}}, nil
 }
 
+// Store appends the new messages, request first, without decoding them.
 func (provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
 	msgs := slices.Concat(req.RequestMessages, req.ResponseMessages)
 	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps("/messages", msgs)}}, nil
