@@ -22,11 +22,12 @@ const stateKey = "history"
 // chatSetup is everything a chat turn needs, shared by the one-shot and
 // the interactive forms.
 type chatSetup struct {
-	agent   *host.Agent
-	plugin  *host.Plugin
-	session *host.Session
-	file    *sessionFile // nil: the session lives only in this process
-	db      string       // the plugin's database, when it uses sql
+	agent    *host.Agent
+	copyOnly bool // the service keeps the conversation; the plugin a copy
+	plugin   *host.Plugin
+	session  *host.Session
+	file     *sessionFile // nil: the session lives only in this process
+	db       string       // the plugin's database, when it uses sql
 }
 
 func runChat(ctx context.Context, e *env, args []string) error {
@@ -148,20 +149,18 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginS
 	}
 
 	cfg := host.AgentConfig{
-		Model:                            client,
-		Instructions:                     "You are a helpful assistant. Use the tools when they help.",
-		Tools:                            tools(),
-		Providers:                        []host.ProviderConfig{{Provider: c.plugin.Provider(stateKey)}},
+		Model:        client,
+		Instructions: "You are a helpful assistant. Use the tools when they help.",
+		Tools:        tools(),
+		// A service that keeps the conversation (Responses) is sent only
+		// new messages; the plugin then keeps a store-only copy, which is
+		// what 'history' reads, and loading it too would be a conflict.
+		Providers:                        []host.ProviderConfig{{Provider: c.plugin.Provider(stateKey), SkipLoad: mc.storesHistory()}},
 		RequirePerServiceCallPersistence: perCall,
 		Saver:                            saver,
 		Logger:                           warnLogger(e.stderr, cmd),
 	}
-	if mc.storesHistory() {
-		// The service keeps the conversation and the plugin keeps a copy:
-		// later runs continue the service's conversation, and 'history'
-		// still reads the whole conversation from the plugin.
-		cfg.Conflict = host.ConflictWarn
-	}
+	c.copyOnly = mc.storesHistory()
 	if c.agent, err = host.NewAgent(cfg); err != nil {
 		c.plugin.Close(ctx)
 		return nil, failf(cmd, "configuring the agent: %w", err)
@@ -185,9 +184,9 @@ func checkSlot(cmd string, s *host.Session, p *host.Plugin, sessionPath string) 
 func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 	res, err := c.agent.Run(ctx, c.session, []abi.Message{abi.NewMessage(abi.RoleUser, text)})
 	if err != nil {
-		where := "nothing was stored"
+		where := "session not saved"
 		if c.file != nil {
-			where = fmt.Sprintf("the session file %s stays at revision %d", c.file.path, c.session.Revision)
+			where = fmt.Sprintf("session file %s is at revision %d", c.file.path, c.session.Revision)
 		}
 		return failf(cmd, "running the agent: %w (%s): %s", err, where, runAdvice(err))
 	}
@@ -201,6 +200,9 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 	where := fmt.Sprintf("plugin %s, state key %q", describePlugin(c.plugin), stateKey)
 	if c.db != "" {
 		where += ", database " + c.db
+	}
+	if c.copyOnly {
+		where += " (a copy: the model service keeps the conversation)"
 	}
 	fmt.Fprintf(e.stdout, "history: %s\n", where)
 	if c.file != nil {

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/wasmhist/wasmhist/host"
-	"github.com/wasmhist/wasmhist/host/internal/schema"
-	"github.com/wasmhist/wasmhist/schemas"
 )
 
 func runSession(ctx context.Context, e *env, args []string) error {
@@ -71,16 +68,6 @@ func runSessionValidate(_ context.Context, e *env, args []string) error {
 	return nil
 }
 
-// decodeSession validates a session document against the session schema
-// and decodes it. The schema says where a document is wrong (a JSON
-// pointer), which is what a person fixing a file needs.
-func decodeSession(b []byte) (*host.Session, error) {
-	if err := schema.Project(schemas.Session).Validate(b); err != nil {
-		return nil, err
-	}
-	var s host.Session
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
-}
+// decodeSession is host.DecodeSession: it says where a document is wrong
+// (a JSON pointer), which is what a person fixing a file needs.
+func decodeSession(b []byte) (*host.Session, error) { return host.DecodeSession(b) }
