@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
+	"github.com/wasmhist/wasmhist/host/internal/statepatch"
 )
 
 // The decoders of plugin output must turn any bytes into either a value or
@@ -65,13 +66,13 @@ func FuzzDecodeStoreAndClear(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	p := &Plugin{stateSchema: st}
+	p := &Plugin{stateSchema: st, docs: statepatch.NewCache(4)}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, export := range []string{abi.ExportStore, abi.ExportClear} {
 			c, err := decodeChange(export, b)
 			checkDecodeErr(t, err)
 			if err == nil {
-				_, _, err = p.applyChange(export, json.RawMessage(`{"a":[1]}`), c)
+				_, _, err = p.applyChange(export, json.RawMessage(`{"a":[1]}`), c, false)
 				checkDecodeErr(t, err)
 			}
 		}

@@ -33,7 +33,9 @@ func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json
 		if err != nil {
 			return err
 		}
-		next, changed, err := p.applyChange(abi.ExportProvide, state, &resp.StateChange)
+		// History is resolved after the change, and may fail.
+		final := resp.FromState == nil && len(resp.Messages) == 0 && len(p.grants) == 0
+		next, changed, err := p.applyChange(abi.ExportProvide, state, &resp.StateChange, final)
 		if err != nil {
 			return err
 		}
@@ -81,7 +83,8 @@ func (p *Plugin) change(ctx context.Context, export string, state json.RawMessag
 		if err != nil {
 			return err
 		}
-		next, changed, err = p.applyChange(export, state, c)
+		// Ending a capability call can still fail after this.
+		next, changed, err = p.applyChange(export, state, c, len(p.grants) == 0)
 		return err
 	})
 	if err != nil {

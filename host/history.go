@@ -17,6 +17,10 @@ import (
 // slot owned by another plugin is refused with ErrInvalidSession, and the
 // state is validated against the plugin's state_schema going in and coming
 // out. The session is changed only when the call succeeds.
+//
+// A slot's bytes belong to that slot: the host may append to them in place
+// on the next call, so copy a session with Session.Clone, never by
+// assigning the struct.
 func (p *Plugin) Provider(stateKey string) HistoryProvider {
 	return &pluginProvider{p: p, key: stateKey}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/wasmhist/wasmhist/host/internal/loader"
 	"github.com/wasmhist/wasmhist/host/internal/runtime"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
+	"github.com/wasmhist/wasmhist/host/internal/statepatch"
 )
 
 // Grant gives a loaded plugin one capability, with its settings (for sql:
@@ -129,6 +130,7 @@ func (h *Host) newPlugin(name string, opts LoadOptions, limits Limits, b backend
 		limits:  limits,
 		backend: b,
 		log:     h.log,
+		docs:    statepatch.NewCache(16),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
+	"github.com/wasmhist/wasmhist/host/internal/statepatch"
 )
 
 // Plugin is a loaded plugin: its describe answer, its validated config and
@@ -31,6 +32,7 @@ type Plugin struct {
 	initial     json.RawMessage
 	omitState   map[string]bool
 	valid       validatedStates
+	docs        *statepatch.Cache
 
 	closeOnce sync.Once
 	closeErr  error

@@ -85,7 +85,13 @@ func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.R
 
 // applyChange returns the state after a change, validated; changed is false
 // when the response left the state alone.
-func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateChange) (json.RawMessage, bool, error) {
+//
+// A patch is applied by package statepatch to an indexed document that may
+// own the very bytes the session slot holds (that is what makes an append
+// cost O(appended)). It edits them in place, so it is applied in place only
+// when nothing after it in the call can fail (final); otherwise to a copy,
+// so that a failed call leaves the session's bytes as they were.
+func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateChange, final bool) (json.RawMessage, bool, error) {
 	switch {
 	case c.State != nil:
 		if err := p.validateState(c.State); err != nil {
@@ -93,10 +99,20 @@ func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateC
 		}
 		return c.State, true, nil
 	case len(c.Patch) > 0:
-		next, err := applyPatch(state, c.Patch, p.stateSchema)
+		doc, err := p.docs.Take(state)
 		if err != nil {
+			return nil, false, invalidOutput(export, "state_patch: current state: %v", err)
+		}
+		if !final {
+			p.docs.Put(doc)
+			doc = doc.Clone()
+		}
+		if err := doc.Apply(c.Patch, p.stateSchema); err != nil {
+			p.docs.Put(doc) // unchanged: Apply is atomic
 			return nil, false, invalidOutput(export, "state_patch: %v", err)
 		}
+		next := doc.Bytes()
+		p.docs.Put(doc)
 		p.valid.add(next)
 		return next, true, nil
 	}
