@@ -1,0 +1,56 @@
+//go:build !wasip1
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
+)
+
+const importPath = "github.com/wasmhist/wasmhist/plugins/sqlite"
+
+func newHost(t *testing.T) *host.Host {
+	t.Helper()
+	h, err := host.New(t.Context(), host.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return h
+}
+
+func load(t *testing.T, h *host.Host, db, config string) (*host.Plugin, error) {
+	t.Helper()
+	wasm := sdktest.BuildPlugin(t, importPath)
+	return h.Load(t.Context(), host.File(wasm), host.LoadOptions{
+		Config: json.RawMessage(config),
+		Grants: []host.Grant{host.SQLGrant{Path: db}},
+	})
+}
+
+// TestConformance runs the conformance suite against the WebAssembly build
+// through the host with a real database. The plugin has no native run: its
+// storage is a host capability that exists only across the boundary.
+func TestConformance(t *testing.T) {
+	h := newHost(t)
+	db := filepath.Join(t.TempDir(), "history.db")
+	wasm := sdktest.BuildPlugin(t, importPath)
+	sdktest.Run(t, func(ctx context.Context) (sdktest.Subject, error) {
+		return h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{host.SQLGrant{Path: db}}})
+	})
+}
+
+func TestLoadWithoutGrant(t *testing.T) {
+	h := newHost(t)
+	wasm := sdktest.BuildPlugin(t, importPath)
+	_, err := h.Load(t.Context(), host.File(wasm), host.LoadOptions{})
+	if !errors.Is(err, host.ErrCapabilityDenied) {
+		t.Fatalf("load without the sql grant: err = %v, want ErrCapabilityDenied", err)
+	}
+}

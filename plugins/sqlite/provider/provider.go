@@ -1,0 +1,294 @@
+// Package provider is the logic of the sqlite plugin: a history provider
+// that keeps messages in the SQLite database the host grants it, keyed by a
+// random session key that lives in the session's state, {"session_key": ...}.
+//
+// The state carries only that key, so sessions stay small however long the
+// history grows, and two providers of one plugin (a primary and an audit
+// copy) get different keys and never see each other's rows. The key is
+// created on the first store and returned as a state change; provide on a
+// state without a key returns nothing and touches no database.
+//
+// Each message is stored verbatim, with a per-session sequence number, its
+// role and the call ids of its tool calls and results in columns, so that
+// provide can select the newest messages through the (session, seq) index
+// and keep tool calls with their results without decoding any message.
+package provider
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/sdk"
+	"github.com/wasmhist/wasmhist/sdk/sql"
+)
+
+// Name is the plugin's name in PluginInfo and in session state slots.
+const Name = "sqlite"
+
+// Version is the plugin's own version.
+const Version = "0.1.0"
+
+// StateVersion is the version of the state layout {"session_key": ...}.
+const StateVersion = 1
+
+// DefaultMaxMessages is how many messages provide returns when the config
+// names no bound.
+const DefaultMaxMessages = 50
+
+// DefaultPageSize is how many messages list returns when the host names no
+// limit.
+const DefaultPageSize = 100
+
+// Config is the operator's configuration of the plugin.
+type Config struct {
+	// MaxMessages bounds how many messages provide returns (default 50).
+	MaxMessages int `json:"max_messages,omitempty"`
+}
+
+// State is the plugin's session state.
+type State struct {
+	// SessionKey names the session's rows; empty until the first store.
+	SessionKey string `json:"session_key,omitempty"`
+}
+
+var (
+	stateSchema = json.RawMessage(`{
+	"$schema": "https://json-schema.org/draft/2020-12/schema",
+	"title": "sqlite plugin state",
+	"type": "object",
+	"properties": {
+		"session_key": {"type": "string", "pattern": "^[0-9a-f]{32}$"}
+	},
+	"additionalProperties": false
+}`)
+	configSchema = json.RawMessage(`{
+	"$schema": "https://json-schema.org/draft/2020-12/schema",
+	"title": "sqlite plugin config",
+	"type": "object",
+	"properties": {
+		"max_messages": {"type": "integer", "minimum": 1}
+	},
+	"additionalProperties": false
+}`)
+)
+
+// Provider is the sqlite history provider. Its zero value is ready to use.
+type Provider struct{}
+
+var (
+	_ sdk.Provider = Provider{}
+	_ sdk.Lister   = Provider{}
+	_ sdk.Clearer  = Provider{}
+)
+
+// Describe implements sdk.Provider.
+func (Provider) Describe() abi.PluginInfo {
+	return abi.PluginInfo{
+		Name:         Name,
+		Version:      Version,
+		ABI:          abi.Version,
+		StateVersion: StateVersion,
+		StateSchema:  stateSchema,
+		InitialState: json.RawMessage(`{}`),
+		ConfigSchema: configSchema,
+		Capabilities: []abi.Capability{abi.CapabilitySQL},
+	}
+}
+
+// Provide implements sdk.Provider: the newest messages of the session, at
+// most max_messages, oldest first, with the session's leading system message
+// kept and no tool result whose call fell outside the window.
+func (Provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	st, cfg, err := decode(req.State, req.Config)
+	if err != nil || st.SessionKey == "" {
+		return &abi.ProvideResponse{}, err
+	}
+	rows, err := withSchema(func() (*sql.Rows, error) { return sql.Query(selectNewest, st.SessionKey, cfg.MaxMessages) })
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: provide: %w", err)
+	}
+	window, err := scanWindow(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: provide: %w", err)
+	}
+	window = trim(window, cfg.MaxMessages)
+	resp := &abi.ProvideResponse{Messages: make([]json.RawMessage, len(window))}
+	for i, m := range window {
+		resp.Messages[i] = m.body
+	}
+	return resp, nil
+}
+
+// Store implements sdk.Provider: the request messages, then the response
+// messages, appended with the next sequence numbers, in one request.
+func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	st, _, err := decode(req.State, req.Config)
+	if err != nil {
+		return nil, err
+	}
+	msgs := slices.Concat(req.RequestMessages, req.ResponseMessages)
+	resp := &abi.StoreResponse{}
+	if len(msgs) == 0 {
+		return resp, nil
+	}
+	if st.SessionKey == "" {
+		if st.SessionKey, err = newKey(req.Session); err != nil {
+			return nil, err
+		}
+		state, err := json.Marshal(st)
+		if err != nil {
+			return nil, err
+		}
+		resp.State = state
+	}
+	var b sql.Batch
+	// The counter moves first: a write, so the call holds the write lock
+	// before anything reads, and each insert below takes its number from it.
+	b.Exec(bumpSequence, st.SessionKey, len(msgs))
+	for i, raw := range msgs {
+		h, err := headerOf(raw)
+		if err != nil {
+			return nil, err
+		}
+		b.Exec(insertMessage, st.SessionKey, len(msgs)-i, h.Role, h.calls, h.results, raw)
+	}
+	if _, err := withSchema(func() (*sql.Rows, error) { _, err := b.Run(); return nil, err }); err != nil {
+		return nil, fmt.Errorf("sqlite: store: %w", err)
+	}
+	return resp, nil
+}
+
+// List implements sdk.Lister. The cursor is the sequence number of the
+// last message of the previous page.
+func (Provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse, error) {
+	st, _, err := decode(req.State, req.Config)
+	if err != nil {
+		return nil, err
+	}
+	resp := &abi.ListResponse{Messages: []json.RawMessage{}}
+	if st.SessionKey == "" {
+		return resp, nil
+	}
+	after := int64(0)
+	if req.Cursor != "" {
+		if after, err = strconv.ParseInt(req.Cursor, 10, 64); err != nil || after < 0 {
+			return nil, abi.Errorf(abi.CodeInvalidArgument, "sqlite: list: cursor %q is not a sequence number", req.Cursor)
+		}
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	// One more than the page, to know whether another page follows.
+	rows, err := withSchema(func() (*sql.Rows, error) { return sql.Query(selectPage, st.SessionKey, after, limit+1) })
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list: %w", err)
+	}
+	var seq int64
+	for i := 0; i < rows.Len() && i < limit; i++ {
+		var body json.RawMessage
+		if err := rows.Row(i).Scan(&seq, &body); err != nil {
+			return nil, fmt.Errorf("sqlite: list: %w", err)
+		}
+		resp.Messages = append(resp.Messages, body)
+	}
+	if rows.Len() > limit {
+		resp.NextCursor = strconv.FormatInt(seq, 10)
+	}
+	return resp, nil
+}
+
+// Clear implements sdk.Clearer: the session's rows are deleted; the key
+// stays, so the state does not change.
+func (Provider) Clear(_ context.Context, req *abi.ClearRequest) (*abi.ClearResponse, error) {
+	st, _, err := decode(req.State, req.Config)
+	if err != nil || st.SessionKey == "" {
+		return &abi.ClearResponse{}, err
+	}
+	var b sql.Batch
+	b.Exec(deleteSession, st.SessionKey)
+	b.Exec(deleteMessages, st.SessionKey)
+	if _, err := withSchema(func() (*sql.Rows, error) { _, err := b.Run(); return nil, err }); err != nil {
+		return nil, fmt.Errorf("sqlite: clear: %w", err)
+	}
+	return &abi.ClearResponse{}, nil
+}
+
+func decode(state, config json.RawMessage) (State, Config, error) {
+	st, err := sdk.DecodeState[State](state)
+	if err != nil {
+		return st, Config{}, err
+	}
+	cfg, err := sdk.DecodeConfig[Config](config)
+	if err != nil {
+		return st, cfg, err
+	}
+	if cfg.MaxMessages < 0 {
+		return st, cfg, fmt.Errorf("sqlite: config: %w: max_messages must be positive", abi.ErrInvalidArgument)
+	}
+	if cfg.MaxMessages == 0 {
+		cfg.MaxMessages = DefaultMaxMessages
+	}
+	return st, cfg, nil
+}
+
+// newKey returns a new session key: 128 bits of a hash of random bytes and
+// the slot's session id and state key. The random source of a WebAssembly
+// instance is whatever its host configured (wazero's default is a fixed
+// seed, the same in every instance), so the slot's identity keeps keys of
+// different slots apart even then.
+func newKey(facts abi.SessionFacts) (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("sqlite: session key: %w", err)
+	}
+	h := sha256.New()
+	h.Write(b[:])
+	h.Write([]byte(facts.SessionID))
+	h.Write([]byte{0})
+	h.Write([]byte(facts.StateKey))
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// header is the part of a message stored in columns.
+type header struct {
+	Role     string `json:"role"`
+	Contents []struct {
+		Type   string `json:"type"`
+		CallID string `json:"call_id"`
+	} `json:"contents"`
+	calls, results any // JSON arrays of call ids as text, or nil
+}
+
+func headerOf(raw json.RawMessage) (header, error) {
+	var h header
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return h, abi.Errorf(abi.CodeInvalidArgument, "sqlite: store: message is not an object: %v", err)
+	}
+	var calls, results []string
+	for _, c := range h.Contents {
+		switch abi.ContentType(c.Type) {
+		case abi.ContentFunctionCall:
+			calls = append(calls, c.CallID)
+		case abi.ContentFunctionResult:
+			results = append(results, c.CallID)
+		}
+	}
+	h.calls, h.results = idList(calls), idList(results)
+	return h, nil
+}
+
+func idList(ids []string) any {
+	if len(ids) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(ids)
+	return string(b)
+}

@@ -1,0 +1,113 @@
+package provider
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/sdk/sql"
+)
+
+// migrations[v] brings the schema from user_version v to v+1. Append only.
+var migrations = [][]string{
+	{
+		// The session's last sequence number. WITHOUT ROWID: small rows
+		// looked up by key.
+		`CREATE TABLE IF NOT EXISTS sessions (
+			key      TEXT PRIMARY KEY,
+			last_seq INTEGER NOT NULL
+		) WITHOUT ROWID`,
+		// A rowid table, since messages are large; provide and list go
+		// through the (session, seq) index.
+		`CREATE TABLE IF NOT EXISTS messages (
+			session    TEXT NOT NULL,
+			seq        INTEGER NOT NULL,
+			role       TEXT NOT NULL,
+			call_ids   TEXT,
+			result_ids TEXT,
+			body       TEXT NOT NULL,
+			UNIQUE (session, seq)
+		)`,
+	},
+}
+
+// SchemaVersion is the user_version of a database this plugin migrated.
+var SchemaVersion = len(migrations)
+
+const (
+	bumpSequence = `INSERT INTO sessions (key, last_seq) VALUES (?1, ?2)
+		ON CONFLICT (key) DO UPDATE SET last_seq = last_seq + excluded.last_seq`
+	// ?2 counts down to 1 over one store's messages, so they take the
+	// numbers the bump just reserved, in order.
+	insertMessage = `INSERT INTO messages (session, seq, role, call_ids, result_ids, body)
+		VALUES (?1, (SELECT last_seq FROM sessions WHERE key = ?1) - ?2 + 1, ?3, ?4, ?5, ?6)`
+	// The newest ?2 messages, and the session's first message if it is a
+	// system message (kept whatever the window); both through the index.
+	selectNewest = `SELECT seq, role, call_ids, result_ids, body FROM (
+			SELECT seq, role, call_ids, result_ids, body FROM messages
+			WHERE session = ?1 ORDER BY seq DESC LIMIT ?2)
+		UNION ALL
+		SELECT seq, role, call_ids, result_ids, body FROM messages
+		WHERE session = ?1 AND role = 'system'
+			AND seq = (SELECT min(seq) FROM messages WHERE session = ?1)
+		ORDER BY seq`
+	selectPage     = `SELECT seq, body FROM messages WHERE session = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3`
+	deleteSession  = `DELETE FROM sessions WHERE key = ?1`
+	deleteMessages = `DELETE FROM messages WHERE session = ?1`
+)
+
+// migrated is true once this instance has brought a database up to date.
+// Instances are recycled at any time, so this only saves work: a call that
+// finds a table missing (its database was replaced, or the call that
+// migrated was rolled back) migrates again.
+var migrated bool
+
+// withSchema runs f on a migrated database.
+func withSchema(f func() (*sql.Rows, error)) (*sql.Rows, error) {
+	if !migrated {
+		if err := migrate(); err != nil {
+			return nil, err
+		}
+		migrated = true
+	}
+	rows, err := f()
+	if err != nil && strings.Contains(err.Error(), "no such table") {
+		if err := migrate(); err != nil {
+			return nil, err
+		}
+		return f()
+	}
+	return rows, err
+}
+
+// migrate brings the database to SchemaVersion.
+func migrate() error {
+	var b sql.Batch
+	// A write first, so that the call holds the write lock before it reads
+	// the version: two instances migrating at once take turns.
+	b.Exec(migrations[0][0])
+	b.Query("PRAGMA user_version")
+	res, err := b.Run()
+	if err != nil {
+		return err
+	}
+	var v int
+	if err := res[1].Rows.Row(0).Scan(&v); err != nil {
+		return err
+	}
+	if v > SchemaVersion {
+		return abi.Errorf(abi.CodeFailedPrecondition, "sqlite: the database has schema version %d, newer than this plugin's %d: upgrade the plugin", v, SchemaVersion)
+	}
+	if v == SchemaVersion {
+		return nil
+	}
+	var up sql.Batch
+	for ; v < SchemaVersion; v++ {
+		for _, q := range migrations[v] {
+			up.Exec(q)
+		}
+	}
+	up.Exec("PRAGMA user_version = " + strconv.Itoa(SchemaVersion))
+	_, err = up.Run()
+	return err
+}
