@@ -87,8 +87,8 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginSpec, sessionPath, dbPath string, perCall bool) (*chatSetup, error) {
-	c := &chatSetup{session: host.NewSession(), db: dbPath}
+func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginSpec, sessionPath, dbPath string, perCall bool) (c *chatSetup, err error) {
+	c = &chatSetup{session: host.NewSession(), db: dbPath}
 	var saver host.SessionSaver
 	if sessionPath != "" {
 		f, err := parseSessionFile(cmd, sessionPath)
@@ -111,7 +111,9 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginS
 	if pluginSpec == "" {
 		pluginSpec = "inmemory"
 		if slot, ok := c.session.State[stateKey]; ok {
-			pluginSpec = slot.Provider
+			if pluginSpec, err = pluginOfSession(cmd, sessionPath, slot.Provider); err != nil {
+				return nil, err
+			}
 		}
 	}
 	path, err := resolvePlugin(e, cmd, pluginSpec)

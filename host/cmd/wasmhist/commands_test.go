@@ -59,6 +59,10 @@ func TestErrorsAreOneLine(t *testing.T) {
 	if err := os.WriteFile(renamed, []byte(`{"schema_version": 1, "session_id": "other", "revision": 3}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	third := filepath.Join(dir, "third.json")
+	if err := os.WriteFile(third, []byte(`{"schema_version": 1, "session_id": "third", "revision": 1, "state": {"history": {"provider": "recent", "state_version": 1, "data": {}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	noPlugins := []string{pluginDirEnv + "=" + t.TempDir()}
 	tests := []struct {
 		name string
@@ -77,6 +81,8 @@ func TestErrorsAreOneLine(t *testing.T) {
 		{"not a plugin", nil, exitFail, []string{"inspect", badSession}, []string{"loading plugin " + badSession, "wasmhist conformance"}},
 		{"bad session file", nil, exitFail, []string{"chat", "--session", badSession, "-m", "hi"}, []string{badSession, "/revision", "wasmhist session validate"}},
 		{"renamed session file", nil, exitFail, []string{"history", "--session", renamed}, []string{`holds session "other"`, "rename it back to other.json"}},
+		{"third-party plugin not named", nil, exitUsage, []string{"history", "--session", third}, []string{`plugin "recent", which is not built in`, "--plugin"}},
+		{"third-party plugin not named, chat", nil, exitUsage, []string{"chat", "--session", third, "-m", "hi"}, []string{`plugin "recent", which is not built in`, "--plugin"}},
 		{"session name", nil, exitUsage, []string{"chat", "--session", "chat.txt", "-m", "hi"}, []string{"<session id>.json"}},
 		{"history without session", nil, exitUsage, []string{"history"}, []string{"wasmhist history --session FILE"}},
 		{"history of missing session", nil, exitFail, []string{"history", "--session", filepath.Join(dir, "none.json")}, []string{"none.json", "does not exist", "wasmhist chat --session"}},

@@ -62,7 +62,9 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 		if !hasSlot {
 			return failf(cmd, "session file %s has no state under key %q, so nothing names its plugin: pass --plugin, or check --state-key", f.path, *key)
 		}
-		spec = slot.Provider
+		if spec, err = pluginOfSession(cmd, f.path, slot.Provider); err != nil {
+			return err
+		}
 	}
 	path, err := resolvePlugin(e, cmd, spec)
 	if err != nil {

@@ -55,6 +55,16 @@ func resolvePlugin(e *env, cmd, spec string) (string, error) {
 		spec, errPluginNotFound, strings.Join(candidates, ", "), pluginDirEnv)
 }
 
+// pluginOfSession returns the --plugin value for a session whose slot the
+// named plugin wrote: a built-in name resolves by itself, any other plugin
+// must be named by path.
+func pluginOfSession(cmd, sessionPath, name string) (string, error) {
+	if slices.Contains(builtinPlugins, name) {
+		return name, nil
+	}
+	return "", usagef(cmd, "session %s was written by plugin %q, which is not built in: pass --plugin with the path of its .wasm file", sessionPath, name)
+}
+
 // pluginCandidates lists where a built-in plugin may be, in search order:
 // $WASMHIST_PLUGIN_DIR, beside the executable (an installed layout), and
 // the source tree's plugins/<name>/<name>.wasm from the current directory
