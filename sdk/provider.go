@@ -62,11 +62,12 @@ func Register(p Provider) {
 // benchmarked without a WebAssembly build.
 func Handler(p Provider) abi.Handler {
 	return func(ctx context.Context, export string, input []byte) ([]byte, error) {
-		out, err := dispatch(ctx, p, export, input)
-		if err != nil {
-			// Return the wire form so native and WebAssembly plugins fail
-			// alike: same code, same message.
-			return nil, err
+		// The error is the wire form (*abi.Error), so native and
+		// WebAssembly builds fail alike: same code, same message. A nil
+		// *abi.Error must not become a non-nil error interface.
+		out, aerr := dispatch(ctx, p, export, input)
+		if aerr != nil {
+			return nil, aerr
 		}
 		return out, nil
 	}
