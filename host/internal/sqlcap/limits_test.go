@@ -80,7 +80,9 @@ func TestPoisonedCallNeverCommits(t *testing.T) {
 	if _, err := c.do(ctx, req("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c")); err == nil {
 		t.Fatal("runaway query succeeded")
 	}
-	c.end(ctx, true)
+	if err := c.call.End(ctx, true); !errors.Is(err, abi.ErrResourceExhausted) {
+		t.Errorf("end of a call that swallowed the failure: err = %v, want resource exhausted", err)
+	}
 	if got := oneCall(t, admin, p, "SELECT count(*) FROM t").Results[0].Rows[0][0]; string(got) != "0" {
 		t.Errorf("rows = %s, want 0", got)
 	}

@@ -103,6 +103,12 @@ func (s *session) End(ctx context.Context, ok bool) error {
 	if err := s.hostExec(ctx, "ROLLBACK"); err != nil && !noTransaction(err) {
 		return fmt.Errorf("sqlcap: roll back %s: %w", s.db.path, err)
 	}
+	if ok {
+		// The plugin went on after a request that lost the transaction and
+		// reported success: its call must fail, or the caller would take
+		// writes that were rolled back for committed.
+		return fmt.Errorf("sqlcap: the call's transaction was rolled back after: %w", s.failed)
+	}
 	return nil
 }
 
