@@ -45,6 +45,28 @@ func Input() []byte {
 	return b
 }
 
+//go:wasmimport extism:host/env length
+func length(off uint64) uint64
+
+//go:wasmimport extism:host/env load_u8
+func loadU8(off uint64) uint32
+
+// Read copies a kernel memory block.
+func Read(off uint64) []byte {
+	if off == 0 {
+		return nil
+	}
+	n := length(off)
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(loadU8(off + uint64(i)))
+	}
+	return b
+}
+
+// Write copies b into a new kernel memory block and returns its offset.
+func Write(b []byte) uint64 { return write(b) }
+
 func write(b []byte) uint64 {
 	n := uint64(len(b))
 	off := alloc(n)
