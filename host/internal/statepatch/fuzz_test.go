@@ -2,9 +2,11 @@ package statepatch
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/schema"
 )
 
 // FuzzApply checks Doc against the plain RFC 6902 oracle: same verdict, same
@@ -74,6 +76,63 @@ func FuzzParsePointer(f *testing.F) {
 			if tokens[i] != again[i] {
 				t.Fatalf("round trip of %q: token %d %q became %q", p, i, tokens[i], again[i])
 			}
+		}
+	})
+}
+
+// FuzzLocalValidation checks that validating only what a patch changed
+// accepts exactly the patches after which the whole document validates,
+// for schemas with and without keywords that force full validation.
+func FuzzLocalValidation(f *testing.F) {
+	srcs := []string{
+		stateSchema,
+		`{"type":"object","properties":{"m":{"type":"array","maxItems":3,"items":{"type":"integer","maximum":5}}},"additionalProperties":{"type":"string"}}`,
+		`{"type":"object","patternProperties":{"^a":{"type":"array","uniqueItems":true}},"required":["a"],"minProperties":1}`,
+		`{"$defs":{"n":{"type":["integer","array"],"items":{"$ref":"#/$defs/n"}}},"type":"object","additionalProperties":{"$ref":"#/$defs/n"}}`,
+		`{"type":"object","properties":{"x":{"anyOf":[{"type":"array","items":{"type":"string"}},{"type":"array","items":{"type":"integer"}}]}}}`,
+	}
+	var compiled []*schema.Schema
+	for i, src := range srcs {
+		s, err := schema.Compile(json.RawMessage(src), fmt.Sprintf("fuzz%d", i))
+		if err != nil {
+			f.Fatal(err)
+		}
+		compiled = append(compiled, s)
+	}
+	f.Add(uint8(0), `{"messages":[]}`, `[{"op":"add","path":"/messages/-","value":{"role":"user","contents":[]}}]`)
+	f.Add(uint8(1), `{"m":[1,2],"s":"x"}`, `[{"op":"add","path":"/m/-","value":5},{"op":"add","path":"/m/0","value":6}]`)
+	f.Add(uint8(2), `{"a":[1,2],"ab":[]}`, `[{"op":"add","path":"/a/-","value":1},{"op":"remove","path":"/a"}]`)
+	f.Add(uint8(3), `{"k":[1,[2,[3]]]}`, `[{"op":"add","path":"/k/1/1/-","value":[4,"x"]}]`)
+	f.Add(uint8(4), `{"x":["a"]}`, `[{"op":"add","path":"/x/-","value":1}]`)
+	f.Fuzz(func(t *testing.T, which uint8, doc, patch string) {
+		s := compiled[int(which)%len(compiled)]
+		if s.Validate(json.RawMessage(doc)) != nil || hasDuplicateKeys([]byte(doc)) {
+			return // a patch starts from a valid state
+		}
+		var o []abi.PatchOp
+		if json.Unmarshal([]byte(patch), &o) != nil {
+			return
+		}
+		for _, op := range o {
+			if hasDuplicateKeys(op.Value) {
+				return
+			}
+		}
+		plain, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatalf("schema-valid document does not parse: %v", err)
+		}
+		if plain.Apply(o, nil) != nil {
+			return
+		}
+		wantValid := s.Validate(plain.Bytes()) == nil
+		d, _ := Parse([]byte(doc))
+		err = d.Apply(o, s)
+		if (err == nil) != wantValid {
+			t.Fatalf("incremental verdict %v, full validation valid=%v; patched: %s", err, wantValid, plain.Bytes())
+		}
+		if err != nil && string(d.Bytes()) != doc {
+			t.Fatalf("refused patch changed the document: %s", d.Bytes())
 		}
 	})
 }
