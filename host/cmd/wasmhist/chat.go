@@ -129,7 +129,11 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginS
 	if err != nil {
 		return nil, err
 	}
-	var grants []host.Grant
+	// Without a database the grant is still made, one that refuses use,
+	// so the plugin loads and the check below can say what to pass.
+	grants := []host.Grant{host.SQLGrant{PathFunc: func(context.Context) (string, error) {
+		return "", errors.New("no database given")
+	}}}
 	if c.db != "" {
 		if grants, err = dbGrants(cmd, c.db); err != nil {
 			return nil, err

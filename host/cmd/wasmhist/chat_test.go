@@ -185,3 +185,28 @@ func TestChatRefusesAnotherPluginsSession(t *testing.T) {
 	r.failsWithOneLine(t, exitUsage, []string{"chat", "--plugin", brokenWasm, "--session", "s.json", "-m", "hi"},
 		`keeps its history with plugin "inmemory", not "broken"`, "--plugin inmemory")
 }
+
+// TestChatDatabaseFlag puts the sqlite plugin's database where --db says,
+// and history reads it from there.
+func TestChatDatabaseFlag(t *testing.T) {
+	t.Parallel()
+	r := invocation{dir: t.TempDir()}
+	db := filepath.Join("data", "history.db")
+	out := r.ok(t, "chat", "--plugin", "sqlite", "--session", "s.json", "--db", db, "-m", "I like Italian food")
+	if !strings.Contains(out, ", database "+db) {
+		t.Errorf("output does not name the database %s:\n%s", db, out)
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, db)); err != nil {
+		t.Fatalf("database not where --db said: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, "s.db")); err == nil {
+		t.Errorf("the default database was created although --db was given")
+	}
+	var rep historyReport
+	if err := json.Unmarshal([]byte(r.ok(t, "history", "--session", "s.json", "--db", db, "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Messages) != 2 || rep.Database != db {
+		t.Errorf("history from %s: database %q, %d messages, want 2", db, rep.Database, len(rep.Messages))
+	}
+}

@@ -83,6 +83,7 @@ func TestErrorsAreOneLine(t *testing.T) {
 		{"renamed session file", nil, exitFail, []string{"history", "--session", renamed}, []string{`holds session "other"`, "rename it back to other.json"}},
 		{"third-party plugin not named", nil, exitUsage, []string{"history", "--session", third}, []string{`plugin "recent", which is not built in`, "--plugin"}},
 		{"third-party plugin not named, chat", nil, exitUsage, []string{"chat", "--session", third, "-m", "hi"}, []string{`plugin "recent", which is not built in`, "--plugin"}},
+		{"sqlite without a database", nil, exitUsage, []string{"chat", "--plugin", "sqlite", "-m", "hi"}, []string{"plugin sqlite keeps history in a database", "--session FILE", "--db PATH"}},
 		{"session name", nil, exitUsage, []string{"chat", "--session", "chat.txt", "-m", "hi"}, []string{"<session id>.json"}},
 		{"history without session", nil, exitUsage, []string{"history"}, []string{"wasmhist history --session FILE"}},
 		{"history of missing session", nil, exitFail, []string{"history", "--session", filepath.Join(dir, "none.json")}, []string{"none.json", "does not exist", "wasmhist chat --session"}},

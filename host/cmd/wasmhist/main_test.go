@@ -18,7 +18,7 @@ import (
 // every command's output, exit status and files are what is checked.
 
 // testPlugins are the sample plugins the tests build.
-var testPlugins = []string{"inmemory"}
+var testPlugins = []string{"inmemory", "sqlite"}
 
 var (
 	// binary is the built command.
