@@ -44,3 +44,20 @@ bench: plugins
 
 clean:
 	rm -f plugins/*/*.wasm bench.txt
+
+# The main job on a fresh machine: build the plugins and the command, tell
+# the offline model something in one process, with the history persisted by
+# the sqlite plugin, then ask about it from a new process that resumes the
+# session. The files stay in $TMPDIR/wasmhist-demo for a look afterwards.
+.PHONY: demo
+demo: plugins
+	$(GO) build -o wasmhist ./host/cmd/wasmhist
+	@d="$${TMPDIR:-/tmp}/wasmhist-demo"; rm -rf "$$d" && mkdir -p "$$d" || exit 1; \
+	run() { printf '\n$$'; for a in "$$@"; do case "$$a" in *" "*) printf " '%s'" "$$a";; *) printf ' %s' "$$a";; esac; done; echo; "$$@" || exit 1; }; \
+	echo; echo "# first process: a new session, history kept by the sqlite plugin"; \
+	run ./wasmhist chat --plugin sqlite --session "$$d/demo.json" -m "I like Italian food"; \
+	echo; echo "# another process resumes the session: the offline model answers from the stored history"; \
+	run ./wasmhist chat --session "$$d/demo.json" -m "What food do I like?"; \
+	run ./wasmhist chat --session "$$d/demo.json" -m "What is 6*7?"; \
+	echo; echo "# what the plugin stored, read back through its list export"; \
+	run ./wasmhist history --session "$$d/demo.json"
