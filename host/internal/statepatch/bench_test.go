@@ -82,6 +82,40 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendUnchecked is the splice and index update alone, without
+// a state schema: the part of an append that is this package's own.
+func BenchmarkAppendUnchecked(b *testing.B) {
+	patch := storePatch()
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			pristine, err := Parse(history(n))
+			if err != nil {
+				b.Fatal(err)
+			}
+			fresh := func() *Doc {
+				d := pristine.Clone()
+				if _, err := d.Elements("/messages"); err != nil { // index it
+					b.Fatal(err)
+				}
+				return d
+			}
+			d := fresh()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%100 == 99 {
+					b.StopTimer()
+					d = fresh()
+					b.StartTimer()
+				}
+				if err := d.Apply(patch, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkAppendViaCache is the host's path: find the Doc by the bytes the
 // session holds, apply, put it back.
 func BenchmarkAppendViaCache(b *testing.B) {

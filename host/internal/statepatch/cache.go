@@ -2,8 +2,12 @@ package statepatch
 
 import (
 	"container/list"
+	"encoding/json"
 	"sync"
 	"unsafe"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/schema"
 )
 
 // Cache keeps indexed Docs between calls so that patching the state a
@@ -79,4 +83,37 @@ func (c *Cache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.order.Len()
+}
+
+// Apply patches a state through the cache: the state's Doc is found (or
+// parsed), patched and kept, and the patched state returned. state must be
+// valid against s already (the host validates a state before its first use);
+// then the patched state is valid against s or Apply fails and state is
+// unchanged.
+//
+// The returned bytes are the Doc's view: they stay intact until they are
+// passed to Apply again, which may extend them in place. Whoever stores them
+// must not keep an older state's bytes without copying them.
+func (c *Cache) Apply(state []byte, ops []abi.PatchOp, s *schema.Schema) (json.RawMessage, error) {
+	d, err := c.Take(state)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Put(d)
+	if err := d.Apply(ops, s); err != nil {
+		return nil, err
+	}
+	return d.Bytes(), nil
+}
+
+// Elements returns the elements of the array at pointer in state, without
+// decoding them, through the cache. They stay valid until state is next
+// patched.
+func (c *Cache) Elements(state []byte, pointer string) ([]json.RawMessage, error) {
+	d, err := c.Take(state)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Put(d)
+	return d.Elements(pointer)
 }

@@ -1,9 +1,14 @@
 package statepatch
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/wasmhist/wasmhist/host/internal/schema"
 )
 
 func TestCacheFindsDocByIdentity(t *testing.T) {
@@ -77,4 +82,38 @@ func TestCacheHammer(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+func TestCacheApplyAndElements(t *testing.T) {
+	s, err := schema.Compile(json.RawMessage(stateSchema), "state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCache(4)
+	state := []byte(`{"messages":[]}`)
+	for i := range 3 {
+		next, err := c.Apply(state, ops(t, fmt.Sprintf(`[{"op":"add","path":"/messages/-","value":{"role":"user","contents":[],"message_id":"m%d"}}]`, i)), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state = next
+	}
+	if c.Len() != 1 {
+		t.Fatalf("cache holds %d Docs for one evolving state, want 1", c.Len())
+	}
+	el, err := c.Elements(state, "/messages")
+	if err != nil || len(el) != 3 || !strings.Contains(string(el[2]), `"m2"`) {
+		t.Fatalf("Elements = %s, %v", el, err)
+	}
+	before := string(state)
+	_, err = c.Apply(state, ops(t, `[{"op":"add","path":"/messages/-","value":{"role":"robot","contents":[]}}]`), s)
+	if !errors.Is(err, schema.ErrInvalid) {
+		t.Fatalf("invalid message accepted: %v", err)
+	}
+	if string(state) != before {
+		t.Fatal("a refused patch changed the state")
+	}
+	if _, err := c.Apply([]byte(`{`), nil, s); !errors.Is(err, ErrDocument) {
+		t.Fatalf("Apply on a broken state = %v, want ErrDocument", err)
+	}
 }
