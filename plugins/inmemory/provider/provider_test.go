@@ -124,7 +124,7 @@ func TestStoreKeepsMessagesVerbatim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"state_patch":[{"op":"add","path":"/messages/-","value":{"role":"user","x_later":{"k":[1,2]}}}]}`
+	want := `{"state_patch":[{"op":"add","path":"/messages/-","value":{"role":"user", "x_later": {"k": [1, 2]}}}]}`
 	if string(out) != want {
 		t.Fatalf("store output\n got %s\nwant %s", out, want)
 	}
