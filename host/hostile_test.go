@@ -78,7 +78,8 @@ func TestHostilePlugin(t *testing.T) {
 	// The spinning case gets a short deadline of its own so the test stays
 	// fast; the others keep the default so that a slow machine (or the
 	// race detector) cannot turn their failure into a timeout.
-	p := loadHostile(t, h, "misbehave", host.LoadOptions{})
+	// A small memory limit keeps the hog's work short.
+	p := loadHostile(t, h, "misbehave", host.LoadOptions{Limits: host.Limits{MemoryPages: 128}})
 	spin := loadHostile(t, h, "misbehave", host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
 	ctx := context.Background()
 
