@@ -160,6 +160,18 @@ func TestHistory(t *testing.T) {
 				t.Errorf("fourth message is not the calculator call: %+v", got)
 			}
 
+			// Pages of 4 take two list calls and a cursor; the result is
+			// the same history.
+			var paged historyReport
+			if err := json.Unmarshal([]byte(r.ok(t, "history", "--session", "h.json", "--json", "--page-size", "4")), &paged); err != nil {
+				t.Fatal(err)
+			}
+			a, _ := json.Marshal(rep.Messages)
+			b, _ := json.Marshal(paged.Messages)
+			if string(a) != string(b) {
+				t.Errorf("paged history differs:\n%s\nwant\n%s", b, a)
+			}
+
 			text := r.ok(t, "history", "--session", "h.json")
 			for _, w := range []string{
 				"session h (h.json, revision 2)",

@@ -12,7 +12,7 @@ import (
 	"github.com/wasmhist/wasmhist/host"
 )
 
-// historyPage is how many messages one list call asks for.
+// historyPage is how many messages one list call asks for by default.
 const historyPage = 100
 
 // historyReport is the --json output of history.
@@ -38,6 +38,7 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	dbPath := fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)")
 	key := fs.String("state-key", stateKey, "the session state `key` to read")
 	asJSON := fs.Bool("json", false, "print the history as one JSON object")
+	pageSize := fs.Int("page-size", historyPage, "messages to ask the plugin for per list call (`n`)")
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
@@ -47,6 +48,9 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	}
 	if *sessionPath == "" {
 		return usagef(cmd, "no session given: use 'wasmhist history --session FILE'")
+	}
+	if *pageSize < 1 {
+		return usagef(cmd, "--page-size %d: pass a positive number", *pageSize)
 	}
 	f, err := parseSessionFile(cmd, *sessionPath)
 	if err != nil {
@@ -102,7 +106,7 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	if hasSlot {
 		cursor := ""
 		for {
-			page, next, err := p.List(ctx, s, *key, cursor, historyPage)
+			page, next, err := p.List(ctx, s, *key, cursor, *pageSize)
 			if errors.Is(err, host.ErrUnsupported) {
 				return failf(cmd, "plugin %s has no list export, so its history cannot be read from outside an agent run: use a plugin that implements sdk.Lister", p.Info().Name)
 			}
