@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 	"unsafe"
@@ -11,6 +12,8 @@ import (
 // host itself produced and stored in a session comes back unchanged on the
 // next call, so it is not validated again; for a history kept in the state
 // that saves reading the whole history on every call.
+//
+// Equal content at another address (a copy) is found by comparing bytes.
 //
 // Identity is sound because sessions are replaced, not edited: the host
 // never writes into a state's bytes, and an embedder that edits
@@ -32,6 +35,13 @@ func (c *validatedStates) contains(s json.RawMessage) bool {
 	defer c.mu.Unlock()
 	for _, e := range c.entries {
 		if len(e) == len(s) && unsafe.SliceData(e) == p {
+			return true
+		}
+	}
+	// A copy of an accepted state (Session.Clone, which every agent run
+	// makes) is accepted too: a memcmp is far cheaper than validating.
+	for _, e := range c.entries {
+		if len(e) == len(s) && bytes.Equal(e, s) {
 			return true
 		}
 	}

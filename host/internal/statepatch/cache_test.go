@@ -117,3 +117,44 @@ func TestCacheApplyAndElements(t *testing.T) {
 		t.Fatalf("Apply on a broken state = %v, want ErrDocument", err)
 	}
 }
+
+// TestCacheContentMatchIsACopy checks that a copy of a cached state is served
+// from the cache's index (no parse) but never shares the cached bytes: a
+// session cloned from another must not edit the original's bytes.
+func TestCacheContentMatchIsACopy(t *testing.T) {
+	c := NewCache(2)
+	d, err := c.Take([]byte(`{"messages":[1,2]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Get("/messages/1"); err != nil { // index the array
+		t.Fatal(err)
+	}
+	original := d.Bytes()
+	before := string(original)
+	c.Put(d)
+
+	copied := append([]byte(nil), original...)
+	got, err := c.Take(copied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == d {
+		t.Fatal("a content match returned the cached Doc itself; it must be a copy")
+	}
+	if !got.root.indexed || len(got.root.kids) != 1 || !got.root.kids[0].indexed {
+		t.Fatal("the copy did not keep the cached index")
+	}
+	if c.Len() != 1 {
+		t.Fatalf("a content match must leave the cached Doc in place; cache holds %d", c.Len())
+	}
+	if err := got.Apply(ops(t, `[{"op":"add","path":"/messages/-","value":3}]`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Bytes()) != `{"messages":[1,2,3]}` {
+		t.Fatalf("patched copy = %s", got.Bytes())
+	}
+	if string(original) != before {
+		t.Fatalf("patching the copy changed the original bytes: %s", original)
+	}
+}
