@@ -43,6 +43,7 @@ func FuzzDecodeProvide(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	state := json.RawMessage(`{"messages":[{"role":"system","contents":[]},{"role":"user","contents":[{"type":"text","text":"a"}]}]}`)
+	p := &Plugin{docs: statepatch.NewCache(4)}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeProvide(b)
 		checkDecodeErr(t, err)
@@ -50,7 +51,7 @@ func FuzzDecodeProvide(f *testing.F) {
 			return
 		}
 		if r.FromState != nil {
-			_, _, err = selectFromState(abi.ExportProvide, state, r.FromState)
+			_, _, err = p.selectFromState(abi.ExportProvide, state, r.FromState)
 			checkDecodeErr(t, err)
 		}
 		_, err = decodeMessages(abi.ExportProvide, "messages", r.Messages)

@@ -22,7 +22,7 @@ type provided struct {
 }
 
 func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request []json.RawMessage) (*provided, error) {
-	r := newRequest(len(state) + rawSize(request))
+	r := newRequest(p.stateSize(abi.ExportProvide, state) + rawSize(request))
 	p.common(r, abi.ExportProvide, facts, state)
 	if len(request) > 0 {
 		r.array("request_messages", request)
@@ -41,7 +41,7 @@ func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json
 		}
 		switch {
 		case resp.FromState != nil:
-			res.raw, res.msgs, err = selectFromState(abi.ExportProvide, next, resp.FromState)
+			res.raw, res.msgs, err = p.selectFromState(abi.ExportProvide, next, resp.FromState)
 		case len(resp.Messages) > 0:
 			res.raw = resp.Messages
 			res.msgs, err = decodeMessages(abi.ExportProvide, "messages", resp.Messages)
@@ -59,7 +59,7 @@ func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json
 }
 
 func (p *Plugin) store(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request, response []json.RawMessage) (json.RawMessage, bool, error) {
-	r := newRequest(len(state) + rawSize(request, response))
+	r := newRequest(p.stateSize(abi.ExportStore, state) + rawSize(request, response))
 	p.common(r, abi.ExportStore, facts, state)
 	r.array("request_messages", request)
 	r.array("response_messages", response)
@@ -70,7 +70,7 @@ func (p *Plugin) clear(ctx context.Context, facts abi.SessionFacts, state json.R
 	if !p.has(abi.ExportClear) {
 		return nil, false, p.unsupported(abi.ExportClear)
 	}
-	r := newRequest(len(state))
+	r := newRequest(p.stateSize(abi.ExportClear, state))
 	p.common(r, abi.ExportClear, facts, state)
 	next, changed, err := p.change(ctx, abi.ExportClear, state, r.bytes())
 	return next, changed, p.unimplemented(abi.ExportClear, err)

@@ -70,6 +70,16 @@ func rawSize(vs ...[]json.RawMessage) int {
 }
 
 // common adds the fields every state-carrying request has.
+// stateSize is how many bytes the state adds to an export's request: none
+// when the plugin asked for the state to be left out, which is the point of
+// omit_state for a history kept in the state.
+func (p *Plugin) stateSize(export string, state json.RawMessage) int {
+	if p.omitState[export] {
+		return 0
+	}
+	return len(state)
+}
+
 func (p *Plugin) common(r *request, export string, facts abi.SessionFacts, state json.RawMessage) {
 	if !p.omitState[export] {
 		r.raw("state", state)

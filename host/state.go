@@ -122,17 +122,23 @@ func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateC
 // selectFromState resolves a from_state selection against state: the
 // messages at the pointer, reduced by the window. It returns them both as
 // the plugin stored them and decoded.
-func selectFromState(export string, state json.RawMessage, sel *abi.StateSelection) ([]json.RawMessage, []abi.Message, error) {
-	at, err := pointerGet(state, sel.Pointer)
+func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.StateSelection) ([]json.RawMessage, []abi.Message, error) {
+	// The indexed document the last patch left in the cache finds the
+	// array's elements without scanning the state; anything it does not
+	// serve (a missing member, not an array) takes the general path, which
+	// gives the same answer or the precise error.
+	raws, err := p.docs.Elements(state, sel.Pointer)
 	if err != nil {
-		return nil, nil, invalidOutput(export, "from_state pointer %q: %v", sel.Pointer, err)
-	}
-	var raws []json.RawMessage
-	if isNull(at) {
-		return nil, nil, nil
-	}
-	if err := json.Unmarshal(at, &raws); err != nil {
-		return nil, nil, invalidOutput(export, "from_state pointer %q: not an array of messages", sel.Pointer)
+		at, err := pointerGet(state, sel.Pointer)
+		if err != nil {
+			return nil, nil, invalidOutput(export, "from_state pointer %q: %v", sel.Pointer, err)
+		}
+		if isNull(at) {
+			return nil, nil, nil
+		}
+		if err := json.Unmarshal(at, &raws); err != nil {
+			return nil, nil, invalidOutput(export, "from_state pointer %q: not an array of messages", sel.Pointer)
+		}
 	}
 	msgs, err := decodeStoredMessages(export, sel.Pointer, raws)
 	if err != nil {
@@ -154,6 +160,11 @@ func selectFromState(export string, state json.RawMessage, sel *abi.StateSelecti
 	keptRaw := make([]json.RawMessage, 0, len(kept))
 	keptRaw = append(keptRaw, raws[:head]...)
 	keptRaw = append(keptRaw, raws[len(raws)-tail:]...)
+	// Elements are views into the cached document, which the next patch
+	// may edit in place: the caller gets its own copy.
+	for i, r := range keptRaw {
+		keptRaw[i] = append(json.RawMessage(nil), r...)
+	}
 	return keptRaw, kept, nil
 }
 

@@ -1,0 +1,116 @@
+//go:build !wasip1
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/plugins/inmemory/provider"
+	"github.com/wasmhist/wasmhist/sdk"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
+)
+
+// BenchmarkTurn measures one conversation turn's history work — provide,
+// then store of the new user message and the reply — against a session that
+// already holds N messages of about 500 bytes, through the in-memory plugin
+// as WebAssembly (preemptible calls under the default deadline) and through
+// the same provider code loaded natively in the same host (the floor).
+//
+// Each iteration starts from a session of N messages plus one stored by an
+// untimed store, as in a running conversation where the previous turn's
+// store produced the state this turn reads.
+func BenchmarkTurn(b *testing.B) {
+	ctx := context.Background()
+	h, err := host.New(ctx, host.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close(ctx)
+
+	wasm, err := h.Load(ctx, host.File(sdktest.BuildPlugin(b, "github.com/wasmhist/wasmhist/plugins/inmemory")), host.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	native, err := h.LoadNative(ctx, provider.Name, sdk.Handler(provider.Provider{}), host.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	plugins := []struct {
+		name string
+		p    *host.Plugin
+	}{{"wasm", wasm}, {"native", native}}
+
+	user, reply := benchMessage(abi.RoleUser, 0), benchMessage(abi.RoleAssistant, 1)
+	request := []abi.Message{user}
+	for _, n := range []int{10, 100, 1000} {
+		for _, pl := range plugins {
+			prov := pl.p.Provider("history")
+			base := seedSession(b, prov, n)
+			for _, op := range []string{"turn", "provide", "store"} {
+				b.Run(fmt.Sprintf("%s/%s/messages=%d", op, pl.name, n), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						b.StopTimer()
+						s := base.Clone()
+						// The untimed warm-up store (of the previous turn's
+						// reply) leaves the state as a previous turn would:
+						// produced by the host, known to its caches.
+						if err := prov.Store(ctx, s, nil, []abi.Message{reply}); err != nil {
+							b.Fatal(err)
+						}
+						b.StartTimer()
+						if op != "store" {
+							hist, err := prov.Provide(ctx, s, request)
+							if err != nil {
+								b.Fatal(err)
+							}
+							if len(hist) != n+1 {
+								b.Fatalf("provide returned %d messages, want %d", len(hist), n+1)
+							}
+						}
+						if op != "provide" {
+							if err := prov.Store(ctx, s, request, []abi.Message{reply}); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// seedSession returns a session whose provider slot holds n messages.
+func seedSession(b *testing.B, prov host.HistoryProvider, n int) *host.Session {
+	b.Helper()
+	s := &host.Session{SchemaVersion: host.SessionSchemaVersion, SessionID: "bench"}
+	batch := make([]abi.Message, 0, 100)
+	for i := 0; i < n; i++ {
+		role := abi.RoleUser
+		if i%2 == 1 {
+			role = abi.RoleAssistant
+		}
+		batch = append(batch, benchMessage(role, i))
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := prov.Store(context.Background(), s, batch, nil); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	return s.Clone()
+}
+
+// benchMessage is a message of about 500 bytes of JSON.
+func benchMessage(role abi.Role, i int) abi.Message {
+	text := fmt.Sprintf("message %d: ", i) + strings.Repeat("lorem ipsum dolor sit amet ", 15)
+	m := abi.NewMessage(role, text)
+	m.MessageID = fmt.Sprintf("msg-%06d", i)
+	m.CreatedAt = "2026-11-21T10:00:00Z"
+	return m
+}
