@@ -1,0 +1,21 @@
+// Package sdktest is the conformance kit for history-provider plugins.
+//
+// Cases returns the conformance suite: named checks that every provider
+// must pass (what it stores comes back in order; its state survives any
+// JSON library; state keys stay apart; unknown fields are tolerated; it
+// works from its initial state; any instance serves any call; malformed
+// requests get invalid_argument). Each case drives a plugin only through
+// the Subject interface, which the host's *host.Plugin implements for both
+// WebAssembly and native plugins, so one suite checks a plugin's Go code
+// and its .wasm build alike.
+//
+// From go test, Run runs every case as a subtest:
+//
+//	sdktest.Run(t, func(ctx context.Context) (sdktest.Subject, error) {
+//		return h.Load(ctx, host.File(sdktest.BuildPlugin(t, "example.com/myplugin")), host.LoadOptions{})
+//	})
+//
+// Tools run the cases themselves: each Case.Run returns an error that says
+// what the provider did wrong. BuildPlugin compiles a plugin package to
+// WebAssembly for tests.
+package sdktest
