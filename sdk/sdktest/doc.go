@@ -11,8 +11,9 @@
 //
 // From go test, Run runs every case as a subtest:
 //
+//	wasm := sdktest.BuildPlugin(t, "example.com/myplugin")
 //	sdktest.Run(t, func(ctx context.Context) (sdktest.Subject, error) {
-//		return h.Load(ctx, host.File(sdktest.BuildPlugin(t, "example.com/myplugin")), host.LoadOptions{})
+//		return h.Load(ctx, host.File(wasm), host.LoadOptions{})
 //	})
 //
 // Tools run the cases themselves: each Case.Run returns an error that says
