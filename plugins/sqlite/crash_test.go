@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,59 +20,24 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/wasmhist/wasmhist/abi"
-	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
-// Environment of a crash-test child process.
-const (
-	envChildDB   = "WASMHIST_CRASH_DB"
-	envChildWasm = "WASMHIST_CRASH_WASM"
-	envChildRun  = "WASMHIST_CRASH_RUN"
-	envChildKey  = "WASMHIST_CRASH_KEY"
-)
-
-func TestMain(m *testing.M) {
-	if os.Getenv(envChildDB) != "" {
-		if err := crashChild(); err != nil {
-			fmt.Fprintln(os.Stderr, "crash child:", err)
-			os.Exit(2)
-		}
-		os.Exit(0)
+// buildChild compiles testdata/crashchild without the race detector, whatever
+// the test binary was built with: it is started fifty times, and a
+// race-instrumented host takes seconds to start.
+func buildChild(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "crashchild")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		gobin = "go"
 	}
-	os.Exit(m.Run())
-}
-
-// crashChild stores turns through the host and the plugin until it is
-// killed, printing "ack <turn>" once each store has returned, i.e. committed.
-func crashChild() error {
-	ctx := context.Background()
-	h, err := host.New(ctx, host.Config{})
-	if err != nil {
-		return err
+	cmd := exec.Command(gobin, "build", "-o", out, "./testdata/crashchild")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build crash child: %v\n%s", err, b)
 	}
-	p, err := h.Load(ctx, host.File(os.Getenv(envChildWasm)), host.LoadOptions{
-		Grants: []host.Grant{host.SQLGrant{Path: os.Getenv(envChildDB)}},
-	})
-	if err != nil {
-		return err
-	}
-	state := json.RawMessage(fmt.Sprintf(`{"session_key":%q}`, os.Getenv(envChildKey)))
-	facts := abi.SessionFacts{SessionID: "crash", StateKey: "history"}
-	run := os.Getenv(envChildRun)
-	out := bufio.NewWriter(os.Stdout)
-	fmt.Fprintln(out, "ready")
-	out.Flush()
-	for turn := 0; ; turn++ {
-		id := fmt.Sprintf("r%s-t%d", run, turn)
-		q, _ := json.Marshal(abi.NewMessage(abi.RoleUser, id+"-q"))
-		a, _ := json.Marshal(abi.NewMessage(abi.RoleAssistant, id+"-a", strings.Repeat("x", 400)))
-		if _, err := p.StoreState(ctx, facts, state, []json.RawMessage{q}, []json.RawMessage{a}); err != nil {
-			return err
-		}
-		fmt.Fprintln(out, "ack", id)
-		out.Flush()
-	}
+	return out
 }
 
 // TestCrashDurability kills a process that stores turns with SIGKILL at
@@ -82,17 +47,14 @@ func crashChild() error {
 func TestCrashDurability(t *testing.T) {
 	const kills = 50
 	wasm := sdktest.BuildPlugin(t, importPath)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	child := buildChild(t)
 	db := filepath.Join(t.TempDir(), "crash.db")
 	key := strings.Repeat("c0ffee", 5) + "00"
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 4))
 	var acked []string
 	start := time.Now()
 	for run := range kills {
-		acked = append(acked, crashRun(t, self, wasm, db, key, run, rng)...)
+		acked = append(acked, crashRun(t, child, wasm, db, key, run, rng)...)
 	}
 	t.Logf("%d kills, %d acknowledged stores, %s", kills, len(acked), time.Since(start))
 
@@ -167,10 +129,9 @@ func TestCrashDurability(t *testing.T) {
 
 // crashRun starts a child, lets it acknowledge a few stores, kills it at a
 // random moment and returns the turns it acknowledged.
-func crashRun(t *testing.T, self, wasm, db, key string, run int, rng *rand.Rand) []string {
+func crashRun(t *testing.T, child, wasm, db, key string, run int, rng *rand.Rand) []string {
 	t.Helper()
-	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChildDB+"="+db, envChildWasm+"="+wasm, envChildKey+"="+key, fmt.Sprintf("%s=%d", envChildRun, run))
+	cmd := exec.Command(child, wasm, db, key, fmt.Sprint(run))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
