@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 
@@ -10,6 +11,10 @@ import (
 // The methods in this file drive a plugin at the level of one raw state,
 // as package sdk/sdktest's conformance suite does. They apply state
 // changes exactly as Provider does; a nil state means the initial state.
+//
+// Unlike a session slot, whose bytes the host may extend in place on the
+// next call, the states these methods return are the caller's own copies:
+// a caller may keep any older state and pass it again.
 
 // ProvideState runs provide and returns the selected history (state
 // references resolved) and the state after the call.
@@ -22,7 +27,7 @@ func (p *Plugin) ProvideState(ctx context.Context, facts abi.SessionFacts, state
 	if err != nil {
 		return nil, nil, err
 	}
-	return res.raw, res.state, nil
+	return res.raw, bytes.Clone(res.state), nil
 }
 
 // StoreState runs store and returns the state after the call.
@@ -32,7 +37,10 @@ func (p *Plugin) StoreState(ctx context.Context, facts abi.SessionFacts, state j
 		return nil, err
 	}
 	next, _, err := p.store(ctx, facts, state, request, response)
-	return next, err
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(next), nil
 }
 
 // Call runs one export with a raw request and returns its raw response,
