@@ -22,6 +22,7 @@ const stateKey = "history"
 // chatSetup is everything a chat turn needs, shared by the one-shot and
 // the interactive forms.
 type chatSetup struct {
+	host     *host.Host
 	agent    *host.Agent
 	copyOnly bool // the service keeps the conversation; the plugin a copy
 	plugin   *host.Plugin
@@ -55,7 +56,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer c.plugin.Close(context.WithoutCancel(ctx))
+	defer c.host.Close(context.WithoutCancel(ctx))
 
 	if *message != "" {
 		return c.turn(ctx, e, cmd, *message)
@@ -125,10 +126,14 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginS
 		return nil, err
 	}
 
-	h, err := newHost(ctx, cmd)
-	if err != nil {
+	if c.host, err = newHost(ctx, cmd); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			c.host.Close(context.WithoutCancel(ctx))
+		}
+	}()
 	// Without a database the grant is still made, one that refuses use,
 	// so the plugin loads and the check below can say what to pass.
 	grants := []host.Grant{host.SQLGrant{PathFunc: func(context.Context) (string, error) {
@@ -139,15 +144,13 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginS
 			return nil, err
 		}
 	}
-	if c.plugin, err = loadPlugin(ctx, h, cmd, path, grants); err != nil {
+	if c.plugin, err = loadPlugin(ctx, c.host, cmd, path, grants); err != nil {
 		return nil, err
 	}
-	if err := checkSlot(cmd, c.session, c.plugin, sessionPath); err != nil {
-		c.plugin.Close(ctx)
+	if err = checkSlot(cmd, c.session, c.plugin, sessionPath); err != nil {
 		return nil, err
 	}
 	if wantsSQL(c.plugin) && c.db == "" {
-		c.plugin.Close(ctx)
 		return nil, usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", c.plugin.Info().Name)
 	}
 	if !wantsSQL(c.plugin) {
@@ -168,7 +171,6 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginS
 	}
 	c.copyOnly = mc.storesHistory()
 	if c.agent, err = host.NewAgent(cfg); err != nil {
-		c.plugin.Close(ctx)
 		return nil, failf(cmd, "configuring the agent: %w", err)
 	}
 	return c, nil
