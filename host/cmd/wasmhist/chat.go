@@ -88,8 +88,8 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginSpec, sessionPath, dbPath string, perCall bool) (c *chatSetup, err error) {
-	c = &chatSetup{session: host.NewSession(), db: dbPath}
+func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginSpec, sessionPath, dbPath string, perCall bool) (_ *chatSetup, err error) {
+	c := &chatSetup{session: host.NewSession(), db: dbPath}
 	var saver host.SessionSaver
 	if sessionPath != "" {
 		f, err := parseSessionFile(cmd, sessionPath)
