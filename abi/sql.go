@@ -31,6 +31,12 @@ type SQLRequest struct {
 type SQLStatement struct {
 	SQL  string `json:"sql"`
 	Args []any  `json:"args,omitempty"`
+	// JSONColumns names result columns whose TEXT values are JSON
+	// documents (e.g. stored messages). The host checks each and puts it in
+	// the row as JSON rather than as a string, so the plugin can pass it on
+	// without unescaping it; a value that is not valid JSON fails the
+	// statement with CodeInvalidArgument, and NULL stays null.
+	JSONColumns []string `json:"json_columns,omitempty"`
 }
 
 // SQLResponse carries one result per statement, in request order.

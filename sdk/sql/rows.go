@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -14,33 +15,52 @@ import (
 type Rows struct {
 	Columns []string
 	rows    [][]json.RawMessage
+	json    []bool // columns the host sent as JSON (QueryJSON)
 }
 
 // Len is the number of rows.
 func (r *Rows) Len() int { return len(r.rows) }
 
 // Row returns row i.
-func (r *Rows) Row(i int) Row { return Row(r.rows[i]) }
+func (r *Rows) Row(i int) Row { return Row{values: r.rows[i], json: r.json} }
 
-// Row is one result row, a JSON value per column as the host sent it.
-type Row []json.RawMessage
+// Row is one result row.
+type Row struct {
+	values []json.RawMessage
+	json   []bool
+}
+
+// Len is the number of columns.
+func (r Row) Len() int { return len(r.values) }
 
 // IsNull reports whether column col is NULL.
-func (r Row) IsNull(col int) bool { return string(r[col]) == "null" }
+func (r Row) IsNull(col int) bool { return string(r.values[col]) == "null" }
 
 // Raw returns column col as the host encoded it (see abi.SQLResult).
-func (r Row) Raw(col int) json.RawMessage { return r[col] }
+func (r Row) Raw(col int) json.RawMessage { return r.values[col] }
+
+// MarshalJSON encodes the row as the host sent it, an array of values.
+func (r Row) MarshalJSON() ([]byte, error) { return json.Marshal(r.values) }
 
 // Scan copies the row's columns into dest, one pointer per column, as
 // database/sql does: *int64, *int, *float64, *bool, *string, *[]byte,
 // *json.RawMessage (a TEXT column holding JSON, passed through without
 // decoding it into Go values), or *any. NULL gives the zero value.
 func (r Row) Scan(dest ...any) error {
-	if len(dest) != len(r) {
-		return fmt.Errorf("sql: scan: %w", abi.Errorf(abi.CodeInvalidArgument, "%d destinations for %d columns", len(dest), len(r)))
+	if len(dest) != len(r.values) {
+		return fmt.Errorf("sql: scan: %w", abi.Errorf(abi.CodeInvalidArgument, "%d destinations for %d columns", len(dest), len(r.values)))
 	}
 	for i, d := range dest {
-		if err := scanOne(r[i], d); err != nil {
+		if raw, ok := d.(*json.RawMessage); ok && r.json != nil && r.json[i] {
+			// Already JSON: no decoding at all.
+			if r.IsNull(i) {
+				*raw = nil
+			} else {
+				*raw = r.values[i]
+			}
+			continue
+		}
+		if err := scanOne(r.values[i], d); err != nil {
 			return fmt.Errorf("sql: scan column %d: %w", i, abi.Errorf(abi.CodeInvalidArgument, "%v", err))
 		}
 	}
@@ -100,7 +120,9 @@ func scanOne(v json.RawMessage, dest any) error {
 			return nil
 		}
 		if len(v) > 0 && v[0] == '"' {
-			return json.Unmarshal(v, d)
+			str, err := unquote(v)
+			*d = str
+			return err
 		}
 		if len(v) > 0 && v[0] == '{' {
 			var b abi.SQLBlob
@@ -164,4 +186,20 @@ func scanOne(v json.RawMessage, dest any) error {
 		return fmt.Errorf("unsupported destination %T", dest)
 	}
 	return nil
+}
+
+// unquote decodes a JSON string. encoding/json's reflection is costly in a
+// WebAssembly guest, and result rows hold mostly strings; strings without
+// escapes (the common case) are a slice conversion.
+func unquote(v []byte) (string, error) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", fmt.Errorf("%.40s is not a JSON string", v)
+	}
+	in := v[1 : len(v)-1]
+	if !bytes.ContainsAny(in, "\\\"") {
+		return string(in), nil
+	}
+	var s string
+	err := json.Unmarshal(v, &s)
+	return s, err
 }

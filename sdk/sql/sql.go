@@ -25,6 +25,7 @@ package sql
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/sdk"
@@ -63,6 +64,21 @@ func Query(query string, args ...any) (*Rows, error) {
 	return res[0].Rows, nil
 }
 
+// QueryJSON is Query for statements with columns holding JSON documents
+// (stored messages, say): the host puts those columns' values in the result
+// as JSON, so scanning one into a *json.RawMessage copies it instead of
+// unescaping a string, which matters in a WebAssembly guest where JSON work
+// is slow. A value that is not valid JSON fails the query.
+func QueryJSON(jsonColumns []string, query string, args ...any) (*Rows, error) {
+	var b Batch
+	b.QueryJSON(jsonColumns, query, args...)
+	res, err := b.Run()
+	if err != nil {
+		return nil, err
+	}
+	return res[0].Rows, nil
+}
+
 // Batch is several statements sent to the host in one request, which saves
 // a boundary crossing per statement. They run in order; the first failure
 // stops the batch and is returned.
@@ -79,6 +95,13 @@ func (b *Batch) Exec(query string, args ...any) {
 
 // Query adds a statement that returns rows.
 func (b *Batch) Query(query string, args ...any) { b.add(query, args) }
+
+// QueryJSON adds a statement that returns rows, with jsonColumns as
+// QueryJSON describes.
+func (b *Batch) QueryJSON(jsonColumns []string, query string, args ...any) {
+	b.add(query, args)
+	b.req.Statements[len(b.req.Statements)-1].JSONColumns = jsonColumns
+}
 
 func (b *Batch) add(query string, args []any) {
 	wire := make([]any, len(args))
@@ -118,8 +141,8 @@ func (b *Batch) Run() ([]StatementResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var resp abi.SQLResponse
-	if err := json.Unmarshal(out, &resp); err != nil {
+	resp, err := decodeResponse(out)
+	if err != nil {
 		return nil, fmt.Errorf("sql: decode response: %w", abi.Errorf(abi.CodeInternal, "%v", err))
 	}
 	if len(resp.Results) != len(b.req.Statements) {
@@ -127,9 +150,16 @@ func (b *Batch) Run() ([]StatementResult, error) {
 	}
 	res := make([]StatementResult, len(resp.Results))
 	for i, r := range resp.Results {
+		rows := &Rows{Columns: r.Columns, rows: r.Rows}
+		if jc := b.req.Statements[i].JSONColumns; len(jc) > 0 {
+			rows.json = make([]bool, len(r.Columns))
+			for c, name := range r.Columns {
+				rows.json[c] = slices.Contains(jc, name)
+			}
+		}
 		res[i] = StatementResult{
 			Result: Result{RowsAffected: r.RowsAffected, LastInsertID: r.LastInsertID},
-			Rows:   &Rows{Columns: r.Columns, rows: r.Rows},
+			Rows:   rows,
 		}
 	}
 	return res, nil

@@ -147,7 +147,7 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) err
 			return s.withDenial(c, err)
 		}
 		stop := interruptWhenDone(ctx, c.handle)
-		err = out.statement(rows)
+		err = out.statement(rows, st.json)
 		stop()
 		c.policy.plugin.Store(false)
 		if cerr := rows.Close(); err == nil {
@@ -225,12 +225,14 @@ func (s *session) mapError(ctx context.Context, err error) (*abi.Error, bool) {
 type statement struct {
 	sql  string
 	args []driver.NamedValue
+	json map[string]bool // columns to embed as JSON
 }
 
 type wireRequest struct {
 	Statements []struct {
-		SQL  string            `json:"sql"`
-		Args []json.RawMessage `json:"args"`
+		SQL         string            `json:"sql"`
+		Args        []json.RawMessage `json:"args"`
+		JSONColumns []string          `json:"json_columns"`
 	} `json:"statements"`
 	Write bool `json:"write"`
 }
@@ -249,6 +251,12 @@ func decodeRequest(b []byte) ([]statement, bool, error) {
 			return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d is empty", i)
 		}
 		out[i].sql = st.SQL
+		if len(st.JSONColumns) > 0 {
+			out[i].json = make(map[string]bool, len(st.JSONColumns))
+			for _, c := range st.JSONColumns {
+				out[i].json[c] = true
+			}
+		}
 		out[i].args = make([]driver.NamedValue, len(st.Args))
 		for j, raw := range st.Args {
 			v, err := decodeArg(raw)
@@ -324,7 +332,7 @@ func newResultWriter(l Limits) *resultWriter {
 
 func (w *resultWriter) hadColumns() bool { return w.columns }
 
-func (w *resultWriter) statement(rows driver.Rows) error {
+func (w *resultWriter) statement(rows driver.Rows, jsonCols map[string]bool) error {
 	if w.n > 0 {
 		w.buf = append(w.buf, ',')
 	}
@@ -343,6 +351,13 @@ func (w *resultWriter) statement(rows driver.Rows) error {
 		w.buf = appendString(w.buf, c)
 	}
 	w.buf = append(w.buf, `],"rows":[`...)
+	var asJSON []bool
+	if len(jsonCols) > 0 {
+		asJSON = make([]bool, len(cols))
+		for i, c := range cols {
+			asJSON[i] = jsonCols[c]
+		}
+	}
 	if cap(w.dest) < len(cols) {
 		w.dest = make([]driver.Value, len(cols))
 	}
@@ -365,6 +380,13 @@ func (w *resultWriter) statement(rows driver.Rows) error {
 		for i, v := range dest {
 			if i > 0 {
 				w.buf = append(w.buf, ',')
+			}
+			if asJSON != nil && asJSON[i] {
+				var err error
+				if w.buf, err = appendJSON(w.buf, cols[i], v); err != nil {
+					return err
+				}
+				continue
 			}
 			w.buf = appendValue(w.buf, v)
 		}
@@ -433,6 +455,27 @@ func appendValue(b []byte, v driver.Value) []byte {
 		return appendString(b, v.Format(time.RFC3339Nano))
 	}
 	return appendString(b, fmt.Sprint(v))
+}
+
+// appendJSON appends a JSON column's value as the JSON it holds, compacted
+// (so the row stays one line and the plugin can pass it on verbatim).
+func appendJSON(b []byte, col string, v driver.Value) ([]byte, error) {
+	var text []byte
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case string:
+		text = []byte(v)
+	case []byte:
+		text = v
+	default:
+		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: JSON column %q holds a %T, not text", col, v)
+	}
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, text); err != nil {
+		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: JSON column %q holds invalid JSON: %v", col, err)
+	}
+	return buf.Bytes(), nil
 }
 
 const hexDigits = "0123456789abcdef"

@@ -2,6 +2,7 @@ package sqlcap
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -187,4 +188,41 @@ func TestAuthorizer(t *testing.T) {
 	}
 	checkIntegrity(t, p)
 	checkIntegrity(t, other)
+}
+
+func TestJSONColumns(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Limits{})
+	p := dbPath(t, "json.db")
+	oneCall(t, s, p, "CREATE TABLE m(id INTEGER, body TEXT)",
+		`INSERT INTO m VALUES (1, '{"role": "user",  "n": [1, 2]}'), (2, NULL), (3, '"just a string"'), (4, 'not json')`)
+	tests := []struct {
+		name string
+		id   int
+		want string
+		err  error
+	}{
+		{"object compacted", 1, `[1,{"role":"user","n":[1,2]}]`, nil},
+		{"null", 2, `[2,null]`, nil},
+		{"string document", 3, `[3,"just a string"]`, nil},
+		{"invalid", 4, "", abi.ErrInvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := begin(t, s, p)
+			resp, err := c.do(ctx, abi.SQLRequest{Statements: []abi.SQLStatement{
+				{SQL: "SELECT id, body FROM m WHERE id = ?", Args: []any{tt.id}, JSONColumns: []string{"body"}}}})
+			c.end(ctx, err == nil)
+			if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
+				t.Fatalf("err = %v, want %v", err, tt.err)
+			}
+			if err != nil {
+				return
+			}
+			row, _ := json.Marshal(resp.Results[0].Rows[0])
+			if string(row) != tt.want {
+				t.Errorf("row = %s, want %s", row, tt.want)
+			}
+		})
+	}
 }

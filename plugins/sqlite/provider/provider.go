@@ -110,7 +110,7 @@ func (Provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.Provid
 	if err != nil || st.SessionKey == "" {
 		return &abi.ProvideResponse{}, err
 	}
-	rows, err := withSchema(func() (*sql.Rows, error) { return sql.Query(selectNewest, st.SessionKey, cfg.MaxMessages) })
+	rows, err := withSchema(func() (*sql.Rows, error) { return sql.QueryJSON(bodyColumn, selectNewest, st.SessionKey, cfg.MaxMessages) })
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: provide: %w", err)
 	}
@@ -187,7 +187,7 @@ func (Provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse
 		limit = DefaultPageSize
 	}
 	// One more than the page, to know whether another page follows.
-	rows, err := withSchema(func() (*sql.Rows, error) { return sql.Query(selectPage, st.SessionKey, after, limit+1) })
+	rows, err := withSchema(func() (*sql.Rows, error) { return sql.QueryJSON(bodyColumn, selectPage, st.SessionKey, after, limit+1) })
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list: %w", err)
 	}
@@ -220,6 +220,10 @@ func (Provider) Clear(_ context.Context, req *abi.ClearRequest) (*abi.ClearRespo
 	}
 	return &abi.ClearResponse{}, nil
 }
+
+// bodyColumn comes back as JSON, so a stored message crosses into the guest
+// and back out without being unescaped or re-escaped.
+var bodyColumn = []string{"body"}
 
 func decode(state, config json.RawMessage) (State, Config, error) {
 	st, err := sdk.DecodeState[State](state)
