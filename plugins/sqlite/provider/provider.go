@@ -110,7 +110,9 @@ func (Provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.Provid
 	if err != nil || st.SessionKey == "" {
 		return &abi.ProvideResponse{}, err
 	}
-	rows, err := withSchema(func() (*sql.Rows, error) { return sql.QueryJSON(bodyColumn, selectNewest, st.SessionKey, cfg.MaxMessages) })
+	rows, err := withSchema(func() (*sql.Rows, error) {
+		return sql.QueryJSON(bodyColumn, selectNewest, st.SessionKey, cfg.MaxMessages)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: provide: %w", err)
 	}
