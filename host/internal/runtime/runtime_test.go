@@ -16,7 +16,7 @@ import (
 
 const testPages = 512
 
-func cacheDir(t *testing.T) string {
+func cacheDir(t testing.TB) string {
 	base, err := os.UserCacheDir()
 	if err != nil {
 		base = os.TempDir()
