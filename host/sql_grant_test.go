@@ -148,3 +148,40 @@ func TestSQLHostile(t *testing.T) {
 		}
 	})
 }
+
+type tenantKey struct{}
+
+// TestSQLGrantPerTenant: a PathFunc chooses the database per call from the
+// caller's context, so one loaded plugin keeps tenants in separate files.
+func TestSQLGrantPerTenant(t *testing.T) {
+	h, err := host.New(t.Context(), host.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	dir := t.TempDir()
+	grant := host.SQLGrant{PathFunc: func(ctx context.Context) (string, error) {
+		tenant, ok := ctx.Value(tenantKey{}).(string)
+		if !ok {
+			return "", errors.New("no tenant in context")
+		}
+		return filepath.Join(dir, tenant+".db"), nil
+	}}
+	wasm := sdktest.BuildPlugin(t, "./testdata/sqlhostile")
+	p, err := h.Load(t.Context(), host.File(wasm), host.LoadOptions{Grants: []host.Grant{grant}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		ctx := context.WithValue(t.Context(), tenantKey{}, tenant)
+		if _, err := runSQL(ctx, t, p, false, "CREATE TABLE secret(x)", "INSERT INTO secret VALUES ('"+tenant+"')"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		checkDatabase(t, filepath.Join(dir, tenant+".db"), tenant)
+	}
+	if _, err := runSQL(t.Context(), t, p, false, "SELECT 1"); err == nil {
+		t.Fatal("a call without a tenant reached a database")
+	}
+}
