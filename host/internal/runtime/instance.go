@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -38,7 +39,10 @@ func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance,
 	stderr := &capBuffer{max: stderrKeep}
 	ictx := experimental.WithMemoryAllocator(ctx, mem)
 	p, err := m.compiled.Instance(ictx, extism.PluginInstanceConfig{
-		ModuleConfig: wazero.NewModuleConfig().WithStderr(stderr),
+		// wazero's defaults are a fixed-seed random source and fake
+		// clocks, which make every instance draw the same "random" keys.
+		ModuleConfig: wazero.NewModuleConfig().WithStderr(stderr).
+			WithRandSource(rand.Reader).WithSysWalltime().WithSysNanotime(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("instantiate: %w", err)

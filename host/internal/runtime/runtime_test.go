@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +80,38 @@ func TestCallFailures(t *testing.T) {
 			}
 			t.Logf("%v (memory %d)", err, in.MemoryBytes())
 		})
+	}
+}
+
+// TestGuestEntropyAndClock checks that instances draw real randomness and
+// see the real time: wazero's defaults (a fixed seed, a fake clock) would
+// give every instance of a plugin the same "random" session keys.
+func TestGuestEntropyAndClock(t *testing.T) {
+	m := compileHostile(t, "misbehave")
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for range 2 {
+		in, err := m.NewInstance(ctx, testPages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = in.Call(ctx, "provide", []byte(`{"request_messages":["hostile:entropy"]}`))
+		in.Close(ctx)
+		var pe *abi.Error
+		if !errors.As(err, &pe) {
+			t.Fatalf("want the plugin's report as an error, got %v", err)
+		}
+		random, unix, ok := strings.Cut(pe.Message, " ")
+		if !ok {
+			t.Fatalf("unexpected report %q", pe.Message)
+		}
+		if seen[random] {
+			t.Fatalf("two instances drew the same random bytes %s", random)
+		}
+		seen[random] = true
+		sec, err := strconv.ParseInt(unix, 10, 64)
+		if err != nil || time.Since(time.Unix(sec, 0)).Abs() > time.Hour {
+			t.Fatalf("guest clock says %s, host says %d", unix, time.Now().Unix())
+		}
 	}
 }

@@ -8,8 +8,12 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/wasmhist/wasmhist/host/testdata/hostile/guest"
 )
@@ -60,6 +64,12 @@ func misbehave(in []byte) (int32, bool) {
 		panic("hostile: asked to panic")
 	case "error":
 		return guest.Error(`{"code":"not_found","message":"asked to fail"}`), true
+	case "entropy":
+		// Reports what the sandbox gives a guest for randomness and time,
+		// so the host's tests can check neither is a fixed fake.
+		var b [16]byte
+		rand.Read(b[:])
+		return guest.Error(fmt.Sprintf(`{"code":"internal","message":"%s %d"}`, hex.EncodeToString(b[:]), time.Now().Unix())), true
 	}
 	return guest.Error(`{"code":"invalid_argument","message":"unknown trigger"}`), true
 }
