@@ -97,7 +97,7 @@ func TestAgentFailureMidLoop(t *testing.T) {
 }
 
 // A tool that ends the loop leaves trailing results. Per-run persistence
-// stores them (the decision record keeps per-run as it was, and the pairs
+// stores them (per-run persistence keeps the modelled behaviour, and the pairs
 // keep the history replayable); per-service-call persistence never does,
 // since no model was sent them.
 func TestAgentTerminatedLoop(t *testing.T) {
