@@ -30,6 +30,8 @@ func TestDecodeCapabilityResponse(t *testing.T) {
 		{name: "error keeps its code", in: `{"error":{"code":"permission_denied","message":"not granted"}}`, wantErr: abi.ErrPermissionDenied},
 		{name: "unknown code is internal", in: `{"error":{"code":"teapot","message":"?"}}`, wantErr: abi.ErrInternal},
 		{name: "malformed", in: `{"result":`, wantErr: abi.ErrInternal},
+		{name: "empty result", in: `{"result":}`, wantErr: abi.ErrInternal},
+		{name: "braces inside strings", in: `{"result":{"a":"}{"}}`, want: `{"a":"}{"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
