@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -23,15 +22,6 @@ func newHost(t *testing.T) *host.Host {
 	}
 	t.Cleanup(func() { h.Close(context.Background()) })
 	return h
-}
-
-func load(t *testing.T, h *host.Host, db, config string) (*host.Plugin, error) {
-	t.Helper()
-	wasm := sdktest.BuildPlugin(t, importPath)
-	return h.Load(t.Context(), host.File(wasm), host.LoadOptions{
-		Config: json.RawMessage(config),
-		Grants: []host.Grant{host.SQLGrant{Path: db}},
-	})
 }
 
 // TestConformance runs the conformance suite against the WebAssembly build

@@ -8,10 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,11 +27,7 @@ import (
 func buildChild(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "crashchild")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
-	cmd := exec.Command(gobin, "build", "-o", out, "./testdata/crashchild")
+	cmd := exec.Command(sdktest.GoCommand(), "build", "-o", out, "./testdata/crashchild")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build crash child: %v\n%s", err, b)
 	}

@@ -3,10 +3,10 @@ package sdktest
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -48,7 +48,7 @@ func Build(dir string) (string, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	cmd := exec.Command(goTool(), "build", "-buildmode=c-shared", "-o", tmp.Name(), abs)
+	cmd := exec.Command(GoCommand(), "build", "-buildmode=c-shared", "-o", tmp.Name(), abs)
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	if filepath.IsAbs(abs) {
 		cmd.Dir = abs
@@ -72,10 +72,24 @@ type buildError struct {
 func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 func (e *buildError) Unwrap() error { return e.err }
 
-func goTool() string {
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err == nil {
+// GoCommand returns the go command to build with: the one on PATH, else
+// the one under $GOROOT, else the toolchain this program was built with.
+func GoCommand() string {
+	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
+	for _, root := range []string{os.Getenv("GOROOT"), build.Default.GOROOT} {
+		if root == "" {
+			continue
+		}
+		if p := filepath.Join(root, "bin", "go"); fileExists(p) {
+			return p
+		}
+	}
 	return "go"
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

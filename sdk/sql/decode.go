@@ -61,7 +61,6 @@ func (s *scanner) value() ([]byte, error) {
 	start := s.i
 	switch s.peek() {
 	case '"':
-		start = s.i
 		s.i++
 		for s.i < len(s.b) {
 			switch s.b[s.i] {

@@ -105,11 +105,10 @@ func (r *ResponsesRequest) ConversationID() string {
 }
 
 type storedResponse struct {
-	id             string
-	prev           string
-	conversationID string
-	input, output  []Item
-	body           map[string]any
+	id            string
+	prev          string
+	input, output []Item
+	body          map[string]any
 }
 
 type conversation struct {
