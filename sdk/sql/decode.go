@@ -58,8 +58,9 @@ func (s *scanner) expect(c byte) error {
 
 // value skips one JSON value and returns its bytes.
 func (s *scanner) value() ([]byte, error) {
+	c := s.peek() // skips white space: the value starts after it
 	start := s.i
-	switch s.peek() {
+	switch c {
 	case '"':
 		s.i++
 		for s.i < len(s.b) {
@@ -75,7 +76,6 @@ func (s *scanner) value() ([]byte, error) {
 		}
 		return nil, errScan
 	case '{', '[':
-		start = s.i
 		depth := 0
 		for s.i < len(s.b) {
 			switch s.b[s.i] {
@@ -99,7 +99,6 @@ func (s *scanner) value() ([]byte, error) {
 	case 0:
 		return nil, errScan
 	default:
-		start = s.i
 		for s.i < len(s.b) {
 			switch s.b[s.i] {
 			case ',', '}', ']', ':', ' ', '\t', '\n', '\r':
