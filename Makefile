@@ -25,8 +25,8 @@ check:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	$(WASM_ENV) $(GO) build ./abi/... ./sdk/... ./plugins/...
-	# -e: a test-only dependency of modernc.org/sqlite's own tests is not
-	# served by the module proxy; it is never built into wasmhist.
+	@# -e: a test-only dependency of modernc.org/sqlite's own tests is not
+	@# served by the module proxy; it is never built into wasmhist.
 	$(GO) mod tidy -e
 	@git diff --exit-code -- go.mod go.sum || (echo "go mod tidy changed go.mod/go.sum"; exit 1)
 	@test -z "$$(git status --porcelain)" || (git status --porcelain; echo "tree is dirty"; exit 1)
