@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseVersion(t *testing.T) {
@@ -23,12 +26,12 @@ func TestParseVersion(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			major, minor, err := ParseVersion(tt.in)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("ParseVersion(%q) err = %v, wantErr %v", tt.in, err, tt.wantErr)
+			if tt.wantErr {
+				require.Error(t, err)
+				return
 			}
-			if err == nil && (major != tt.major || minor != tt.minor) {
-				t.Fatalf("ParseVersion(%q) = %d.%d, want %d.%d", tt.in, major, minor, tt.major, tt.minor)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, [2]int{tt.major, tt.minor}, [2]int{major, minor})
 		})
 	}
 }
@@ -49,9 +52,8 @@ func TestMarkerMajor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			major, ok := MarkerMajor(tt.export)
-			if ok != tt.ok || major != tt.major {
-				t.Fatalf("MarkerMajor(%q) = %d, %v; want %d, %v", tt.export, major, ok, tt.major, tt.ok)
-			}
+			assert.Equal(t, tt.ok, ok)
+			assert.Equal(t, tt.major, major)
 		})
 	}
 }
@@ -102,24 +104,13 @@ func TestAsErrorKeepsCodes(t *testing.T) {
 func TestMessageRoundTripKeepsUnknownParts(t *testing.T) {
 	in := `{"role":"assistant","contents":[{"type":"text","text":"hi"},{"type":"function_call","call_id":"c1","name":"clock","arguments":{"tz":"UTC"}}],"additional_properties":{"x":1}}`
 	var m Message
-	if err := json.Unmarshal([]byte(in), &m); err != nil {
-		t.Fatal(err)
-	}
-	if got := m.CallIDs(); len(got) != 1 || got[0] != "c1" {
-		t.Fatalf("CallIDs = %v", got)
-	}
-	if m.TextContent() != "hi" {
-		t.Fatalf("TextContent = %q", m.TextContent())
-	}
+	require.NoError(t, json.Unmarshal([]byte(in), &m))
+	assert.Equal(t, []string{"c1"}, m.CallIDs())
+	assert.Equal(t, "hi", m.TextContent())
 	out, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var back Message
-	if err := json.Unmarshal(out, &back); err != nil {
-		t.Fatal(err)
-	}
-	if string(back.AdditionalProperties["x"]) != "1" || string(back.Contents[1].Arguments) != `{"tz":"UTC"}` {
-		t.Fatalf("round trip lost data: %s", out)
-	}
+	require.NoError(t, json.Unmarshal(out, &back))
+	assert.JSONEq(t, "1", string(back.AdditionalProperties["x"]))
+	assert.JSONEq(t, `{"tz":"UTC"}`, string(back.Contents[1].Arguments))
 }
