@@ -55,7 +55,9 @@ type Error struct {
 	Message string `json:"message"`
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+// Error concatenates rather than formats: plugins report errors through this
+// type, and a guest that never formats does not link package fmt.
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 
 // Is makes errors.Is(err, ErrNotFound) true for an Error with CodeNotFound.
 func (e *Error) Is(target error) bool {

@@ -14,8 +14,9 @@ const (
 	Minor = 0
 )
 
-// Version is the full ABI version as PluginInfo.ABI carries it.
-var Version = fmt.Sprintf("%d.%d", Major, Minor)
+// Version is the full ABI version as PluginInfo.ABI carries it. It is built
+// without fmt, which would otherwise be linked into every plugin.
+var Version = strconv.Itoa(Major) + "." + strconv.Itoa(Minor)
 
 // MarkerPrefix starts the name of the marker export. The marker's full name
 // carries the major version (MarkerExport for this package) so that a host can

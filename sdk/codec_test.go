@@ -36,6 +36,16 @@ var codecSeeds = []string{
 	`{"response_messages":[{},{"x":[1,{"y":null}]}],"state":[1,2,3]}`,
 	`{"session":{"session_id":"\ud83d\ude00"}}`,
 	strings.Repeat(`[`, 2000) + strings.Repeat(`]`, 2000),
+	`{"cursor":"12","limit":5,"session":{"state_key":"\u00e9\t\/\b\f\r"}}`,
+	`{"cursor":"a\ud800b","limit":-3,"from_version":2}`,
+	`{"cursor":"\ud83d\u0041\udc00\ud800\ud800\ude00","from_version":null,"limit":null}`,
+	`{"limit":1.5}`,
+	`{"limit":1e2}`,
+	`{"limit":99999999999999999999}`,
+	`{"limit":"5"}`,
+	`{"cursor":5}`,
+	`{"from_version":-0,"state":{"messages":[{"a":1}]},"config":{"max_messages":3}}`,
+	`{"from_version":"1"}`,
 }
 
 // TestDecodeRequestsMatchEncodingJSON checks the fast decoders against
@@ -98,9 +108,72 @@ func checkDecoders(t *testing.T, in []byte) {
 	// Valid objects that encoding/json decodes are refused only for the
 	// documented reasons.
 	if errSlowP == nil && json.Valid(in) && errFastP != nil {
-		msg := errFastP.Error()
-		if !strings.Contains(msg, "not a JSON object") && !strings.Contains(msg, "nested deeper") && !strings.Contains(msg, "want an") && !strings.Contains(msg, "want a string") {
-			t.Fatalf("provide decoder refused %q, which encoding/json accepts: %v", in, errFastP)
+		checkRefusal(t, "provide", in, errFastP)
+	}
+	checkOtherDecoders(t, in)
+}
+
+// checkRefusal fails unless err, for input encoding/json decodes, is one of
+// the documented refusals.
+func checkRefusal(t *testing.T, what string, in []byte, err error) {
+	t.Helper()
+	msg := err.Error()
+	if !strings.Contains(msg, "not a JSON object") && !strings.Contains(msg, "nested deeper") && !strings.Contains(msg, "want an") && !strings.Contains(msg, "want a string") {
+		t.Fatalf("%s decoder refused %q, which encoding/json accepts: %v", what, in, err)
+	}
+}
+
+// checkOtherDecoders holds the decoders of list, clear, migrate_state and
+// describe to encoding/json as checkDecoders does those of provide and store.
+func checkOtherDecoders(t *testing.T, in []byte) {
+	type decoded struct {
+		fast, slow any
+		errFast    error
+		errSlow    error
+	}
+	var fastL, slowL abi.ListRequest
+	var fastC, slowC abi.ClearRequest
+	var fastM, slowM abi.MigrateStateRequest
+	var slowD map[string]json.RawMessage
+	cases := map[string]decoded{
+		"list":          {&fastL, &slowL, decodeListRequest(in, &fastL), json.Unmarshal(in, &slowL)},
+		"clear":         {&fastC, &slowC, decodeClearRequest(in, &fastC), json.Unmarshal(in, &slowC)},
+		"migrate_state": {&fastM, &slowM, decodeMigrateStateRequest(in, &fastM), json.Unmarshal(in, &slowM)},
+	}
+	// describe takes nothing, null or an object.
+	errSlowD := error(nil)
+	if len(bytes.Trim(in, " \t\r\n")) > 0 {
+		errSlowD = json.Unmarshal(in, &slowD)
+	}
+	if errFastD := checkDescribeRequest(in); (errFastD == nil) != (errSlowD == nil) && !(errSlowD == nil && strings.Contains(errFastD.Error(), "nested deeper")) {
+		t.Fatalf("describe request check on %q: fast %v, encoding/json %v", in, errFastD, errSlowD)
+	}
+	normal := func(r any) any {
+		switch r := r.(type) {
+		case *abi.ListRequest:
+			p := normalize(abi.ProvideRequest{State: r.State, Config: r.Config, Session: r.Session})
+			r.State, r.Config = p.State, p.Config
+		case *abi.ClearRequest:
+			p := normalize(abi.ProvideRequest{State: r.State, Config: r.Config, Session: r.Session})
+			r.State, r.Config = p.State, p.Config
+		case *abi.MigrateStateRequest:
+			p := normalize(abi.ProvideRequest{State: r.State, Config: r.Config})
+			r.State, r.Config = p.State, p.Config
+		}
+		return r
+	}
+	for name, c := range cases {
+		if c.errFast != nil && !errors.Is(c.errFast, errSyntax) {
+			t.Fatalf("%s: error %v does not wrap errSyntax", name, c.errFast)
+		}
+		if c.errFast == nil && (!json.Valid(in) || bytes.TrimSpace(in)[0] != '{') {
+			t.Fatalf("%s decoder accepted %q, which is not a JSON object", name, in)
+		}
+		if c.errFast == nil && c.errSlow == nil && utf8.Valid(in) && !reflect.DeepEqual(normal(c.fast), normal(c.slow)) {
+			t.Fatalf("%s decoders differ on %q:\nfast %+v\nslow %+v", name, in, c.fast, c.slow)
+		}
+		if c.errFast != nil && c.errSlow == nil {
+			checkRefusal(t, name, in, c.errFast)
 		}
 	}
 }
@@ -108,7 +181,8 @@ func checkDecoders(t *testing.T, in []byte) {
 // foldedKey reports whether a field name of the request or its session
 // matches a known field only when case is ignored.
 func foldedKey(in []byte) bool {
-	known := []string{"state", "config", "session", "request_messages", "response_messages", "session_id", "state_key", "service_session_id"}
+	known := []string{"state", "config", "session", "request_messages", "response_messages", "session_id", "state_key", "service_session_id",
+		"cursor", "limit", "from_version"}
 	var top map[string]json.RawMessage
 	if json.Unmarshal(in, &top) != nil {
 		return false
@@ -187,4 +261,81 @@ func TestEncodeResponsesMatchEncodingJSON(t *testing.T) {
 			t.Errorf("store response\n got %s\nwant %s", got, want)
 		}
 	}
+}
+
+func TestEncodeOtherResponsesMatchEncodingJSON(t *testing.T) {
+	msgs := []json.RawMessage{json.RawMessage(`{"role":"user","contents":[]}`), json.RawMessage(`{"a":[1,2]}`)}
+	check := func(t *testing.T, v any, got []byte) {
+		t.Helper()
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("\n got %s\nwant %s", got, want)
+		}
+	}
+	for _, r := range []abi.ListResponse{
+		{Messages: []json.RawMessage{}},
+		{Messages: msgs},
+		{Messages: msgs[:1], NextCursor: "1"},
+		{Messages: msgs, NextCursor: "\"q\"\n\x01é\xff"},
+	} {
+		check(t, r, encodeListResponse(&r))
+	}
+	for _, r := range []abi.MigrateStateResponse{{}, {State: json.RawMessage(`{"messages":[]}`)}} {
+		check(t, r, encodeMigrateStateResponse(&r))
+	}
+	for _, r := range []abi.PluginInfo{
+		{},
+		{Name: "inmemory", Version: "0.1.0", ABI: "1.0", StateVersion: 3, StateSchema: json.RawMessage(`{"type":"object"}`)},
+		{
+			Name: "x\t\"", Version: "v\u2028", ABI: "1.0", StateVersion: -1, StateSchema: json.RawMessage(`{}`),
+			InitialState: json.RawMessage(`{"messages":[]}`), ConfigSchema: json.RawMessage(`{"type":"object"}`),
+			Capabilities: []abi.Capability{abi.CapabilitySQL, "other"}, OmitState: []string{abi.ExportProvide, abi.ExportStore},
+		},
+	} {
+		check(t, r, encodePluginInfo(&r))
+	}
+	for _, e := range []abi.Error{{}, {Code: abi.CodeNotFound, Message: "no \"such\"\nthread \x00"}} {
+		check(t, e, encodeError(&e))
+	}
+}
+
+func TestUnescapeMatchesEncodingJSON(t *testing.T) {
+	for _, lit := range []string{
+		`"plain"`, `"\"\\\/\b\f\n\r\t"`, `"\u00e9\u20AC"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ud83dx"`, `"\ud83d\u0041"`,
+		`"\ude00\ud83d"`, `"\ud800\ud800\udc00"`, "\"bad \xff utf-8 \\n\"", "\"cut \xe2\x82\"",
+	} {
+		t.Run(lit, func(t *testing.T) {
+			var want string
+			if err := json.Unmarshal([]byte(lit), &want); err != nil {
+				t.Fatal(err)
+			}
+			if got := unescape([]byte(lit[1 : len(lit)-1])); got != want {
+				t.Errorf("unescape(%s) = %q, want %q", lit, got, want)
+			}
+		})
+	}
+}
+
+// FuzzEncodeString holds the string encoder, which every response and error
+// goes through, to encoding/json without HTML escaping.
+func FuzzEncodeString(f *testing.F) {
+	for _, s := range []string{"", "plain", "\"\\/\n\r\t\x00\x1f\x7f", "é€😀", "\xff\xe2\x82", "\u2028\u2029", "<&>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		var e encoder
+		e.str(s)
+		if got := string(e.b) + "\n"; got != want.String() {
+			t.Fatalf("encoding %q: got %s want %s", s, got, want.String())
+		}
+	})
 }

@@ -1,10 +1,9 @@
 package sdk
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"strconv"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
@@ -18,25 +17,34 @@ import (
 // so that bad input never becomes a trap.
 func dispatch(ctx context.Context, p Provider, export string, input []byte) (out []byte, aerr *abi.Error) {
 	if p == nil {
-		return nil, abi.Errorf(abi.CodeInternal, "sdk: no provider registered: call sdk.Register from an init function of the plugin's main package")
+		return nil, &abi.Error{Code: abi.CodeInternal, Message: "sdk: no provider registered: call sdk.Register from an init function of the plugin's main package"}
 	}
 	defer func() {
 		// A panic that Go can recover (not a fatal runtime error such as
 		// running out of memory) becomes an ordinary error, so the host
 		// reports the plugin's bug without losing the instance to a trap.
 		if r := recover(); r != nil {
-			out, aerr = nil, abi.Errorf(abi.CodeInternal, "%s: panic: %v", export, r)
+			out, aerr = nil, &abi.Error{Code: abi.CodeInternal, Message: export + ": panic: " + panicText(r)}
 		}
 	}()
+	// Errors are built without fmt, and requests decoded and responses
+	// encoded without encoding/json (see codec.go), so that a plugin links
+	// neither unless its own code does.
 	var err error
 	switch export {
 	case abi.ExportDescribe:
-		out, err = describe(p, input)
+		if err = checkDescribeRequest(input); err != nil {
+			return nil, invalidRequest(export, err)
+		}
+		info := p.Describe()
+		if info.ABI == "" {
+			info.ABI = abi.Version
+		}
+		out = encodePluginInfo(&info)
 	case abi.ExportProvide:
 		var req abi.ProvideRequest
 		if err = decodeProvideRequest(input, &req); err != nil {
-			err = fmt.Errorf("%s: decode request: %w: %w", export, abi.ErrInvalidArgument, err)
-			break
+			return nil, invalidRequest(export, err)
 		}
 		var resp *abi.ProvideResponse
 		if resp, err = p.Provide(ctx, &req); err == nil {
@@ -48,8 +56,7 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte) (out
 	case abi.ExportStore:
 		var req abi.StoreRequest
 		if err = decodeStoreRequest(input, &req); err != nil {
-			err = fmt.Errorf("%s: decode request: %w: %w", export, abi.ErrInvalidArgument, err)
-			break
+			return nil, invalidRequest(export, err)
 		}
 		var resp *abi.StoreResponse
 		if resp, err = p.Store(ctx, &req); err == nil {
@@ -64,8 +71,12 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte) (out
 			return nil, unimplemented(export, "Lister")
 		}
 		var req abi.ListRequest
-		if err = decodeRequest(export, input, &req); err == nil {
-			out, err = encodeResponse(listPage(l.List(ctx, &req)))
+		if err = decodeListRequest(input, &req); err != nil {
+			return nil, invalidRequest(export, err)
+		}
+		var resp *abi.ListResponse
+		if resp, err = listPage(l.List(ctx, &req)); err == nil {
+			out = encodeListResponse(resp)
 		}
 	case abi.ExportClear:
 		c, ok := p.(Clearer)
@@ -73,8 +84,15 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte) (out
 			return nil, unimplemented(export, "Clearer")
 		}
 		var req abi.ClearRequest
-		if err = decodeRequest(export, input, &req); err == nil {
-			out, err = encodeResponse(c.Clear(ctx, &req))
+		if err = decodeClearRequest(input, &req); err != nil {
+			return nil, invalidRequest(export, err)
+		}
+		var resp *abi.ClearResponse
+		if resp, err = c.Clear(ctx, &req); err == nil {
+			if resp == nil {
+				resp = &abi.ClearResponse{}
+			}
+			out = encodeStoreResponse(&abi.StoreResponse{StateChange: resp.StateChange})
 		}
 	case abi.ExportMigrateState:
 		m, ok := p.(StateMigrator)
@@ -82,16 +100,51 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte) (out
 			return nil, unimplemented(export, "StateMigrator")
 		}
 		var req abi.MigrateStateRequest
-		if err = decodeRequest(export, input, &req); err == nil {
-			out, err = encodeResponse(m.MigrateState(ctx, &req))
+		if err = decodeMigrateStateRequest(input, &req); err != nil {
+			return nil, invalidRequest(export, err)
+		}
+		var resp *abi.MigrateStateResponse
+		if resp, err = m.MigrateState(ctx, &req); err == nil {
+			if resp == nil {
+				resp = &abi.MigrateStateResponse{}
+			}
+			out = encodeMigrateStateResponse(resp)
 		}
 	default:
-		return nil, abi.Errorf(abi.CodeUnimplemented, "sdk: no export %q", export)
+		return nil, &abi.Error{Code: abi.CodeUnimplemented, Message: "sdk: no export " + strconv.Quote(export)}
 	}
 	if err != nil {
 		return nil, abi.AsError(err)
 	}
 	return out, nil
+}
+
+// invalidRequest is the error for a request that does not decode.
+func invalidRequest(export string, err error) *abi.Error {
+	return &abi.Error{Code: abi.CodeInvalidArgument, Message: export + ": decode request: " + abi.ErrInvalidArgument.Error() + ": " + err.Error()}
+}
+
+// panicText describes a recovered value as fmt's %v would for the values
+// panics carry in practice (errors, strings, numbers), without fmt. It
+// calls no String method on purpose: a reachable call through an interface
+// with that method keeps the String methods of every type the plugin puts in
+// an interface, time.Time's formatting among them.
+func panicText(r any) string {
+	switch v := r.(type) {
+	case error:
+		return v.Error()
+	case string:
+		return v
+	case int:
+		return strconv.Itoa(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case uint64:
+		return strconv.FormatUint(v, 10)
+	case bool:
+		return strconv.FormatBool(v)
+	}
+	return "a value of a type other than error, string, integer or bool"
 }
 
 // listPage makes an empty page encode as [] rather than null: messages is
@@ -108,56 +161,5 @@ func listPage(resp *abi.ListResponse, err error) (*abi.ListResponse, error) {
 }
 
 func unimplemented(export, iface string) *abi.Error {
-	return abi.Errorf(abi.CodeUnimplemented, "%s: the provider does not implement sdk.%s", export, iface)
-}
-
-func describe(p Provider, input []byte) ([]byte, error) {
-	// describe takes no request; the host may send nothing or an object,
-	// and anything else is a malformed request rather than something to
-	// ignore silently.
-	if in := bytes.TrimSpace(input); len(in) > 0 {
-		var v map[string]json.RawMessage
-		if err := json.Unmarshal(in, &v); err != nil {
-			return nil, fmt.Errorf("describe: decode request: %w: %w", abi.ErrInvalidArgument, err)
-		}
-	}
-	info := p.Describe()
-	if info.ABI == "" {
-		info.ABI = abi.Version
-	}
-	out, err := json.Marshal(info)
-	if err != nil {
-		return nil, fmt.Errorf("describe: encode plugin info: %w", err)
-	}
-	return out, nil
-}
-
-// decodeRequest decodes an export's request. Unknown fields are ignored so
-// that a newer host's requests reach an older plugin; anything that is not a
-// JSON object, or has a known field of the wrong type, is invalid_argument.
-func decodeRequest(export string, input []byte, req any) error {
-	in := bytes.TrimLeft(input, " \t\r\n")
-	if len(in) == 0 || in[0] != '{' {
-		return fmt.Errorf("%s: decode request: %w: the request is not a JSON object", export, abi.ErrInvalidArgument)
-	}
-	if err := json.Unmarshal(in, req); err != nil {
-		return fmt.Errorf("%s: decode request: %w: %w", export, abi.ErrInvalidArgument, err)
-	}
-	return nil
-}
-
-// encodeResponse encodes what a provider method returned. A nil response
-// with a nil error is the empty response: no messages, no state change.
-func encodeResponse[R any](resp *R, err error) ([]byte, error) {
-	if err != nil {
-		return nil, err
-	}
-	if resp == nil {
-		resp = new(R)
-	}
-	out, err := json.Marshal(resp)
-	if err != nil {
-		return nil, fmt.Errorf("encode response: %w", err)
-	}
-	return out, nil
+	return &abi.Error{Code: abi.CodeUnimplemented, Message: export + ": the provider does not implement sdk." + iface}
 }

@@ -4,7 +4,6 @@ package sdk
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
@@ -44,13 +43,7 @@ func exportMigrateState() int32 { return run(abi.ExportMigrateState) }
 func run(export string) int32 {
 	out, aerr := dispatch(context.Background(), registered, export, readInput())
 	if aerr != nil {
-		b, err := json.Marshal(aerr)
-		if err != nil {
-			// An abi.Error is two strings; this cannot fail, but a plain
-			// text error is still a valid (internal) error for the host.
-			b = []byte(aerr.Error())
-		}
-		kernelErrorSet(writeBlock(b))
+		kernelErrorSet(writeBlock(encodeError(aerr)))
 		return 1
 	}
 	setOutput(out)

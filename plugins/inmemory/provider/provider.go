@@ -11,7 +11,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 
@@ -127,15 +126,17 @@ func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreRespo
 // message: history only grows at its end, so an index stays valid between
 // pages until the history is cleared.
 func (Provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse, error) {
-	st, err := sdk.DecodeState[State](req.State)
+	msgs, err := stateMessages(req.State)
 	if err != nil {
 		return nil, err
 	}
+	st := State{Messages: msgs}
 	start := 0
 	if req.Cursor != "" {
 		start, err = strconv.Atoi(req.Cursor)
 		if err != nil || start < 0 || start > len(st.Messages) {
-			return nil, abi.Errorf(abi.CodeInvalidArgument, "list: cursor %q is not a position in a history of %d messages", req.Cursor, len(st.Messages))
+			return nil, &abi.Error{Code: abi.CodeInvalidArgument, Message: "list: cursor " + strconv.Quote(req.Cursor) +
+				" is not a position in a history of " + strconv.Itoa(len(st.Messages)) + " messages"}
 		}
 	}
 	limit := req.Limit
@@ -156,14 +157,15 @@ func (Provider) Clear(context.Context, *abi.ClearRequest) (*abi.ClearResponse, e
 }
 
 func decodeConfig(raw json.RawMessage) (Config, error) {
-	cfg, err := sdk.DecodeConfig[Config](raw)
+	cfg, err := parseConfig(raw)
 	if err != nil {
 		return cfg, err
 	}
 	// The host validated the config against configSchema at load; this
 	// guards the native path and hosts that do not validate.
 	if cfg.MaxMessages < 0 || cfg.MaxTokens < 0 {
-		return cfg, fmt.Errorf("inmemory: config: %w: max_messages and max_tokens must not be negative", abi.ErrInvalidArgument)
+		return cfg, &abi.Error{Code: abi.CodeInvalidArgument, Message: "inmemory: config: " + abi.ErrInvalidArgument.Error() +
+			": max_messages and max_tokens must not be negative"}
 	}
 	return cfg, nil
 }

@@ -1,0 +1,108 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+var scanSeeds = []string{
+	``,
+	`null`,
+	`{}`,
+	`[]`,
+	`{"max_messages":3,"max_tokens":100}`,
+	`{"max_messages":null}`,
+	`{"max_messages":1.5}`,
+	`{"max_messages":1e2}`,
+	`{"max_tokens":"3"}`,
+	`{"max_tokens":99999999999999999999}`,
+	`{"messages":[]}`,
+	`{"messages":null}`,
+	`{"messages":{}}`,
+	` {"messages" : [ {"role":"user","contents":[{"type":"text","text":"a\"b\u00e9"}]} , 1 , null , "s" , [true,false] ] , "x":{"y":[]} } `,
+	`{"messages":[{"a":1},{"b":2}],"messages":[{"c":3}]}`,
+	`{"messages":[01]}`,
+	`{"messages":[1.]}`,
+	`{"messages":["\x"]}`,
+	`{"messages":[tru]}`,
+	`{"messages":[1,]}`,
+	`{"messages":[1]} x`,
+	`{"messages":[1]}` + "\x00",
+	`{"messages":[` + strings.Repeat(`[`, 1500) + strings.Repeat(`]`, 1500) + `]}`,
+	`{"a" 1}`,
+}
+
+func TestScanMatchesEncodingJSON(t *testing.T) {
+	for _, seed := range scanSeeds {
+		t.Run(seed[:min(len(seed), 40)], func(t *testing.T) { checkScan(t, []byte(seed)) })
+	}
+}
+
+func FuzzScan(f *testing.F) {
+	for _, s := range scanSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(checkScan)
+}
+
+// checkScan holds parseConfig and stateMessages to encoding/json
+// (sdk.DecodeConfig and sdk.DecodeState, which the plugin used before):
+// what they accept is valid JSON decoding to the same values, what they
+// refuse is invalid_argument, and valid documents encoding/json decodes are
+// refused only for nesting beyond maxDepth. Field names are exact, where
+// encoding/json ignores case; such input is skipped.
+func checkScan(t *testing.T, in []byte) {
+	if strings.Contains(strings.ToLower(string(in)), `"max_`) || strings.Contains(strings.ToLower(string(in)), `"messages"`) {
+		for _, k := range []string{`"max_messages"`, `"max_tokens"`, `"messages"`} {
+			if strings.Count(strings.ToLower(string(in)), k) != strings.Count(string(in), k) {
+				return
+			}
+		}
+	}
+	if strings.Contains(string(in), `\u`) {
+		return // an escaped key may name a field; the schemas allow plain names only
+	}
+	empty := len(in) == 0
+
+	cfg, errFast := parseConfig(in)
+	var slowCfg Config
+	errSlow := error(nil)
+	if !empty {
+		errSlow = json.Unmarshal(in, &slowCfg)
+	}
+	check(t, "config", in, errFast, errSlow)
+	if errFast == nil && errSlow == nil && cfg != slowCfg {
+		t.Fatalf("config %q: got %+v, encoding/json %+v", in, cfg, slowCfg)
+	}
+
+	msgs, errFast := stateMessages(in)
+	var st State
+	errSlow = nil
+	if !empty {
+		errSlow = json.Unmarshal(in, &st)
+	}
+	check(t, "state", in, errFast, errSlow)
+	if errFast == nil && errSlow == nil && utf8.Valid(in) && !reflect.DeepEqual(msgs, st.Messages) {
+		t.Fatalf("state %q: got %q, encoding/json %q", in, msgs, st.Messages)
+	}
+}
+
+func check(t *testing.T, what string, in []byte, errFast, errSlow error) {
+	t.Helper()
+	if errFast != nil && !errors.Is(errFast, abi.ErrInvalidArgument) {
+		t.Fatalf("%s %q: error %v is not invalid_argument", what, in, errFast)
+	}
+	if errFast == nil && len(in) > 0 && !json.Valid(in) {
+		t.Fatalf("%s %q: accepted, but it is not JSON", what, in)
+	}
+	if errFast != nil && errSlow == nil && !strings.Contains(errFast.Error(), "nested too deeply") &&
+		!strings.Contains(errFast.Error(), "want an") {
+		t.Fatalf("%s %q: refused (%v), but encoding/json decodes it", what, in, errFast)
+	}
+}
