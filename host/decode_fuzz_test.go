@@ -117,11 +117,16 @@ func FuzzDecodeError(f *testing.F) {
 	})
 }
 
-func FuzzPointerGet(f *testing.F) {
+// FuzzSelectPointer resolves arbitrary pointers in arbitrary documents, as
+// a from_state selection does: never a panic, always a typed error.
+func FuzzSelectPointer(f *testing.F) {
 	f.Add([]byte(`{"a":{"b":[1,{"c":2}]}}`), "/a/b/1/c")
+	f.Add([]byte(`{"messages":[{"role":"user","contents":[]}]}`), "/messages")
 	f.Add([]byte(`[1]`), "/9")
 	f.Add([]byte(`"s"`), "/x")
+	p := &Plugin{docs: statepatch.NewCache(4)}
 	f.Fuzz(func(t *testing.T, doc []byte, ptr string) {
-		pointerGet(doc, ptr)
+		_, _, err := p.selectFromState(abi.ExportProvide, doc, &abi.StateSelection{Pointer: ptr})
+		checkDecodeErr(t, err)
 	})
 }

@@ -3,11 +3,11 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/statepatch"
 	"github.com/wasmhist/wasmhist/host/reducer"
 )
 
@@ -124,21 +124,14 @@ func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateC
 // the plugin stored them and decoded.
 func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.StateSelection) ([]json.RawMessage, []abi.Message, error) {
 	// The indexed document the last patch left in the cache finds the
-	// array's elements without scanning the state; anything it does not
-	// serve (a missing member, not an array) takes the general path, which
-	// gives the same answer or the precise error.
+	// array's elements without scanning the state. A missing member or null
+	// selects no history.
 	raws, err := p.docs.Elements(state, sel.Pointer)
+	if errors.Is(err, statepatch.ErrNotFound) {
+		return nil, nil, nil
+	}
 	if err != nil {
-		at, err := pointerGet(state, sel.Pointer)
-		if err != nil {
-			return nil, nil, invalidOutput(export, "from_state pointer %q: %v", sel.Pointer, err)
-		}
-		if isNull(at) {
-			return nil, nil, nil
-		}
-		if err := json.Unmarshal(at, &raws); err != nil {
-			return nil, nil, invalidOutput(export, "from_state pointer %q: not an array of messages", sel.Pointer)
-		}
+		return nil, nil, invalidOutput(export, "from_state pointer %q: %v", sel.Pointer, err)
 	}
 	msgs, err := decodeStoredMessages(export, sel.Pointer, raws)
 	if err != nil {
@@ -166,55 +159,6 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.
 		keptRaw[i] = append(json.RawMessage(nil), r...)
 	}
 	return keptRaw, kept, nil
-}
-
-// pointerGet returns the value at an RFC 6901 JSON Pointer; a missing
-// member yields nil.
-func pointerGet(doc json.RawMessage, ptr string) (json.RawMessage, error) {
-	if ptr == "" {
-		return doc, nil
-	}
-	if !strings.HasPrefix(ptr, "/") {
-		return nil, fmt.Errorf("must be empty or start with /")
-	}
-	cur := doc
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch firstByte(cur) {
-		case '{':
-			var m map[string]json.RawMessage
-			if err := json.Unmarshal(cur, &m); err != nil {
-				return nil, err
-			}
-			v, ok := m[tok]
-			if !ok {
-				return nil, nil
-			}
-			cur = v
-		case '[':
-			var a []json.RawMessage
-			if err := json.Unmarshal(cur, &a); err != nil {
-				return nil, err
-			}
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(a) {
-				return nil, fmt.Errorf("no element %q", tok)
-			}
-			cur = a[i]
-		default:
-			return nil, fmt.Errorf("cannot descend into a scalar at %q", tok)
-		}
-	}
-	return cur, nil
-}
-
-func firstByte(b []byte) byte {
-	for _, c := range b {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return c
-		}
-	}
-	return 0
 }
 
 func wrapInvalidState(err error) error { return fmt.Errorf("%w: %w", ErrInvalidState, err) }

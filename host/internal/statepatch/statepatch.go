@@ -23,6 +23,9 @@ var (
 	// ErrDocument is wrapped by errors about a document that is not valid
 	// JSON, or has an object with a duplicate member on a patched path.
 	ErrDocument = errors.New("statepatch: invalid document")
+	// ErrNotFound is wrapped, besides ErrPatch, by errors about a pointer
+	// naming an object member that does not exist.
+	ErrNotFound = errors.New("not found")
 )
 
 // node is the span of one value, relative to its parent's start, and for an
@@ -125,7 +128,7 @@ func (d *Doc) Get(pointer string) (json.RawMessage, error) {
 }
 
 // Elements returns the elements of the array at a JSON Pointer without
-// decoding them. The slices are valid until the next Apply.
+// decoding them (none for null). The slices are valid until the next Apply.
 func (d *Doc) Elements(pointer string) ([]json.RawMessage, error) {
 	tokens, err := ParsePointer(pointer)
 	if err != nil {
@@ -136,6 +139,9 @@ func (d *Doc) Elements(pointer string) ([]json.RawMessage, error) {
 		return nil, err
 	}
 	f := frames[len(frames)-1]
+	if f.n.kind == 0 && string(d.buf[f.abs:f.abs+f.n.size]) == "null" {
+		return nil, nil
+	}
 	if f.n.kind != '[' {
 		return nil, fmt.Errorf("%w: %s is not an array", ErrPatch, quotePointer(pointer))
 	}
@@ -216,7 +222,7 @@ func (d *Doc) walk(tokens []string) ([]frame, error) {
 		var i int
 		if f.n.kind == '{' {
 			if i = lookup(f.n, t); i < 0 {
-				return nil, fmt.Errorf("%w: %s not found", ErrPatch, quotePointer(FormatPointer(tokens[:j+1])))
+				return nil, fmt.Errorf("%w: %s %w", ErrPatch, quotePointer(FormatPointer(tokens[:j+1])), ErrNotFound)
 			}
 		} else {
 			var err error
