@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/wasmhist/wasmhist/host/session"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
@@ -21,18 +22,25 @@ import (
 // A slot's bytes belong to that slot: the host may append to them in place
 // on the next call, so copy a session with Session.Clone, never by
 // assigning the struct.
-func (p *Plugin) Provider(stateKey string) HistoryProvider {
-	return &pluginProvider{p: p, key: stateKey}
+//
+// The result is what package host/agent calls a HistoryProvider.
+func (p *Plugin) Provider(stateKey string) *Provider {
+	return &Provider{p: p, key: stateKey}
 }
 
-type pluginProvider struct {
+// Provider is a plugin serving the history of one state key in sessions.
+// It holds no session data; one Provider serves any number of sessions.
+type Provider struct {
 	p   *Plugin
 	key string
 }
 
-func (pp *pluginProvider) StateKey() string { return pp.key }
+// StateKey is the provider's slot in Session.State.
+func (pp *Provider) StateKey() string { return pp.key }
 
-func (pp *pluginProvider) Provide(ctx context.Context, s *Session, request []abi.Message) ([]abi.Message, error) {
+// Provide runs the plugin's provide export on the session's slot and
+// returns the history to put before the request messages.
+func (pp *Provider) Provide(ctx context.Context, s *session.Session, request []abi.Message) ([]abi.Message, error) {
 	facts, state, err := pp.p.session(ctx, s, pp.key)
 	if err != nil {
 		return nil, err
@@ -49,7 +57,9 @@ func (pp *pluginProvider) Provide(ctx context.Context, s *Session, request []abi
 	return res.msgs, nil
 }
 
-func (pp *pluginProvider) Store(ctx context.Context, s *Session, request, response []abi.Message) error {
+// Store runs the plugin's store export with the new messages of a run
+// (or of one model call) and records the slot's new state in s.
+func (pp *Provider) Store(ctx context.Context, s *session.Session, request, response []abi.Message) error {
 	facts, state, err := pp.p.session(ctx, s, pp.key)
 	if err != nil {
 		return err
@@ -73,7 +83,7 @@ func (pp *pluginProvider) Store(ctx context.Context, s *Session, request, respon
 // List returns one page of what the plugin stored under key, oldest first,
 // and the cursor of the next page ("" after the last). ErrUnsupported when
 // the plugin has no list export.
-func (p *Plugin) List(ctx context.Context, s *Session, key, cursor string, limit int) ([]abi.Message, string, error) {
+func (p *Plugin) List(ctx context.Context, s *session.Session, key, cursor string, limit int) ([]abi.Message, string, error) {
 	if !p.has(abi.ExportList) {
 		return nil, "", p.unsupported(abi.ExportList)
 	}
@@ -86,7 +96,7 @@ func (p *Plugin) List(ctx context.Context, s *Session, key, cursor string, limit
 
 // Clear forgets everything the plugin stored under key. ErrUnsupported when
 // the plugin has no clear export.
-func (p *Plugin) Clear(ctx context.Context, s *Session, key string) error {
+func (p *Plugin) Clear(ctx context.Context, s *session.Session, key string) error {
 	if !p.has(abi.ExportClear) {
 		return p.unsupported(abi.ExportClear)
 	}
@@ -103,12 +113,12 @@ func (p *Plugin) Clear(ctx context.Context, s *Session, key string) error {
 }
 
 // session returns the facts and the (migrated, validated) state of a slot.
-func (p *Plugin) session(ctx context.Context, s *Session, key string) (abi.SessionFacts, json.RawMessage, error) {
+func (p *Plugin) session(ctx context.Context, s *session.Session, key string) (abi.SessionFacts, json.RawMessage, error) {
 	if s == nil {
 		return abi.SessionFacts{}, nil, &PluginError{Plugin: p.name, Export: "session", Err: fmt.Errorf("%w: nil session", ErrInvalidSession)}
 	}
 	facts := abi.SessionFacts{SessionID: s.SessionID, StateKey: key, ServiceSessionID: s.ServiceSessionID}
-	var slot *ProviderState
+	var slot *session.ProviderState
 	if ps, ok := s.State[key]; ok {
 		slot = &ps
 	}
@@ -123,11 +133,11 @@ func (p *Plugin) session(ctx context.Context, s *Session, key string) (abi.Sessi
 }
 
 // commit records a slot's state after a successful call.
-func (p *Plugin) commit(s *Session, key string, state json.RawMessage) {
+func (p *Plugin) commit(s *session.Session, key string, state json.RawMessage) {
 	if s.State == nil {
-		s.State = make(map[string]ProviderState)
+		s.State = make(map[string]session.ProviderState)
 	}
-	s.State[key] = ProviderState{Provider: p.info.Name, StateVersion: p.info.StateVersion, Data: state}
+	s.State[key] = session.ProviderState{Provider: p.info.Name, StateVersion: p.info.StateVersion, Data: state}
 }
 
 func marshalMessages(ms []abi.Message) ([]json.RawMessage, error) {

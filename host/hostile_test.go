@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhist/wasmhist/host/session"
+
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
@@ -60,7 +62,7 @@ func loadHostile(t testing.TB, h *host.Host, name string, opts host.LoadOptions)
 
 func user(text string) abi.Message { return abi.NewMessage(abi.RoleUser, text) }
 
-func sessionJSON(t *testing.T, s *host.Session) []byte {
+func sessionJSON(t *testing.T, s *session.Session) []byte {
 	t.Helper()
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -103,7 +105,7 @@ func TestHostilePlugin(t *testing.T) {
 			if tt.trigger == "loop" {
 				prov = spin.Provider("primary")
 			}
-			s := &host.Session{SchemaVersion: host.SessionSchemaVersion, SessionID: "s-" + tt.trigger}
+			s := &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "s-" + tt.trigger}
 			if err := prov.Store(ctx, s, []abi.Message{user("hello")}, nil); err != nil {
 				t.Fatalf("store before: %v", err)
 			}
@@ -249,19 +251,19 @@ func TestMalformedSessions(t *testing.T) {
 	p := loadHostile(t, h, "misbehave", host.LoadOptions{})
 	tests := []struct {
 		name     string
-		slot     host.ProviderState
+		slot     session.ProviderState
 		want     error
 		mentions string
 	}{
-		{"state violates schema", host.ProviderState{Provider: "misbehave", StateVersion: 1, Data: json.RawMessage(`{"messages": {}}`)}, host.ErrInvalidState, "/messages"},
-		{"state not JSON", host.ProviderState{Provider: "misbehave", StateVersion: 1, Data: json.RawMessage(`{"messages": [`)}, host.ErrInvalidState, "JSON"},
-		{"slot of another plugin", host.ProviderState{Provider: "other", StateVersion: 1, Data: json.RawMessage(`{"messages": []}`)}, host.ErrInvalidSession, "other"},
-		{"newer state version", host.ProviderState{Provider: "misbehave", StateVersion: 7, Data: json.RawMessage(`{"messages": []}`)}, host.ErrInvalidState, "newer"},
-		{"older state version, no migrate_state", host.ProviderState{Provider: "misbehave", StateVersion: 0, Data: json.RawMessage(`{"messages": []}`)}, host.ErrInvalidState, "migrate_state"},
+		{"state violates schema", session.ProviderState{Provider: "misbehave", StateVersion: 1, Data: json.RawMessage(`{"messages": {}}`)}, host.ErrInvalidState, "/messages"},
+		{"state not JSON", session.ProviderState{Provider: "misbehave", StateVersion: 1, Data: json.RawMessage(`{"messages": [`)}, host.ErrInvalidState, "JSON"},
+		{"slot of another plugin", session.ProviderState{Provider: "other", StateVersion: 1, Data: json.RawMessage(`{"messages": []}`)}, host.ErrInvalidSession, "other"},
+		{"newer state version", session.ProviderState{Provider: "misbehave", StateVersion: 7, Data: json.RawMessage(`{"messages": []}`)}, host.ErrInvalidState, "newer"},
+		{"older state version, no migrate_state", session.ProviderState{Provider: "misbehave", StateVersion: 0, Data: json.RawMessage(`{"messages": []}`)}, host.ErrInvalidState, "migrate_state"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &host.Session{SessionID: "s", State: map[string]host.ProviderState{"k": tt.slot}}
+			s := &session.Session{SessionID: "s", State: map[string]session.ProviderState{"k": tt.slot}}
 			before := s.Clone()
 			_, err := p.Provider("k").Provide(context.Background(), s, nil)
 			if !errors.Is(err, tt.want) {

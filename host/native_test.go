@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/wasmhist/wasmhist/host/session"
+
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -77,7 +79,7 @@ func TestOptionalExports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &host.Session{SessionID: "s"}
+	s := &session.Session{SessionID: "s"}
 	if _, _, err := p.List(context.Background(), s, "k", "", 10); !errors.Is(err, host.ErrUnsupported) {
 		t.Errorf("list: %v", err)
 	}
@@ -121,7 +123,7 @@ func TestMigrateAndPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &host.Session{SessionID: "s", State: map[string]host.ProviderState{
+	s := &session.Session{SessionID: "s", State: map[string]session.ProviderState{
 		"k": {Provider: "fake", StateVersion: 1, Data: json.RawMessage(`{"old":true}`)},
 	}}
 	hist, err := p.Provider("k").Provide(context.Background(), s, []abi.Message{user("new")})
@@ -163,7 +165,7 @@ func TestSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = p.Provider("k").Store(context.Background(), &host.Session{SessionID: "s"}, []abi.Message{user("x")}, nil)
+	err = p.Provider("k").Store(context.Background(), &session.Session{SessionID: "s"}, []abi.Message{user("x")}, nil)
 	if !errors.Is(err, abi.ErrUnavailable) {
 		t.Fatalf("store: %v", err)
 	}
@@ -208,7 +210,7 @@ func TestHammerWasm(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &host.Session{SessionID: fmt.Sprint("s", w)}
+			s := &session.Session{SessionID: fmt.Sprint("s", w)}
 			prov := p.Provider("k")
 			for r := range rounds {
 				if err := prov.Store(context.Background(), s, []abi.Message{user(fmt.Sprint(w, "-", r))}, nil); err != nil {

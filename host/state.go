@@ -5,15 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/wasmhist/wasmhist/host/session"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/statepatch"
-	"github.com/wasmhist/wasmhist/host/reducer"
+	"github.com/wasmhist/wasmhist/host/internal/window"
 )
 
 // applyWindow is the host's window over messages a plugin selects from its
 // state; a variable so that tests can observe it.
-var applyWindow = reducer.ApplyWindow
+var applyWindow = window.Apply
 
 // validateState checks a state against the plugin's state_schema, skipping
 // states this plugin already accepted (see validatedStates).
@@ -30,7 +31,7 @@ func (p *Plugin) validateState(state json.RawMessage) error {
 
 // slotState returns the state to call the plugin with for a session slot
 // (nil: the slot does not exist yet), migrating an older state first.
-func (p *Plugin) slotState(ctx context.Context, facts abi.SessionFacts, slot *ProviderState) (json.RawMessage, error) {
+func (p *Plugin) slotState(ctx context.Context, facts abi.SessionFacts, slot *session.ProviderState) (json.RawMessage, error) {
 	if slot == nil {
 		return p.initial, nil
 	}

@@ -17,7 +17,7 @@ import (
 //
 // Identity is sound because sessions are replaced, not edited: the host
 // never writes into a state's bytes, and an embedder that edits
-// ProviderState.Data in place instead of assigning a new slice defeats the
+// session.ProviderState.Data in place instead of assigning a new slice defeats the
 // check only for states it wrote itself. Entries hold their slice, so its
 // memory cannot be reused for another state while remembered.
 type validatedStates struct {

@@ -21,6 +21,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/session"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +30,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
-	"github.com/wasmhist/wasmhist/host/model/offline"
+	"github.com/wasmhist/wasmhist/host/agent/model/offline"
 )
 
 // The child learns its role from the environment rather than from flags,
@@ -129,42 +131,42 @@ func child(ctx context.Context, mode, pluginPath, sessions string) error {
 		return err
 	}
 	defer h.Close(ctx)
-	store, err := host.NewFileStore(sessions)
+	store, err := agent.NewFileStore(sessions)
 	if err != nil {
 		return err
 	}
-	calculator := host.Tool(offline.Calculator())
+	calculator := agent.Tool(offline.Calculator())
 	calculator.Func = func(ctx context.Context, _ json.RawMessage) (any, error) {
 		fmt.Println(toolStarted)
 		<-ctx.Done() // a slow tool: the process dies before it returns
 		return nil, ctx.Err()
 	}
-	agent, err := host.NewAgent(host.AgentConfig{
+	agent, err := agent.New(agent.Config{
 		Model:                            offline.New(),
-		Tools:                            []host.Tool{calculator},
-		Providers:                        []host.ProviderConfig{{Provider: p.Provider(stateKey)}},
+		Tools:                            []agent.Tool{calculator},
+		Providers:                        []agent.ProviderConfig{{Provider: p.Provider(stateKey)}},
 		RequirePerServiceCallPersistence: mode == "per-service-call",
 		Saver:                            store,
 	})
 	if err != nil {
 		return err
 	}
-	s := host.NewSession()
+	s := session.New()
 	s.SessionID = sessionID
 	fmt.Println("user: What is 6*7?")
-	_, err = agent.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "What is 6*7?")})
+	_, err = agent.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "What is 6*7?")}, nil)
 	return err
 }
 
 // resume opens what the killed child committed and, if anything was,
 // continues the conversation in this process.
 func resume(ctx context.Context, pluginPath, sessions string) error {
-	store, err := host.NewFileStore(sessions)
+	store, err := agent.NewFileStore(sessions)
 	if err != nil {
 		return err
 	}
 	s, err := store.Load(ctx, sessionID)
-	if errors.Is(err, host.ErrSessionNotFound) {
+	if errors.Is(err, agent.ErrSessionNotFound) {
 		fmt.Println("  resume: no session was saved; the whole turn is lost")
 		return nil
 	}
@@ -180,14 +182,14 @@ func resume(ctx context.Context, pluginPath, sessions string) error {
 		return err
 	}
 
-	var tools []host.Tool
+	var tools []agent.Tool
 	for _, t := range offline.Tools(nil) {
-		tools = append(tools, host.Tool(t))
+		tools = append(tools, agent.Tool(t))
 	}
-	agent, err := host.NewAgent(host.AgentConfig{
+	agent, err := agent.New(agent.Config{
 		Model:                            offline.New(),
 		Tools:                            tools,
-		Providers:                        []host.ProviderConfig{{Provider: p.Provider(stateKey)}},
+		Providers:                        []agent.ProviderConfig{{Provider: p.Provider(stateKey)}},
 		RequirePerServiceCallPersistence: true,
 		Saver:                            store,
 	})
@@ -198,7 +200,7 @@ func resume(ctx context.Context, pluginPath, sessions string) error {
 	// sees (an orphan call would break a real API's ordering rules), so a
 	// new turn simply asks again.
 	fmt.Println("  user: Try again: what is 6*7?")
-	res, err := agent.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "Try again: what is 6*7?")})
+	res, err := agent.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "Try again: what is 6*7?")}, nil)
 	if err != nil {
 		return err
 	}
@@ -220,7 +222,7 @@ func load(ctx context.Context, pluginPath string) (*host.Host, *host.Plugin, err
 }
 
 // printStored lists what the plugin holds for the session, compactly.
-func printStored(ctx context.Context, p *host.Plugin, s *host.Session, label string) error {
+func printStored(ctx context.Context, p *host.Plugin, s *session.Session, label string) error {
 	msgs, _, err := p.List(ctx, s, stateKey, "", 100)
 	if err != nil {
 		return err

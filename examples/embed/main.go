@@ -11,12 +11,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/session"
 	"os"
 	"path/filepath"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
-	"github.com/wasmhist/wasmhist/host/model/offline"
+	"github.com/wasmhist/wasmhist/host/agent/model/offline"
 )
 
 func main() {
@@ -44,7 +46,7 @@ func run(ctx context.Context, pluginPath string) error {
 			return nil, err
 		}
 		defer done()
-		s := host.NewSession()
+		s := session.New()
 		for _, q := range []string{"I like Italian food", "What is 6*7?"} {
 			if err := turn(ctx, agent, s, q); err != nil {
 				return nil, err
@@ -52,7 +54,7 @@ func run(ctx context.Context, pluginPath string) error {
 		}
 		// A session is data: no plugin, agent or factory is needed to
 		// store it or to read it back.
-		return host.EncodeSession(s)
+		return session.Encode(s)
 	}()
 	if err != nil {
 		return err
@@ -68,7 +70,7 @@ func run(ctx context.Context, pluginPath string) error {
 	if err != nil {
 		return err
 	}
-	s, err := host.DecodeSession(b) // validated against schemas/session.json
+	s, err := session.Decode(b) // validated against schemas/session.json
 	if err != nil {
 		return err
 	}
@@ -83,7 +85,7 @@ func run(ctx context.Context, pluginPath string) error {
 
 // newAgent starts a host, loads the plugin and configures an agent whose
 // history the plugin keeps under the state key "history".
-func newAgent(ctx context.Context, pluginPath string) (*host.Agent, func(), error) {
+func newAgent(ctx context.Context, pluginPath string) (*agent.Agent, func(), error) {
 	h, err := host.New(ctx, host.Config{}) // the zero Config works
 	if err != nil {
 		return nil, nil, err
@@ -96,14 +98,14 @@ func newAgent(ctx context.Context, pluginPath string) (*host.Agent, func(), erro
 	}
 	fmt.Printf("loaded plugin %s %s\n", p.Info().Name, p.Info().Version)
 
-	var tools []host.Tool
+	var tools []agent.Tool
 	for _, t := range offline.Tools(nil) {
-		tools = append(tools, host.Tool(t))
+		tools = append(tools, agent.Tool(t))
 	}
-	agent, err := host.NewAgent(host.AgentConfig{
+	agent, err := agent.New(agent.Config{
 		Model:     offline.New(),
 		Tools:     tools,
-		Providers: []host.ProviderConfig{{Provider: p.Provider("history")}},
+		Providers: []agent.ProviderConfig{{Provider: p.Provider("history")}},
 	})
 	if err != nil {
 		done()
@@ -113,9 +115,9 @@ func newAgent(ctx context.Context, pluginPath string) (*host.Agent, func(), erro
 }
 
 // turn runs one user message and prints the tool calls and the reply.
-func turn(ctx context.Context, agent *host.Agent, s *host.Session, text string) error {
+func turn(ctx context.Context, agent *agent.Agent, s *session.Session, text string) error {
 	fmt.Printf("user: %s\n", text)
-	res, err := agent.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, text)})
+	res, err := agent.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, nil)
 	if err != nil {
 		return err
 	}

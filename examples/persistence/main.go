@@ -16,9 +16,11 @@ import (
 	"os"
 	"strings"
 
+	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/session"
+
 	"github.com/wasmhist/wasmhist/abi"
-	"github.com/wasmhist/wasmhist/host"
-	"github.com/wasmhist/wasmhist/host/model"
+	"github.com/wasmhist/wasmhist/host/agent/model"
 )
 
 func main() {
@@ -50,14 +52,14 @@ func demo(ctx context.Context, perCall, failSecond bool) error {
 	}
 	fmt.Printf("== %s\n", title)
 
-	history := host.NewMemoryProvider("history")
+	history := agent.NewMemoryProvider("history")
 	m := &weatherModel{failSecond: failSecond}
-	agent, err := host.NewAgent(host.AgentConfig{
+	agent, err := agent.New(agent.Config{
 		Model:                            m,
-		Tools:                            []host.Tool{weatherTool()},
-		Providers:                        []host.ProviderConfig{{Provider: history}},
+		Tools:                            []agent.Tool{weatherTool()},
+		Providers:                        []agent.ProviderConfig{{Provider: history}},
 		RequirePerServiceCallPersistence: perCall,
-		Saver: saverFunc(func(_ context.Context, s *host.Session) error {
+		Saver: saverFunc(func(_ context.Context, s *session.Session) error {
 			msgs, err := history.Messages(s)
 			if err != nil {
 				return err
@@ -69,8 +71,8 @@ func demo(ctx context.Context, perCall, failSecond bool) error {
 	if err != nil {
 		return err
 	}
-	s := host.NewSession()
-	res, err := agent.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "Weather in Oslo?")})
+	s := session.New()
+	res, err := agent.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "Weather in Oslo?")}, nil)
 	if err != nil {
 		fmt.Printf("  run failed: %v\n", err)
 	} else {
@@ -105,8 +107,8 @@ func summary(msgs []abi.Message) string {
 	return strings.Join(out, " ")
 }
 
-func weatherTool() host.Tool {
-	return host.Tool{
+func weatherTool() agent.Tool {
+	return agent.Tool{
 		Name:        "weather",
 		Description: "current weather of a city",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`),
@@ -159,6 +161,6 @@ func (w *weatherModel) Stream(ctx context.Context, req model.Request) iter.Seq2[
 	}
 }
 
-type saverFunc func(context.Context, *host.Session) error
+type saverFunc func(context.Context, *session.Session) error
 
-func (f saverFunc) Save(ctx context.Context, s *host.Session) error { return f(ctx, s) }
+func (f saverFunc) Save(ctx context.Context, s *session.Session) error { return f(ctx, s) }

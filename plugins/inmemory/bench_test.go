@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/session"
 	"strings"
 	"testing"
 
@@ -86,9 +88,9 @@ func BenchmarkTurn(b *testing.B) {
 }
 
 // seedSession returns a session whose provider slot holds n messages.
-func seedSession(b *testing.B, prov host.HistoryProvider, n int) *host.Session {
+func seedSession(b *testing.B, prov agent.HistoryProvider, n int) *session.Session {
 	b.Helper()
-	s := &host.Session{SchemaVersion: host.SessionSchemaVersion, SessionID: "bench"}
+	s := &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "bench"}
 	batch := make([]abi.Message, 0, 100)
 	for i := 0; i < n; i++ {
 		role := abi.RoleUser

@@ -12,6 +12,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/session"
+
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
 )
@@ -23,10 +26,10 @@ const stateKey = "history"
 // the interactive forms.
 type chatSetup struct {
 	host     *host.Host
-	agent    *host.Agent
+	agent    *agent.Agent
 	copyOnly bool // the service keeps the conversation; the plugin a copy
 	plugin   *host.Plugin
-	session  *host.Session
+	session  *session.Session
 	file     *sessionFile // nil: the session lives only in this process
 	db       string       // the plugin's database, when it uses sql
 }
@@ -89,8 +92,8 @@ func runChat(ctx context.Context, e *env, args []string) error {
 }
 
 func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginSpec, sessionPath, dbPath string, perCall bool) (_ *chatSetup, err error) {
-	c := &chatSetup{session: host.NewSession(), db: dbPath}
-	var saver host.SessionSaver
+	c := &chatSetup{session: session.New(), db: dbPath}
+	var saver agent.SessionSaver
 	if sessionPath != "" {
 		f, err := parseSessionFile(cmd, sessionPath)
 		if err != nil {
@@ -157,20 +160,20 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginS
 		c.db = ""
 	}
 
-	cfg := host.AgentConfig{
+	cfg := agent.Config{
 		Model:        client,
 		Instructions: "You are a helpful assistant. Use the tools when they help.",
 		Tools:        tools(),
 		// A service that keeps the conversation (Responses) is sent only
 		// new messages; the plugin then keeps a store-only copy, which is
 		// what 'history' reads, and loading it too would be a conflict.
-		Providers:                        []host.ProviderConfig{{Provider: c.plugin.Provider(stateKey), SkipLoad: mc.storesHistory()}},
+		Providers:                        []agent.ProviderConfig{{Provider: c.plugin.Provider(stateKey), SkipLoad: mc.storesHistory()}},
 		RequirePerServiceCallPersistence: perCall,
 		Saver:                            saver,
 		Logger:                           warnLogger(e.stderr, cmd),
 	}
 	c.copyOnly = mc.storesHistory()
-	if c.agent, err = host.NewAgent(cfg); err != nil {
+	if c.agent, err = agent.New(cfg); err != nil {
 		return nil, failf(cmd, "configuring the agent: %w", err)
 	}
 	return c, nil
@@ -178,7 +181,7 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginS
 
 // checkSlot refuses, with advice, a session whose history slot another
 // plugin wrote: the host would refuse it too, but later and less helpfully.
-func checkSlot(cmd string, s *host.Session, p *host.Plugin, sessionPath string) error {
+func checkSlot(cmd string, s *session.Session, p *host.Plugin, sessionPath string) error {
 	slot, ok := s.State[stateKey]
 	if !ok || slot.Provider == p.Info().Name {
 		return nil
@@ -190,7 +193,7 @@ func checkSlot(cmd string, s *host.Session, p *host.Plugin, sessionPath string) 
 // turn runs one message through the agent and prints the tool activity,
 // the reply and where the history went.
 func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
-	res, err := c.agent.Run(ctx, c.session, []abi.Message{abi.NewMessage(abi.RoleUser, text)})
+	res, err := c.agent.Run(ctx, c.session, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, nil)
 	if err != nil {
 		where := "session not saved"
 		if c.file != nil {
@@ -227,11 +230,11 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 // runAdvice says what to do about a failed run.
 func runAdvice(err error) string {
 	switch {
-	case errors.Is(err, host.ErrStaleRevision):
+	case errors.Is(err, agent.ErrStaleRevision):
 		return "another process saved the session meanwhile; run the command again to continue from its version"
 	case errors.Is(err, host.ErrInvalidSession), errors.Is(err, host.ErrInvalidState):
 		return "the session does not fit this plugin; check it with 'wasmhist session validate' or start a new session"
-	case errors.Is(err, host.ErrHistoryConflict):
+	case errors.Is(err, agent.ErrHistoryConflict):
 		return "the model service keeps this conversation itself; use the model the session was started with, or a new session"
 	case errors.Is(err, context.Canceled):
 		return "interrupted"

@@ -4,10 +4,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/wasmhist/wasmhist/host"
-	"github.com/wasmhist/wasmhist/host/model"
-	"github.com/wasmhist/wasmhist/host/model/offline"
-	"github.com/wasmhist/wasmhist/host/model/openai"
+	"github.com/wasmhist/wasmhist/host/agent"
+
+	"github.com/wasmhist/wasmhist/host/agent/model"
+	"github.com/wasmhist/wasmhist/host/agent/model/offline"
+	"github.com/wasmhist/wasmhist/host/agent/model/openai"
 )
 
 // Model choices of --model.
@@ -67,10 +68,10 @@ func (mc *modelConfig) storesHistory() bool { return mc.kind == modelOpenAIRespo
 
 // tools are the offline model's clock and calculator, offered to every
 // model so that any of them can run the tool loop.
-func tools() []host.Tool {
-	var out []host.Tool
+func tools() []agent.Tool {
+	var out []agent.Tool
 	for _, t := range offline.Tools(nil) {
-		out = append(out, host.Tool(t))
+		out = append(out, agent.Tool(t))
 	}
 	return out
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wasmhist/wasmhist/host/model/openai/openaitest"
+	"github.com/wasmhist/wasmhist/host/agent/model/openai/openaitest"
 )
 
 const testKey = "sk-test-key"

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/session"
 )
 
 func runSession(ctx context.Context, e *env, args []string) error {
@@ -70,4 +70,4 @@ func runSessionValidate(_ context.Context, e *env, args []string) error {
 
 // decodeSession is host.DecodeSession: it says where a document is wrong
 // (a JSON pointer), which is what a person fixing a file needs.
-func decodeSession(b []byte) (*host.Session, error) { return host.DecodeSession(b) }
+func decodeSession(b []byte) (*session.Session, error) { return session.Decode(b) }

@@ -7,10 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/session"
 )
 
-// sessionFile is a --session FILE: a host.FileStore holds sessions as
+// sessionFile is a --session FILE: a agent.FileStore holds sessions as
 // <dir>/<session id>.json, so the file's base name is the session id.
 type sessionFile struct {
 	path string
@@ -35,7 +36,7 @@ func (f sessionFile) dbPath() string {
 
 // load reads and validates the session file. A missing file is reported
 // with an error wrapping os.ErrNotExist.
-func (f sessionFile) load(cmd string) (*host.Session, error) {
+func (f sessionFile) load(cmd string) (*session.Session, error) {
 	b, err := os.ReadFile(f.path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -56,10 +57,10 @@ func (f sessionFile) load(cmd string) (*host.Session, error) {
 
 // open loads the session, or returns a new one (created=true) when the
 // file does not exist yet. The new session is written by the first commit.
-func (f sessionFile) open(cmd string) (s *host.Session, created bool, err error) {
+func (f sessionFile) open(cmd string) (s *session.Session, created bool, err error) {
 	s, err = f.load(cmd)
 	if errors.Is(err, os.ErrNotExist) {
-		s = host.NewSession()
+		s = session.New()
 		s.SessionID = f.id
 		return s, true, nil
 	}
@@ -67,8 +68,8 @@ func (f sessionFile) open(cmd string) (s *host.Session, created bool, err error)
 }
 
 // store is the host's file store over the session file's directory.
-func (f sessionFile) store(cmd string) (*host.FileStore, error) {
-	st, err := host.NewFileStore(f.dir)
+func (f sessionFile) store(cmd string) (*agent.FileStore, error) {
+	st, err := agent.NewFileStore(f.dir)
 	if err != nil {
 		return nil, failf(cmd, "session directory %s: %w", f.dir, err)
 	}
@@ -76,6 +77,6 @@ func (f sessionFile) store(cmd string) (*host.FileStore, error) {
 }
 
 // describe is what the commands print about where a session lives.
-func (f sessionFile) describe(s *host.Session) string {
+func (f sessionFile) describe(s *session.Session) string {
 	return fmt.Sprintf("%s (session %s, revision %d)", f.path, s.SessionID, s.Revision)
 }

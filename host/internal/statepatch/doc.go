@@ -44,5 +44,5 @@
 // last returned, so the host can hand a state's bytes back and get the
 // indexed Doc without a scan: whoever stores those bytes (a session) must
 // treat them as owned by that one slot and copy them to keep them (as
-// host.Session.Clone does).
+// session.Session.Clone does).
 package statepatch

@@ -1,0 +1,770 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wasmhist/wasmhist/host/session"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/agent/model"
+	"github.com/wasmhist/wasmhist/host/agent/model/openai/openaitest"
+	"github.com/wasmhist/wasmhist/host/agent/reducer"
+)
+
+func TestNewAgentConfigErrors(t *testing.T) {
+	svc := &fakeService{}
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no model", Config{}},
+		{"two loaders", Config{Model: svc, Providers: []ProviderConfig{{Provider: NewMemoryProvider("a")}, {Provider: NewMemoryProvider("b")}}}},
+		{"shared state key", Config{Model: svc, Providers: []ProviderConfig{{Provider: NewMemoryProvider("a")}, Audit(NewMemoryProvider("a"))}}},
+		{"nil provider", Config{Model: svc, Providers: []ProviderConfig{{}}}},
+		{"empty state key", Config{Model: svc, Providers: []ProviderConfig{{Provider: NewMemoryProvider("")}}}},
+		{"tool without func", Config{Model: svc, Tools: []Tool{{Name: "x"}}}},
+		{"duplicate tool", Config{Model: svc, Tools: []Tool{lookupTool(), lookupTool()}}},
+		{"bad tool schema", Config{Model: svc, Tools: []Tool{{Name: "x", Func: lookupTool().Func, Parameters: json.RawMessage(`{"type":7}`)}}}},
+		{"negative iterations", Config{Model: svc, MaxIterations: -1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.cfg); !errors.Is(err, ErrConfig) {
+				t.Fatalf("New error = %v, want ErrConfig", err)
+			}
+		})
+	}
+	t.Run("one loader and audits", func(t *testing.T) {
+		_, err := New(Config{Model: svc, Providers: []ProviderConfig{
+			{Provider: NewMemoryProvider("a")}, Audit(NewMemoryProvider("b")), Audit(NewMemoryProvider("c")),
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestAgentFailureMidLoop(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		for _, perCall := range []bool{false, true} {
+			t.Run(fmt.Sprintf("stream=%v/per-call=%v", streaming, perCall), func(t *testing.T) {
+				ctx := context.Background()
+				primary, audit := NewMemoryProvider("primary"), NewMemoryProvider("audit")
+				svc := &fakeService{failAt: 2}
+				a, err := New(Config{
+					Model:                            svc.client(),
+					Tools:                            []Tool{lookupTool()},
+					Providers:                        []ProviderConfig{{Provider: primary}, Audit(audit)},
+					RequirePerServiceCallPersistence: perCall,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := session.New()
+				s.State = map[string]session.ProviderState{"other": {Provider: "x", Data: json.RawMessage(`{"keep":true}`)}}
+				before := mustJSON(t, s)
+				_, err = runAgent(ctx, t, a, s, streaming, "q1", nil)
+				if !errors.Is(err, errServiceDown) {
+					t.Fatalf("run error = %v, want the service's error", err)
+				}
+				if !perCall {
+					// Atomic: byte-identical when re-serialized.
+					if after := mustJSON(t, s); after != before {
+						t.Fatalf("failed run changed the session:\n%s\n%s", before, after)
+					}
+					return
+				}
+				// The first call succeeded and stays stored.
+				for _, p := range []*MemoryProvider{primary, audit} {
+					if got := stored(t, p, s); got != "user:q1 call:c1" {
+						t.Errorf("%s: stored %q, want the first call", p.StateKey(), got)
+					}
+				}
+				if s.Revision != 1 {
+					t.Errorf("revision %d, want 1", s.Revision)
+				}
+				if string(s.State["other"].Data) != `{"keep":true}` {
+					t.Errorf("unrelated state changed: %s", s.State["other"].Data)
+				}
+			})
+		}
+	}
+}
+
+// A tool that ends the loop leaves trailing results. Per-run persistence
+// stores them (per-run persistence keeps the modelled behaviour, and the pairs
+// keep the history replayable); per-service-call persistence never does,
+// since no model was sent them.
+func TestAgentTerminatedLoop(t *testing.T) {
+	stop := Tool{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`), Func: func(ctx context.Context, _ json.RawMessage) (any, error) {
+		TerminateLoop(ctx)
+		return "stopped", nil
+	}}
+	tests := []struct {
+		name    string
+		perCall bool
+		want    string
+	}{
+		{"per-run keeps trailing results", false, "user:q1 call:c1 result:c1"},
+		{"per-call drops trailing results", true, "user:q1 call:c1"},
+	}
+	for _, tc := range tests {
+		for _, streaming := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", tc.name, streaming), func(t *testing.T) {
+				ctx := context.Background()
+				primary := NewMemoryProvider("primary")
+				svc := &fakeService{}
+				a, err := New(Config{Model: svc.client(), Tools: []Tool{stop}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: tc.perCall})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := session.New()
+				res, err := runAgent(ctx, t, a, s, streaming, "q1", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !streaming && (!res.Terminated || res.Iterations != 1) {
+					t.Errorf("Terminated=%v Iterations=%d, want true 1", res.Terminated, res.Iterations)
+				}
+				if got := render(res.Messages); got != "call:c1 result:c1" {
+					t.Errorf("result %q", got)
+				}
+				if got := stored(t, primary, s); got != tc.want {
+					t.Errorf("stored %q, want %q", got, tc.want)
+				}
+
+				// Resume: the next run's request must satisfy a strict
+				// service (the fake validates every request), whichever
+				// way the previous run stored its end.
+				if _, err := runAgent(ctx, t, a, s, streaming, "q2", nil); err != nil {
+					t.Fatalf("resume: %v", err)
+				}
+				reqs := svc.requests()
+				if err := openaitest.ValidateHistory(reqs[len(reqs)-1].Messages); err != nil {
+					t.Fatalf("resumed request rejected: %v", err)
+				}
+				msgs, _ := primary.Messages(s)
+				if err := openaitest.ValidateHistory(msgs); err != nil && !tc.perCall {
+					t.Fatalf("stored history is not replayable: %v", err)
+				}
+			})
+		}
+	}
+}
+
+func TestAgentResumeWithTrailingResultsAsInput(t *testing.T) {
+	// After a per-call run a tool terminated, the caller can hand the tool
+	// results back as input; they pair with the stored call.
+	ctx := context.Background()
+	primary := NewMemoryProvider("primary")
+	stop := lookupTool()
+	stop.Func = func(ctx context.Context, _ json.RawMessage) (any, error) { TerminateLoop(ctx); return "r", nil }
+	svc := &fakeService{}
+	a, err := New(Config{Model: svc.client(), Tools: []Tool{stop}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := session.New()
+	res, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q1")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trailing := res.Messages[len(res.Messages)-1:]
+	if _, err := a.Run(ctx, s, trailing, nil); err != nil {
+		t.Fatal(err)
+	}
+	reqs := svc.requests()
+	if got := render(reqs[len(reqs)-1].Messages); got != "user:q1 call:c1 result:c1" {
+		t.Errorf("model got %q", got)
+	}
+	if got := stored(t, primary, s); got != "user:q1 call:c1 result:c1 asst:answer to c1" {
+		t.Errorf("stored %q", got)
+	}
+}
+
+func TestAgentParallelToolsInCallOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bStarted := make(chan struct{})
+	slow := Tool{Name: "a", Func: func(ctx context.Context, _ json.RawMessage) (any, error) {
+		// Finishes only once b has started: sequential execution would
+		// never get there.
+		select {
+		case <-bStarted:
+			return "A", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+	fast := Tool{Name: "b", Func: func(ctx context.Context, _ json.RawMessage) (any, error) {
+		close(bStarted)
+		return "B", nil
+	}}
+	svc := &fakeService{reply: func(n int, conv []abi.Message) abi.Message {
+		if n == 1 {
+			m := abi.Message{Role: abi.RoleAssistant}
+			m.Contents = []abi.Content{
+				{Type: abi.ContentFunctionCall, CallID: "x", Name: "a", Arguments: json.RawMessage(`{}`)},
+				{Type: abi.ContentFunctionCall, CallID: "y", Name: "b", Arguments: json.RawMessage(`{}`)},
+			}
+			return m
+		}
+		return abi.NewMessage(abi.RoleAssistant, "done")
+	}}
+	a, err := New(Config{Model: svc.client(), Tools: []Tool{slow, fast}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Run(ctx, session.New(), []abi.Message{abi.NewMessage(abi.RoleUser, "go")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := render(res.Messages); got != "call:x+call:y result:x result:y asst:done" {
+		t.Fatalf("messages %q", got)
+	}
+	if r := res.Messages[1].Contents[0].Result; string(r) != `"A"` {
+		t.Fatalf("first result %s, want \"A\"", r)
+	}
+}
+
+func TestAgentToolErrors(t *testing.T) {
+	boom := Tool{Name: "boom", Func: func(context.Context, json.RawMessage) (any, error) { panic("kaput") }}
+	fails := Tool{Name: "fails", Func: func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("nope") }}
+	tests := []struct {
+		name, tool, args, wantErr string
+	}{
+		{"unknown tool", "missing", `{}`, "unknown tool"},
+		{"invalid arguments", "lookup", `{"q":1}`, "invalid arguments"},
+		{"not JSON", "lookup", `{`, "not JSON"},
+		{"panic", "boom", `{}`, "panicked"},
+		{"error", "fails", `{}`, "nope"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := &fakeService{reply: func(n int, _ []abi.Message) abi.Message {
+				if n == 1 {
+					return abi.Message{Role: abi.RoleAssistant, Contents: []abi.Content{{Type: abi.ContentFunctionCall, CallID: "k", Name: tc.tool, Arguments: json.RawMessage(tc.args)}}}
+				}
+				return abi.NewMessage(abi.RoleAssistant, "ok")
+			}}
+			a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool(), boom, fails}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := a.Run(context.Background(), session.New(), []abi.Message{abi.NewMessage(abi.RoleUser, "go")}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := res.Messages[1].Contents[0].Error; !strings.Contains(e, tc.wantErr) {
+				t.Fatalf("tool error %q, want it to mention %q", e, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestAgentMaxIterations(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", streaming), func(t *testing.T) {
+			primary := NewMemoryProvider("primary")
+			svc := &fakeService{reply: func(n int, _ []abi.Message) abi.Message {
+				return callMsg("thinking", fmt.Sprintf("k%d", n))
+			}}
+			a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, MaxIterations: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := session.New()
+			if _, err := runAgent(context.Background(), t, a, s, streaming, "q", nil); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(svc.requests()); n != 2 {
+				t.Fatalf("%d model calls, want 2", n)
+			}
+			// The last call's tool call was never run: its text stays,
+			// the call goes.
+			if got := stored(t, primary, s); got != "user:q asst:thinking+call:k1 result:k1 asst:thinking" {
+				t.Fatalf("stored %q", got)
+			}
+		})
+	}
+}
+
+// A consumer that stops early is not a failure: the completed calls and
+// tool results are stored, orphan calls removed, the call in flight dropped.
+func TestAgentStreamStopEarly(t *testing.T) {
+	tests := []struct {
+		name      string
+		perCall   bool
+		stopAfter func(u RunUpdate) bool
+		want      string
+	}{
+		{"per-run: after the call message, text kept, call dropped", false,
+			func(u RunUpdate) bool { return u.Message != nil && u.Message.Role == abi.RoleAssistant },
+			"user:q asst:let me look"},
+		{"per-run: after the tool result", false,
+			func(u RunUpdate) bool { return u.Message != nil && u.Message.Role == abi.RoleTool },
+			"user:q asst:let me look+call:c1 result:c1"},
+		{"per-run: in the middle of the answer", false,
+			func(u RunUpdate) bool {
+				return u.Model != nil && len(u.Model.Contents) > 0 && strings.HasPrefix("answer to c1", u.Model.Contents[0].Text) && u.Model.Contents[0].Text != ""
+			},
+			"user:q asst:let me look+call:c1 result:c1"},
+		{"per-call: in the middle of the answer", true,
+			func(u RunUpdate) bool {
+				return u.Model != nil && len(u.Model.Contents) > 0 && strings.HasPrefix("answer to c1", u.Model.Contents[0].Text) && u.Model.Contents[0].Text != ""
+			},
+			"user:q asst:let me look+call:c1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			primary := NewMemoryProvider("primary")
+			svc := &fakeService{}
+			svc.reply = func(n int, conv []abi.Message) abi.Message {
+				if conv[len(conv)-1].Role == abi.RoleTool {
+					return abi.NewMessage(abi.RoleAssistant, "answer to c1")
+				}
+				return callMsg("let me look", "c1")
+			}
+			a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: tc.perCall})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := session.New()
+			stopped := false
+			for u, err := range a.RunStream(context.Background(), s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.stopAfter(u) {
+					stopped = true
+					break
+				}
+			}
+			if !stopped {
+				t.Fatal("the stop condition never held")
+			}
+			if got := stored(t, primary, s); got != tc.want {
+				t.Fatalf("stored %q, want %q", got, tc.want)
+			}
+			if s.Revision == 0 {
+				t.Fatal("nothing committed")
+			}
+		})
+	}
+}
+
+func TestStreamAggregation(t *testing.T) {
+	var a aggregator
+	for _, u := range []model.Update{
+		{MessageID: "1", Role: abi.RoleAssistant},
+		{MessageID: "1", Contents: []abi.Content{{Type: abi.ContentReasoning, Text: "hm"}, {Type: abi.ContentReasoning, Text: "m"}}},
+		{MessageID: "1", Contents: []abi.Content{abi.Text("Hel")}},
+		{MessageID: "1", Contents: []abi.Content{abi.Text("lo")}},
+		{MessageID: "1", Contents: []abi.Content{{Type: abi.ContentFunctionCall, CallID: "a", Name: "f"}}},
+		{MessageID: "2", Contents: []abi.Content{abi.Text("second")}},
+		{Usage: &abi.Usage{TotalTokens: 3}},
+		{ConversationID: "conv", Usage: &abi.Usage{TotalTokens: 4}, FinishReason: "stop"},
+	} {
+		a.add(u)
+	}
+	r := a.response()
+	if got := render(r.Messages); got != "asst:Hello+call:a asst:second" {
+		t.Fatalf("messages %q", got)
+	}
+	if r.Messages[0].Contents[0].Text != "hmm" || r.Messages[0].MessageID != "1" {
+		t.Fatalf("reasoning not folded: %+v", r.Messages[0])
+	}
+	if r.ConversationID != "conv" || r.Usage.TotalTokens != 7 || r.FinishReason != "stop" {
+		t.Fatalf("response %+v", r)
+	}
+}
+
+// A primary and an audit copy of the same provider implementation keep
+// separate state; the audit copy sees context messages, is never loaded,
+// and clearing the primary leaves it alone.
+func TestAgentPrimaryAndAuditNeverMix(t *testing.T) {
+	ctx := context.Background()
+	primary, audit := NewMemoryProvider("primary"), NewMemoryProvider("audit")
+	svc := &fakeService{}
+	a, err := New(Config{
+		Model:            svc.client(),
+		Tools:            []Tool{lookupTool()},
+		Providers:        []ProviderConfig{{Provider: primary}, Audit(audit)},
+		ContextProviders: []ContextProvider{staticContext{"facts", "user likes tea"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := session.New()
+	if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q1")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	turn := "user:q1 call:c1 result:c1 asst:answer to c1"
+	if got := stored(t, primary, s); got != turn {
+		t.Errorf("primary %q", got)
+	}
+	if got := stored(t, audit, s); got != "user:user likes tea "+turn {
+		t.Errorf("audit %q", got)
+	}
+	if err := primary.Clear(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, primary, s); got != "" {
+		t.Errorf("primary after clear %q", got)
+	}
+	if got := stored(t, audit, s); got != "user:user likes tea "+turn {
+		t.Errorf("audit after clearing primary %q", got)
+	}
+	if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q2")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reqs := svc.requests()
+	// Only the (cleared) primary loads: the audit copy never reaches the model.
+	if got := render(reqs[len(reqs)-2].Messages); got != "user:user likes tea user:q2" {
+		t.Errorf("model got %q", got)
+	}
+	src := reqs[len(reqs)-2].Messages[0].Source
+	if src == nil || src.Type != abi.SourceContextProvider || src.ID != "facts" {
+		t.Errorf("context message source %+v", src)
+	}
+}
+
+type staticContext struct{ name, text string }
+
+func (c staticContext) Name() string { return c.name }
+func (c staticContext) Context(context.Context, *session.Session, []abi.Message) ([]abi.Message, error) {
+	return []abi.Message{abi.NewMessage(abi.RoleUser, c.text)}, nil
+}
+
+func TestAgentProviderFlagsAndFilters(t *testing.T) {
+	ctx := context.Background()
+	seed := func(p *MemoryProvider, s *session.Session) {
+		if err := p.Store(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "old"), abi.NewMessage(abi.RoleUser, "secret")}, []abi.Message{abi.NewMessage(abi.RoleAssistant, "old answer")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dropSecret := func(msgs []abi.Message) []abi.Message {
+		var out []abi.Message
+		for _, m := range msgs {
+			if m.TextContent() != "secret" {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		pc       func(p *MemoryProvider) ProviderConfig
+		wantSent string
+		want     string
+	}{
+		{"defaults", func(p *MemoryProvider) ProviderConfig { return ProviderConfig{Provider: p} },
+			"user:old user:secret asst:old answer user:q", "user:old user:secret asst:old answer user:q asst:a"},
+		{"skip store inputs", func(p *MemoryProvider) ProviderConfig { return ProviderConfig{Provider: p, SkipStoreInputs: true} },
+			"user:old user:secret asst:old answer user:q", "user:old user:secret asst:old answer asst:a"},
+		{"skip store outputs", func(p *MemoryProvider) ProviderConfig { return ProviderConfig{Provider: p, SkipStoreOutputs: true} },
+			"user:old user:secret asst:old answer user:q", "user:old user:secret asst:old answer user:q"},
+		{"skip load", func(p *MemoryProvider) ProviderConfig { return ProviderConfig{Provider: p, SkipLoad: true} },
+			"user:q", "user:old user:secret asst:old answer user:q asst:a"},
+		{"provide filter", func(p *MemoryProvider) ProviderConfig { return ProviderConfig{Provider: p, ProvideFilter: dropSecret} },
+			"user:old asst:old answer user:q", "user:old user:secret asst:old answer user:q asst:a"},
+		{"store input filter", func(p *MemoryProvider) ProviderConfig {
+			return ProviderConfig{Provider: p, StoreInputFilter: func([]abi.Message) []abi.Message { return nil }}
+		}, "user:old user:secret asst:old answer user:q", "user:old user:secret asst:old answer asst:a"},
+		{"reducer", func(p *MemoryProvider) ProviderConfig {
+			return ProviderConfig{Provider: p, Reducer: reducer.MessageWindow{Max: 1}}
+		}, "asst:old answer user:q", "user:old user:secret asst:old answer user:q asst:a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewMemoryProvider("p")
+			svc := &fakeService{reply: func(int, []abi.Message) abi.Message { return abi.NewMessage(abi.RoleAssistant, "a") }}
+			a, err := New(Config{Model: svc.client(), Providers: []ProviderConfig{tc.pc(p)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := session.New()
+			seed(p, s)
+			if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := render(svc.requests()[0].Messages); got != tc.wantSent {
+				t.Errorf("model got %q, want %q", got, tc.wantSent)
+			}
+			if got := stored(t, p, s); got != tc.want {
+				t.Errorf("stored %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAgentHistoryIsStampedAndInstructionsSent(t *testing.T) {
+	ctx := context.Background()
+	p := NewMemoryProvider("p")
+	svc := &fakeService{reply: func(int, []abi.Message) abi.Message { return abi.NewMessage(abi.RoleAssistant, "a") }}
+	a, err := New(Config{Model: svc.client(), Instructions: "be brief", Providers: []ProviderConfig{{Provider: p}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := session.New()
+	for _, q := range []string{"q1", "q2"} {
+		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, q)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := svc.requests()[1].Messages
+	if got := render(sent); got != "system:be brief user:q1 asst:a user:q2" {
+		t.Fatalf("model got %q", got)
+	}
+	for i, want := range []*abi.Source{nil, {Type: abi.SourceChatHistory, ID: "p"}, {Type: abi.SourceChatHistory, ID: "p"}, {Type: abi.SourceExternal}} {
+		if mustJSON(t, sent[i].Source) != mustJSON(t, want) {
+			t.Errorf("message %d source %+v, want %+v", i, sent[i].Source, want)
+		}
+	}
+	// Instructions are never stored; history is not stored twice.
+	if got := stored(t, p, s); got != "user:q1 asst:a user:q2 asst:a" {
+		t.Fatalf("stored %q", got)
+	}
+}
+
+func TestAgentConflictModes(t *testing.T) {
+	tests := []struct {
+		name         string
+		mode         ConflictMode
+		wantPrimary  string
+		wantWarnings int
+	}{
+		{"warn stores and warns once", ConflictWarn, "user:q1 call:c1 result:c1 asst:answer to c1 user:q2 call:c2 result:c2 asst:answer to c2", 1},
+		{"clear leaves the loader empty", ConflictClear, "", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			primary, audit := NewMemoryProvider("primary"), NewMemoryProvider("audit")
+			logs := &logCapture{}
+			svc := &fakeService{stores: true}
+			a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}, Audit(audit)}, Conflict: tc.mode, Logger: logs.logger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := session.New()
+			for _, q := range []string{"q1", "q2"} {
+				if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, q)}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s.ServiceSessionID != "conv-1" {
+				t.Errorf("service session id %q", s.ServiceSessionID)
+			}
+			if got := stored(t, primary, s); got != tc.wantPrimary {
+				t.Errorf("primary %q, want %q", got, tc.wantPrimary)
+			}
+			if got := stored(t, audit, s); !strings.HasSuffix(got, "user:q2 call:c2 result:c2 asst:answer to c2") {
+				t.Errorf("audit %q", got)
+			}
+			// The second run continues the service conversation without
+			// loading history.
+			reqs := svc.requests()
+			if r := reqs[2]; render(r.Messages) != "user:q2" || r.ConversationID != "conv-1" {
+				t.Errorf("second run's first call: %q %q", render(r.Messages), r.ConversationID)
+			}
+			if w := logs.warnings(); len(w) != tc.wantWarnings {
+				t.Errorf("warnings %q", w)
+			}
+		})
+	}
+}
+
+func TestAgentPerCallServiceEdgeCases(t *testing.T) {
+	ctx := context.Background()
+	t.Run("existing service conversation resumes", func(t *testing.T) {
+		svc := &fakeService{stores: true}
+		svc.convs = map[string][]abi.Message{"conv-9": {abi.NewMessage(abi.RoleUser, "earlier"), abi.NewMessage(abi.RoleAssistant, "ok")}}
+		primary := NewMemoryProvider("primary")
+		a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: true, Logger: (&logCapture{}).logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := session.New()
+		s.ServiceSessionID = "conv-9"
+		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if s.ServiceSessionID != "conv-9" || svc.requests()[0].ConversationID != "conv-9" {
+			t.Fatalf("service session id %q, first call %q", s.ServiceSessionID, svc.requests()[0].ConversationID)
+		}
+		if got := stored(t, primary, s); got != "user:q call:c1 result:c1 asst:answer to c1" {
+			t.Fatalf("stored %q", got)
+		}
+	})
+	t.Run("store false cannot continue a service conversation", func(t *testing.T) {
+		a, err := New(Config{Model: (&fakeService{}).client(), Providers: []ProviderConfig{{Provider: NewMemoryProvider("p")}}, RequirePerServiceCallPersistence: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := session.New()
+		s.ServiceSessionID = "conv-9"
+		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, &RunOptions{Store: new(false)})
+		if !errors.Is(err, ErrHistoryConflict) {
+			t.Fatalf("error %v, want ErrHistoryConflict", err)
+		}
+	})
+	t.Run("storing service that returns no id is reported", func(t *testing.T) {
+		logs := &logCapture{}
+		svc := &fakeService{stores: true, noID: true}
+		primary := NewMemoryProvider("primary")
+		a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{Audit(primary)}, RequirePerServiceCallPersistence: true, Logger: logs.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := session.New()
+		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Without an id the loop has to send the whole conversation.
+		if got := render(svc.requests()[1].Messages); got != "user:q call:c1 result:c1" {
+			t.Errorf("second call got %q", got)
+		}
+		if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "no conversation id") {
+			t.Errorf("warnings %q", w)
+		}
+		if got := stored(t, primary, s); got != "user:q call:c1 result:c1 asst:answer to c1" {
+			t.Errorf("stored %q", got)
+		}
+	})
+	t.Run("no providers: service id still committed per call", func(t *testing.T) {
+		svc := &fakeService{stores: true}
+		var revisions []int64
+		a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, RequirePerServiceCallPersistence: true, Saver: saverFunc(func(_ context.Context, s *session.Session) error {
+			revisions = append(revisions, s.Revision)
+			if s.ServiceSessionID != "conv-1" {
+				return fmt.Errorf("committed without the service id: %q", s.ServiceSessionID)
+			}
+			return nil
+		})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := session.New()
+		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(revisions) != "[1 2]" || s.Revision != 2 {
+			t.Fatalf("revisions %v, session %d", revisions, s.Revision)
+		}
+	})
+}
+
+type saverFunc func(context.Context, *session.Session) error
+
+func (f saverFunc) Save(ctx context.Context, s *session.Session) error { return f(ctx, s) }
+
+// wrappedClient is a caller's own stack layer.
+type wrappedClient struct {
+	model.Client
+	calls atomic.Int32
+}
+
+func (w *wrappedClient) Complete(ctx context.Context, req model.Request) (*model.Response, error) {
+	w.calls.Add(1)
+	return w.Client.Complete(ctx, req)
+}
+
+func TestAgentUseClientAsIs(t *testing.T) {
+	ctx := context.Background()
+	t.Run("without the middleware: warned, caller's job", func(t *testing.T) {
+		logs := &logCapture{}
+		primary := NewMemoryProvider("primary")
+		svc := &fakeService{}
+		stack := &wrappedClient{Client: svc.client()}
+		a, err := New(Config{Model: stack, Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: true, UseClientAsIs: true, Logger: logs.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "PersistPerServiceCall") {
+			t.Fatalf("warnings %q", w)
+		}
+		s := session.New()
+		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored(t, primary, s); got != "" {
+			t.Fatalf("stored %q; end-of-run persistence must be skipped", got)
+		}
+		if stack.calls.Load() != 2 {
+			t.Fatalf("the caller's stack was bypassed")
+		}
+	})
+	t.Run("with the middleware: per-call persistence", func(t *testing.T) {
+		logs := &logCapture{}
+		primary := NewMemoryProvider("primary")
+		svc := &fakeService{}
+		stack := &wrappedClient{Client: PersistPerServiceCall(svc.client())}
+		stackU := unwrapping{stack}
+		var persisted []string
+		svc.observe = func(model.Request) {}
+		a, err := New(Config{Model: stackU, Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: true, UseClientAsIs: true, Logger: logs.logger(),
+			Saver: saverFunc(func(_ context.Context, s *session.Session) error {
+				persisted = append(persisted, stored(t, primary, s))
+				return nil
+			})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := logs.warnings(); len(w) != 0 {
+			t.Fatalf("warnings %q", w)
+		}
+		s := session.New()
+		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(persisted) != "[user:q call:c1 user:q call:c1 result:c1 asst:answer to c1]" {
+			t.Fatalf("commits %q", persisted)
+		}
+	})
+	t.Run("per-run with the stack as is", func(t *testing.T) {
+		primary := NewMemoryProvider("primary")
+		svc := &fakeService{}
+		a, err := New(Config{Model: &wrappedClient{Client: svc.client()}, Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, UseClientAsIs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := session.New()
+		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored(t, primary, s); got != "user:q call:c1 result:c1 asst:answer to c1" {
+			t.Fatalf("stored %q", got)
+		}
+	})
+}
+
+// unwrapping exposes the layer below, so the agent can find the middleware.
+type unwrapping struct{ *wrappedClient }
+
+func (u unwrapping) Unwrap() model.Client { return u.wrappedClient.Client }
+
+func TestAgentSaverFailureLeavesSessionUnchanged(t *testing.T) {
+	svc := &fakeService{reply: func(int, []abi.Message) abi.Message { return abi.NewMessage(abi.RoleAssistant, "a") }}
+	errDisk := errors.New("disk full")
+	a, err := New(Config{Model: svc.client(), Providers: []ProviderConfig{{Provider: NewMemoryProvider("p")}},
+		Saver: saverFunc(func(context.Context, *session.Session) error { return errDisk })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := session.New()
+	before := mustJSON(t, s)
+	if _, err := a.Run(context.Background(), s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); !errors.Is(err, errDisk) {
+		t.Fatalf("error %v", err)
+	}
+	if mustJSON(t, s) != before {
+		t.Fatal("session changed although saving failed")
+	}
+}

@@ -1,0 +1,402 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/agent/model"
+	"github.com/wasmhist/wasmhist/host/agent/model/openai"
+	"github.com/wasmhist/wasmhist/host/agent/model/openai/openaitest"
+)
+
+var clockTool = model.ToolSpec{
+	Name:        "clock",
+	Description: "current time",
+	Parameters:  json.RawMessage(`{"type":"object","properties":{"tz":{"type":"string"}}}`),
+}
+
+func call(id, name, args string) abi.Content {
+	return abi.Content{Type: abi.ContentFunctionCall, CallID: id, Name: name, Arguments: json.RawMessage(args)}
+}
+
+func result(id, res string) abi.Content {
+	return abi.Content{Type: abi.ContentFunctionResult, CallID: id, Result: json.RawMessage(res)}
+}
+
+// toolHistory is a complete tool round: user, assistant call, tool result,
+// assistant answer.
+func toolHistory() []abi.Message {
+	return []abi.Message{
+		abi.NewMessage(abi.RoleSystem, "be brief"),
+		abi.NewMessage(abi.RoleUser, "what time is it?"),
+		{Role: abi.RoleAssistant, Contents: []abi.Content{abi.Text("checking"), call("c1", "clock", `{"tz":"UTC"}`), call("c2", "clock", `{}`)}},
+		{Role: abi.RoleTool, Contents: []abi.Content{result("c2", `"13:00"`), result("c1", `{"time":"12:00"}`)}},
+		abi.NewMessage(abi.RoleAssistant, "It is 12:00."),
+		abi.NewMessage(abi.RoleUser, "thanks"),
+	}
+}
+
+// collect aggregates a stream the way a consumer would: text deltas joined,
+// calls appended.
+func collect(t *testing.T, seq func(func(model.Update, error) bool)) (abi.Message, model.Update, error) {
+	t.Helper()
+	var msg abi.Message
+	var last model.Update
+	var text strings.Builder
+	for u, err := range seq {
+		if err != nil {
+			return msg, last, err
+		}
+		if u.MessageID != "" {
+			msg.MessageID = u.MessageID
+		}
+		if u.Role != "" {
+			msg.Role = u.Role
+		}
+		for _, c := range u.Contents {
+			if c.Type == abi.ContentText {
+				text.WriteString(c.Text)
+			} else {
+				msg.Contents = append(msg.Contents, c)
+			}
+		}
+		if u.FinishReason != "" {
+			last.FinishReason = u.FinishReason
+		}
+		if u.ConversationID != "" {
+			last.ConversationID = u.ConversationID
+		}
+		if u.Usage != nil {
+			last.Usage = u.Usage
+		}
+	}
+	if text.Len() > 0 {
+		msg.Contents = append([]abi.Content{abi.Text(text.String())}, msg.Contents...)
+	}
+	return msg, last, nil
+}
+
+func newChat(s *openaitest.Server) *openai.Chat {
+	return openai.NewChat(openai.Options{BaseURL: s.URL, APIKey: "sk-test", Model: "test-model"})
+}
+
+func TestChatComplete(t *testing.T) {
+	tests := []struct {
+		name       string
+		reply      openaitest.Reply
+		req        model.Request
+		wantText   string
+		wantCalls  []string
+		wantFinish string
+		check      func(t *testing.T, r openaitest.Request)
+	}{
+		{
+			name:       "text, store unset is not sent",
+			reply:      openaitest.Text("hello"),
+			req:        model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "hi")}},
+			wantText:   "hello",
+			wantFinish: "stop",
+			check: func(t *testing.T, r openaitest.Request) {
+				if r.Has("store") {
+					t.Errorf("store sent although unset: %s", r.Body)
+				}
+				if r.Has("tools") {
+					t.Errorf("tools sent although none given: %s", r.Body)
+				}
+				if got := r.Header.Get("Authorization"); got != "Bearer sk-test" {
+					t.Errorf("authorization %q", got)
+				}
+				if r.Chat.Model != "test-model" {
+					t.Errorf("model %q", r.Chat.Model)
+				}
+			},
+		},
+		{
+			name:     "store false is sent",
+			reply:    openaitest.Text("x"),
+			req:      model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "hi")}, Store: model.Bool(false)},
+			wantText: "x", wantFinish: "stop",
+			check: func(t *testing.T, r openaitest.Request) {
+				if v, _ := r.Field("store"); string(v) != "false" {
+					t.Errorf("store = %s, want false", v)
+				}
+			},
+		},
+		{
+			name:     "store true is sent",
+			reply:    openaitest.Text("x"),
+			req:      model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "hi")}, Store: model.Bool(true)},
+			wantText: "x", wantFinish: "stop",
+			check: func(t *testing.T, r openaitest.Request) {
+				if v, _ := r.Field("store"); string(v) != "true" {
+					t.Errorf("store = %s, want true", v)
+				}
+			},
+		},
+		{
+			name:  "tool calls",
+			reply: openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "clock", Arguments: `{"tz":"UTC"}`}, openaitest.ToolCall{ID: "c2", Name: "clock"}),
+			req: model.Request{
+				Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "time?")},
+				Tools:    []model.ToolSpec{clockTool},
+			},
+			wantCalls:  []string{"c1", "c2"},
+			wantFinish: "tool_calls",
+			check: func(t *testing.T, r openaitest.Request) {
+				if len(r.Chat.Tools) != 1 || r.Chat.Tools[0].Function.Name != "clock" ||
+					!strings.Contains(string(r.Chat.Tools[0].Function.Parameters), `"tz"`) ||
+					r.Chat.Tools[0].Function.Description != "current time" {
+					t.Errorf("tools not sent as given: %s", r.Body)
+				}
+			},
+		},
+		{
+			name:     "history with tool round",
+			reply:    openaitest.Text("you're welcome"),
+			req:      model.Request{Messages: toolHistory()},
+			wantText: "you're welcome", wantFinish: "stop",
+			check: func(t *testing.T, r openaitest.Request) {
+				var roles []string
+				for _, m := range r.Chat.Messages {
+					roles = append(roles, m.Role)
+				}
+				if got := strings.Join(roles, ","); got != "system,user,assistant,tool,tool,assistant,user" {
+					t.Errorf("roles %s", got)
+				}
+				a := r.Chat.Messages[2]
+				if a.Text() != "checking" || len(a.ToolCalls) != 2 || a.ToolCalls[0].Function.Arguments != `{"tz":"UTC"}` {
+					t.Errorf("assistant call message %+v", a)
+				}
+				if r.Chat.Messages[3].ToolCallID != "c2" || r.Chat.Messages[3].Text() != "13:00" {
+					t.Errorf("string result not sent unquoted: %+v", r.Chat.Messages[3])
+				}
+				if r.Chat.Messages[4].Text() != `{"time":"12:00"}` {
+					t.Errorf("object result not sent as JSON: %s", r.Chat.Messages[4].Content)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openaitest.NewServer(t)
+			s.RequireAPIKey("sk-test")
+			s.Enqueue(tt.reply)
+			res, err := newChat(s).Complete(context.Background(), tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Messages) != 1 {
+				t.Fatalf("got %d messages", len(res.Messages))
+			}
+			m := res.Messages[0]
+			if m.Role != abi.RoleAssistant || m.MessageID == "" {
+				t.Errorf("role %q id %q", m.Role, m.MessageID)
+			}
+			if got := m.TextContent(); got != tt.wantText {
+				t.Errorf("text %q, want %q", got, tt.wantText)
+			}
+			if got := strings.Join(m.CallIDs(), ","); got != strings.Join(tt.wantCalls, ",") {
+				t.Errorf("calls %q, want %q", got, tt.wantCalls)
+			}
+			if res.FinishReason != tt.wantFinish || res.ConversationID != "" {
+				t.Errorf("finish %q conversation %q", res.FinishReason, res.ConversationID)
+			}
+			if res.Usage == nil || res.Usage.TotalTokens != 15 {
+				t.Errorf("usage %+v", res.Usage)
+			}
+			tt.check(t, s.LastRequest())
+		})
+	}
+}
+
+func TestChatCallArguments(t *testing.T) {
+	s := openaitest.NewServer(t)
+	s.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "clock", Arguments: `{"tz":`}))
+	res, err := newChat(s).Complete(context.Background(), model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "t")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := res.Messages[0].Contents[0].Arguments
+	if _, err := json.Marshal(res.Messages[0]); err != nil || string(args) != `"{\"tz\":"` {
+		t.Fatalf("broken arguments not kept as a JSON string: %s (%v)", args, err)
+	}
+}
+
+func TestChatErrors(t *testing.T) {
+	orphan := []abi.Message{
+		abi.NewMessage(abi.RoleUser, "time?"),
+		{Role: abi.RoleAssistant, Contents: []abi.Content{call("c1", "clock", `{}`)}},
+		abi.NewMessage(abi.RoleUser, "again"),
+	}
+	tests := []struct {
+		name       string
+		reply      *openaitest.Reply
+		req        model.Request
+		wantIs     error
+		wantStatus int
+		wantMsg    string
+		wantSent   bool
+	}{
+		{name: "orphan tool call refused by the service", req: model.Request{Messages: orphan},
+			wantStatus: 400, wantMsg: "did not have response messages: c1", wantSent: true},
+		{name: "orphan tool result refused by the service", req: model.Request{Messages: []abi.Message{
+			abi.NewMessage(abi.RoleUser, "u"), {Role: abi.RoleTool, Contents: []abi.Content{result("c9", `"x"`)}},
+		}}, wantStatus: 400, wantMsg: "preceeding", wantSent: true},
+		{name: "service error", reply: &openaitest.Reply{Err: &openaitest.APIError{Status: 429, Type: "rate_limit", Message: "slow down"}},
+			req: model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "u")}}, wantStatus: 429, wantMsg: "slow down", wantSent: true},
+		{name: "conversation id refused locally", req: model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "u")}, ConversationID: "local-sentinel"},
+			wantIs: openai.ErrNoConversations},
+		{name: "media refused locally", req: model.Request{Messages: []abi.Message{{Role: abi.RoleUser, Contents: []abi.Content{{Type: abi.ContentURI, URI: "http://x/y.png"}}}}},
+			wantIs: openai.ErrUnsupportedContent},
+	}
+	for _, tt := range tests {
+		for _, streaming := range []bool{false, true} {
+			name := tt.name + map[bool]string{false: "/complete", true: "/stream"}[streaming]
+			t.Run(name, func(t *testing.T) {
+				s := openaitest.NewServer(t)
+				if tt.reply != nil {
+					s.Enqueue(*tt.reply)
+				}
+				c := newChat(s)
+				var err error
+				if streaming {
+					_, _, err = collect(t, c.Stream(context.Background(), tt.req))
+				} else {
+					_, err = c.Complete(context.Background(), tt.req)
+				}
+				if err == nil {
+					t.Fatal("no error")
+				}
+				if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
+					t.Fatalf("error %v is not %v", err, tt.wantIs)
+				}
+				if tt.wantStatus != 0 {
+					var ae *openai.APIError
+					if !errors.As(err, &ae) || ae.StatusCode != tt.wantStatus {
+						t.Fatalf("error %v: want *APIError with status %d", err, tt.wantStatus)
+					}
+					if !strings.Contains(err.Error(), tt.wantMsg) || !strings.Contains(err.Error(), "chat completions") {
+						t.Fatalf("error %q lacks the operation or %q", err, tt.wantMsg)
+					}
+				}
+				if sent := len(s.Requests()) > 0; sent != tt.wantSent {
+					t.Fatalf("request sent: %v, want %v", sent, tt.wantSent)
+				}
+			})
+		}
+	}
+}
+
+func TestChatStream(t *testing.T) {
+	s := openaitest.NewServer(t)
+	s.Enqueue(openaitest.Reply{
+		TextDeltas: []string{"Let me ", "check."},
+		ToolCalls:  []openaitest.ToolCall{{ID: "c1", Name: "clock", Arguments: `{"tz":"UTC"}`}, {ID: "c2", Name: "clock", Arguments: `{}`}},
+	})
+	var deltas []string
+	var callUpdates int
+	seq := newChat(s).Stream(context.Background(), model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "t")}, Tools: []model.ToolSpec{clockTool}})
+	for u, err := range seq {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range u.Contents {
+			switch c.Type {
+			case abi.ContentText:
+				deltas = append(deltas, c.Text)
+			case abi.ContentFunctionCall:
+				callUpdates++
+				if !json.Valid(c.Arguments) || c.Name != "clock" {
+					t.Errorf("call not whole: %+v", c)
+				}
+			}
+		}
+	}
+	if strings.Join(deltas, "|") != "Let me |check." {
+		t.Errorf("deltas %q", deltas)
+	}
+	if callUpdates != 2 {
+		t.Errorf("%d calls", callUpdates)
+	}
+	msg, last, err := collect(t, newChatReplay(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.TextContent() != "Let me check." || strings.Join(msg.CallIDs(), ",") != "c1,c2" ||
+		string(msg.Contents[1].Arguments) != `{"tz":"UTC"}` {
+		t.Errorf("aggregated %+v", msg)
+	}
+	if last.FinishReason != "tool_calls" || last.Usage == nil || last.Usage.TotalTokens != 15 {
+		t.Errorf("last %+v", last)
+	}
+	if r := s.LastRequest(); r.Has("store") || !r.Chat.Stream {
+		t.Errorf("request %s", r.Body)
+	}
+}
+
+// newChatReplay streams the same scripted reply again.
+func newChatReplay(t *testing.T, s *openaitest.Server) func(func(model.Update, error) bool) {
+	t.Helper()
+	s.Enqueue(openaitest.Reply{
+		TextDeltas: []string{"Let me ", "check."},
+		ToolCalls:  []openaitest.ToolCall{{ID: "c1", Name: "clock", Arguments: `{"tz":"UTC"}`}, {ID: "c2", Name: "clock", Arguments: `{}`}},
+	})
+	return newChat(s).Stream(context.Background(), model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "t")}})
+}
+
+func TestStreamEarlyStopReleasesConnection(t *testing.T) {
+	clients := map[string]func(s *openaitest.Server) model.Client{
+		"chat":      func(s *openaitest.Server) model.Client { return newChat(s) },
+		"responses": func(s *openaitest.Server) model.Client { return newResponses(s) },
+	}
+	for name, mk := range clients {
+		t.Run(name, func(t *testing.T) {
+			s := openaitest.NewServer(t)
+			s.Enqueue(openaitest.Reply{TextDeltas: []string{"first ", "second"}, HoldOpen: true})
+			var got []string
+			for u, err := range mk(s).Stream(context.Background(), model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "t")}}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if txt := u.Contents; len(txt) > 0 {
+					got = append(got, txt[0].Text)
+					break
+				}
+			}
+			if len(got) != 1 || got[0] != "first " {
+				t.Fatalf("got %q", got)
+			}
+			select {
+			case <-s.Disconnected():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the connection stayed open after the consumer stopped")
+			}
+		})
+	}
+}
+
+func TestStreamCancelledContext(t *testing.T) {
+	s := openaitest.NewServer(t)
+	s.Enqueue(openaitest.Reply{TextDeltas: []string{"first "}, HoldOpen: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var err error
+	for u, e := range newChat(s).Stream(ctx, model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "t")}}) {
+		if e != nil {
+			err = e
+			break
+		}
+		if len(u.Contents) > 0 {
+			cancel()
+		}
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	<-s.Disconnected()
+}

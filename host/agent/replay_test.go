@@ -1,0 +1,113 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/session"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/agent/model/openai"
+	"github.com/wasmhist/wasmhist/host/agent/model/openai/openaitest"
+)
+
+func replayAgent(t *testing.T, srv *openaitest.Server, p *agent.MemoryProvider, perCall bool, terminate bool) *agent.Agent {
+	t.Helper()
+	tool := agent.Tool{
+		Name:       "lookup",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`),
+		Func: func(ctx context.Context, _ json.RawMessage) (any, error) {
+			if terminate {
+				agent.TerminateLoop(ctx)
+			}
+			return "42", nil
+		},
+	}
+	a, err := agent.New(agent.Config{
+		Model:                            openai.NewChat(openai.Options{BaseURL: srv.URL, APIKey: "sk-test", Model: "test-model"}),
+		Tools:                            []agent.Tool{tool},
+		Providers:                        []agent.ProviderConfig{{Provider: p}},
+		RequirePerServiceCallPersistence: perCall,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func runTurn(ctx context.Context, a *agent.Agent, s *session.Session, stream bool, text string) error {
+	in := []abi.Message{abi.NewMessage(abi.RoleUser, text)}
+	if !stream {
+		_, err := a.Run(ctx, s, in, nil)
+		return err
+	}
+	for _, err := range a.RunStream(ctx, s, in, nil) {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The stored history of a terminated tool loop, and of a streamed tool
+// turn, is replayed to a strict Chat Completions server on the next turn
+// and accepted, in both persistence modes.
+func TestAgentResumeReplaysToStrictServer(t *testing.T) {
+	tests := []struct {
+		name      string
+		terminate bool
+		first     []openaitest.Reply
+	}{
+		{"terminated tool loop", true, []openaitest.Reply{openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "lookup", Arguments: `{"q":"x"}`})}},
+		{"tool turn", false, []openaitest.Reply{
+			{Text: "let me look", ToolCalls: []openaitest.ToolCall{{ID: "c1", Name: "lookup", Arguments: `{"q":"x"}`}, {ID: "c2", Name: "lookup", Arguments: `{"q":"y"}`}}},
+			openaitest.Text("it is 42"),
+		}},
+	}
+	for _, tc := range tests {
+		for _, perCall := range []bool{false, true} {
+			for _, stream := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/per-call=%v/stream=%v", tc.name, perCall, stream), func(t *testing.T) {
+					ctx := context.Background()
+					srv := openaitest.NewServer(t)
+					p := agent.NewMemoryProvider("history")
+					a := replayAgent(t, srv, p, perCall, tc.terminate)
+					s := session.New()
+					srv.Enqueue(tc.first...)
+					if err := runTurn(ctx, a, s, stream, "first"); err != nil {
+						t.Fatal(err)
+					}
+					srv.Enqueue(openaitest.Text("resumed"))
+					if err := runTurn(ctx, a, s, stream, "again"); err != nil {
+						t.Fatalf("resume rejected: %v", err)
+					}
+					for i, r := range srv.Requests() {
+						if r.Has("store") {
+							t.Errorf("request %d sent store although it was unset", i)
+						}
+						if r.Contains("wasmhist:") {
+							t.Errorf("request %d carries the sentinel", i)
+						}
+					}
+					msgs, err := p.Messages(s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !perCall || !tc.terminate {
+						// Per-run storage and complete turns are replayable
+						// as they are.
+						if err := openaitest.ValidateHistory(msgs); err != nil {
+							t.Fatalf("stored history: %v", err)
+						}
+					}
+					if last := msgs[len(msgs)-1]; last.TextContent() != "resumed" {
+						t.Fatalf("last stored message %+v", last)
+					}
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,445 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/wasmhist/wasmhist/host/session"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/agent/model"
+	"github.com/wasmhist/wasmhist/host/agent/reducer"
+)
+
+// localConversationID is the sentinel conversation id PersistPerServiceCall
+// hands the loop when the service does not keep the conversation: the loop
+// then sends only new messages, and the middleware puts the stored history
+// back before the call. It never reaches a model client.
+const localConversationID = "wasmhist:local-history"
+
+type runKey struct{}
+
+// run is the state of one Run or RunStream. The loop and
+// PersistPerServiceCall (found through the context) share it; model calls
+// of a run are sequential, and mu guards against a caller's stack that
+// calls the middleware concurrently anyway.
+type run struct {
+	a       *Agent
+	target  *session.Session // the caller's session, replaced on each commit
+	work    *session.Session // the run's working copy
+	store   *bool
+	maxIter int
+	emit    func(RunUpdate) bool // nil unless streaming
+
+	instr   []abi.Message // the instructions as a system message, or none
+	ctxMsgs []abi.Message // context-provider messages, stamped
+	input   []abi.Message // the caller's messages, stamped external
+	history []abi.Message // history the loop loaded (not in sentinel mode)
+
+	perCall       bool // RequirePerServiceCallPersistence
+	middleware    bool // the client stack has PersistPerServiceCall
+	serviceStores bool // the service is expected to keep the conversation
+	sentinel      bool // the middleware drives the loop with localConversationID
+	resendContext bool // sentinel mode: context is not in the reloaded history
+	clearLoaders  bool // ConflictClear: the loader stores nothing this run
+
+	mu             sync.Mutex
+	calls          int
+	switched       bool          // sentinel mode ended: the service returned an id
+	pendingInputs  []abi.Message // new request messages of the next call...
+	pendingResults []abi.Message // ...and the tool results it sends
+	stopped        bool          // a streaming consumer stopped early
+}
+
+func runFrom(ctx context.Context) *run {
+	r, _ := ctx.Value(runKey{}).(*run)
+	return r
+}
+
+func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions, emit func(RunUpdate) bool) (*run, error) {
+	if s == nil {
+		return nil, fmt.Errorf("agent: run: %w: nil session", ErrConfig)
+	}
+	var o RunOptions
+	if opts != nil {
+		o = *opts
+	}
+	r := &run{
+		a:       a,
+		target:  s,
+		work:    s.Clone(),
+		store:   a.cfg.Store,
+		maxIter: a.cfg.MaxIterations,
+		emit:    emit,
+		perCall: a.cfg.RequirePerServiceCallPersistence,
+	}
+	if o.Store != nil {
+		r.store = o.Store
+	}
+	if o.MaxIterations > 0 {
+		r.maxIter = o.MaxIterations
+	}
+	if r.maxIter == 0 {
+		r.maxIter = DefaultMaxIterations
+	}
+	if a.cfg.Instructions != "" {
+		r.instr = []abi.Message{abi.NewMessage(abi.RoleSystem, a.cfg.Instructions)}
+	}
+	r.input = make([]abi.Message, len(input))
+	for i, m := range input {
+		if m.Source == nil {
+			m.Source = &abi.Source{Type: abi.SourceExternal}
+		}
+		r.input[i] = m
+	}
+	r.middleware = hasPersistence(a.client)
+	if r.store != nil {
+		r.serviceStores = *r.store
+	} else {
+		r.serviceStores = storesByDefault(a.cfg.Model) || r.work.ServiceSessionID != ""
+	}
+
+	loader := a.loaderConfig()
+	skipLoad := loader == nil
+	switch {
+	case r.perCall && r.work.ServiceSessionID != "" && !r.serviceStores:
+		// The sentinel drives a local conversation; it cannot continue one
+		// the service holds.
+		return nil, fmt.Errorf("agent: run: %w: the session continues service conversation %q but the run asks the service not to store",
+			ErrHistoryConflict, r.work.ServiceSessionID)
+	case r.perCall && r.serviceStores && loader != nil:
+		a.warnOnce("skip-load:"+loader.Provider.StateKey(),
+			"agent: the service keeps the conversation, so history is not loaded from the provider; set SkipLoad on it, or store=false to load from it",
+			"provider", loader.Provider.StateKey())
+		skipLoad = true
+	case !r.perCall && r.work.ServiceSessionID != "" && loader != nil:
+		if err := r.conflict(); err != nil {
+			return nil, err
+		}
+		skipLoad = true
+	}
+	r.sentinel = r.perCall && r.middleware && !r.serviceStores && loader != nil &&
+		!loader.SkipStoreInputs && !loader.SkipStoreOutputs && loader.StoreInputFilter == nil
+	if r.sentinel {
+		r.resendContext = !loader.StoreContextMessages
+	}
+
+	for _, cp := range a.cfg.ContextProviders {
+		msgs, err := cp.Context(ctx, r.work, r.input)
+		if err != nil {
+			return nil, fmt.Errorf("agent: context provider %q: %w", cp.Name(), err)
+		}
+		for _, m := range msgs {
+			m.Source = &abi.Source{Type: abi.SourceContextProvider, ID: cp.Name()}
+			r.ctxMsgs = append(r.ctxMsgs, m)
+		}
+	}
+	if !skipLoad && !r.sentinel {
+		h, err := r.loadHistory(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// What reaches the model must pair every call with its results,
+		// even after a run that stopped between them.
+		r.history = h
+	}
+	return r, nil
+}
+
+func (a *Agent) loaderConfig() *ProviderConfig {
+	if a.loader < 0 {
+		return nil
+	}
+	return &a.cfg.Providers[a.loader]
+}
+
+// conflict applies the conflict mode to a service that keeps the
+// conversation while a provider loads history.
+func (r *run) conflict() error {
+	key := r.a.loaderConfig().Provider.StateKey()
+	switch r.a.cfg.Conflict {
+	case ConflictWarn:
+		r.a.warnOnce("conflict:"+key,
+			"agent: the service keeps the conversation while a provider also loads history; both will hold it",
+			"provider", key)
+	case ConflictClear:
+		r.clearLoaders = true
+	default:
+		return fmt.Errorf("agent: run: %w: provider %q loads history; set SkipLoad on it, or choose ConflictWarn or ConflictClear",
+			ErrHistoryConflict, key)
+	}
+	return nil
+}
+
+// loadHistory returns the loader's history, filtered, reduced and stamped.
+func (r *run) loadHistory(ctx context.Context) ([]abi.Message, error) {
+	pc := r.a.loaderConfig()
+	h, err := pc.Provider.Provide(ctx, r.work, r.input)
+	if err != nil {
+		return nil, fmt.Errorf("agent: provide %q: %w", pc.Provider.StateKey(), err)
+	}
+	if pc.ProvideFilter != nil {
+		h = pc.ProvideFilter(h)
+	}
+	if pc.Reducer != nil {
+		if h, err = pc.Reducer.Reduce(ctx, h); err != nil {
+			return nil, fmt.Errorf("agent: reduce %q: %w", pc.Provider.StateKey(), err)
+		}
+	}
+	out := make([]abi.Message, len(h))
+	for i, m := range h {
+		m.Source = &abi.Source{Type: abi.SourceChatHistory, ID: pc.Provider.StateKey()}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// compose builds the messages of one model call.
+func (r *run) compose(convID string, produced, results []abi.Message) []abi.Message {
+	out := append([]abi.Message(nil), r.instr...)
+	switch {
+	case convID == "":
+		// Nothing keeps the conversation: send all of it.
+		out = append(out, r.ctxMsgs...)
+		if r.sentinel {
+			// The middleware puts the history in and pairs it with the
+			// input; stripping here would drop results the input brings
+			// for a call stored earlier.
+			out = append(out, r.input...)
+		} else {
+			out = append(out, reducer.StripOrphans(concat(r.history, r.input))...)
+		}
+		out = append(out, produced...)
+	case r.calls == 0:
+		out = append(out, r.ctxMsgs...)
+		out = append(out, r.input...)
+	case convID == localConversationID:
+		if r.resendContext {
+			out = append(out, r.ctxMsgs...)
+		}
+		out = append(out, results...)
+	default:
+		out = append(out, results...)
+	}
+	return out
+}
+
+// execute runs the function-invocation loop.
+func (r *run) execute(ctx context.Context) (*RunResult, error) {
+	ctx = context.WithValue(ctx, runKey{}, r)
+	res := &RunResult{}
+	convID := r.work.ServiceSessionID
+	var results []abi.Message
+	r.pendingInputs = concat(r.ctxMsgs, r.input)
+	for {
+		req := model.Request{
+			Messages:       r.compose(convID, res.Messages, results),
+			Tools:          r.a.specs,
+			ConversationID: convID,
+			Store:          r.store,
+		}
+		resp, err := r.call(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("agent: run: model call %d: %w", r.calls+1, err)
+		}
+		r.calls++
+		res.Iterations = r.calls
+		if resp == nil { // a streaming consumer stopped during the call
+			break
+		}
+		res.Messages = append(res.Messages, resp.Messages...)
+		addUsage(&res.Usage, resp.Usage)
+		if !r.emitMessages(resp.Messages) {
+			break
+		}
+		if id := resp.ConversationID; id != "" {
+			convID = id
+			if id != localConversationID {
+				res.ConversationID = id
+				if !r.middleware || !r.perCall {
+					if err := r.serviceConversation(); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+		calls := functionCalls(resp.Messages)
+		if len(calls) == 0 || r.calls >= r.maxIter {
+			// At the bound, calls still asked for stay unanswered; they
+			// are removed before anything is stored.
+			break
+		}
+		var terminate bool
+		results, terminate = r.a.runTools(ctx, calls)
+		res.Messages = append(res.Messages, results...)
+		if !r.emitMessages(results) {
+			break
+		}
+		if terminate {
+			res.Terminated = true
+			break
+		}
+		r.mu.Lock()
+		r.pendingResults = results
+		r.mu.Unlock()
+	}
+	if err := r.finish(ctx, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// serviceConversation handles a conversation id from the service when the
+// loop, not the middleware, is in charge of persistence.
+func (r *run) serviceConversation() error {
+	if r.a.loader < 0 || r.clearLoaders || r.perCall {
+		return nil
+	}
+	return r.conflict()
+}
+
+func (r *run) emitMessages(msgs []abi.Message) bool {
+	if r.emit == nil {
+		return true
+	}
+	for i := range msgs {
+		m := msgs[i]
+		if !r.emit(RunUpdate{Message: &m}) {
+			r.stopped = true
+			return false
+		}
+	}
+	return true
+}
+
+// call makes one model call, streaming when the run streams. It returns a
+// nil response when a streaming consumer stopped before the call ended.
+func (r *run) call(ctx context.Context, req model.Request) (*model.Response, error) {
+	if r.emit == nil {
+		return r.a.client.Complete(ctx, req)
+	}
+	var agg aggregator
+	for u, err := range r.a.client.Stream(ctx, req) {
+		if err != nil {
+			return nil, err
+		}
+		agg.add(u)
+		if u.ConversationID == localConversationID {
+			u.ConversationID = ""
+			if len(u.Contents) == 0 && u.Usage == nil && u.FinishReason == "" {
+				continue
+			}
+		}
+		if !r.emit(RunUpdate{Model: &u}) {
+			r.stopped = true
+			return nil, nil
+		}
+	}
+	return agg.response(), nil
+}
+
+// finish persists at the end of the run, as the mode requires.
+func (r *run) finish(ctx context.Context, res *RunResult) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.perCall {
+		// Each call was committed as it succeeded. A stack used as is
+		// without the middleware still gets the service's id recorded.
+		if res.ConversationID != "" && res.ConversationID != r.work.ServiceSessionID {
+			r.work.ServiceSessionID = res.ConversationID
+			return r.commit(ctx)
+		}
+		return nil
+	}
+	for _, pc := range r.a.cfg.Providers {
+		if r.clearLoaders && !pc.SkipLoad {
+			continue
+		}
+		// Per-run storage keeps the trailing tool results of a terminated
+		// loop: with them the stored history replays as call/result pairs.
+		// Calls left unanswered (a consumer that stopped, the iteration
+		// bound) are removed.
+		if err := r.storeInto(ctx, pc, r.pendingInputsAll(), nil, reducer.StripOrphanCalls(res.Messages)); err != nil {
+			return err
+		}
+	}
+	if res.ConversationID != "" {
+		r.work.ServiceSessionID = res.ConversationID
+	}
+	return r.commit(ctx)
+}
+
+func (r *run) pendingInputsAll() []abi.Message { return concat(r.ctxMsgs, r.input) }
+
+// storeInto stores one batch into one provider, applying its flags.
+func (r *run) storeInto(ctx context.Context, pc ProviderConfig, inputs, results, response []abi.Message) error {
+	var req, resp []abi.Message
+	if !pc.SkipStoreInputs {
+		for _, m := range inputs {
+			if m.Source != nil && (m.Source.Type == abi.SourceChatHistory ||
+				(m.Source.Type == abi.SourceContextProvider && !pc.StoreContextMessages)) {
+				continue
+			}
+			req = append(req, m)
+		}
+		if pc.StoreInputFilter != nil && len(req) > 0 {
+			req = pc.StoreInputFilter(req)
+		}
+	}
+	if !pc.SkipStoreOutputs {
+		req = append(req, results...)
+		resp = response
+	}
+	if len(req) == 0 && len(resp) == 0 {
+		return nil
+	}
+	if err := pc.Provider.Store(ctx, r.work, req, resp); err != nil {
+		return fmt.Errorf("agent: store %q: %w", pc.Provider.StateKey(), err)
+	}
+	return nil
+}
+
+// commit hands a copy of the working session, one revision on, to the
+// Saver and then to the caller. r.mu must be held.
+func (r *run) commit(ctx context.Context) error {
+	next := r.work.Clone()
+	next.Revision++
+	if r.a.cfg.Saver != nil {
+		if err := r.a.cfg.Saver.Save(ctx, next.Clone()); err != nil {
+			return fmt.Errorf("agent: commit session %q: %w", next.SessionID, err)
+		}
+	}
+	r.work.Revision = next.Revision
+	*r.target = *next
+	return nil
+}
+
+func functionCalls(msgs []abi.Message) []abi.Content {
+	var calls []abi.Content
+	for _, m := range msgs {
+		for _, c := range m.Contents {
+			if c.Type == abi.ContentFunctionCall {
+				calls = append(calls, c)
+			}
+		}
+	}
+	return calls
+}
+
+func addUsage(sum *abi.Usage, u *abi.Usage) {
+	if u == nil {
+		return
+	}
+	sum.InputTokens += u.InputTokens
+	sum.OutputTokens += u.OutputTokens
+	sum.TotalTokens += u.TotalTokens
+}
+
+func concat(parts ...[]abi.Message) []abi.Message {
+	var out []abi.Message
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
