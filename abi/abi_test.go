@@ -3,6 +3,7 @@ package abi
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -113,4 +114,24 @@ func TestMessageRoundTripKeepsUnknownParts(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &back))
 	assert.JSONEq(t, "1", string(back.AdditionalProperties["x"]))
 	assert.JSONEq(t, `{"tz":"UTC"}`, string(back.Contents[1].Arguments))
+}
+
+// TestVersionConstantsAgree: Version and MarkerExport are spelled out as
+// constants, so this test is what keeps them equal to Major and Minor.
+func TestVersionConstantsAgree(t *testing.T) {
+	require.Equal(t, strconv.Itoa(Major)+"."+strconv.Itoa(Minor), Version)
+	major, ok := MarkerMajor(MarkerExport)
+	require.True(t, ok, "MarkerExport %q is not a marker export name", MarkerExport)
+	require.Equal(t, Major, major)
+}
+
+// TestExportListsAreFresh: a caller that edits a returned list does not
+// change what the next caller sees.
+func TestExportListsAreFresh(t *testing.T) {
+	r := RequiredExports()
+	r[0] = "changed"
+	o := OptionalExports()
+	o[0] = "changed"
+	assert.Equal(t, []string{ExportDescribe, ExportProvide, ExportStore}, RequiredExports())
+	assert.Equal(t, []string{ExportList, ExportClear, ExportMigrateState}, OptionalExports())
 }

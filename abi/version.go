@@ -14,9 +14,10 @@ const (
 	Minor = 0
 )
 
-// Version is the full ABI version as PluginInfo.ABI carries it. It is built
-// without fmt, which would otherwise be linked into every plugin.
-var Version = strconv.Itoa(Major) + "." + strconv.Itoa(Minor)
+// Version is the full ABI version as PluginInfo.ABI carries it: Major and
+// Minor joined by a dot (a test keeps the three in step; Go constants cannot
+// format numbers).
+const Version = "1.0"
 
 // MarkerPrefix starts the name of the marker export. The marker's full name
 // carries the major version (MarkerExport for this package) so that a host can
@@ -26,7 +27,7 @@ const MarkerPrefix = "wasmhist_abi_v"
 
 // MarkerExport is the marker export a v1 plugin must have. It is a
 // `() -> i32` function that returns the plugin's ABI minor version.
-var MarkerExport = MarkerPrefix + strconv.Itoa(Major)
+const MarkerExport = MarkerPrefix + "1"
 
 // Export names. Every export has the WebAssembly signature () -> i32: it reads
 // its JSON request from the Extism input, writes its JSON response with
@@ -40,11 +41,14 @@ const (
 	ExportMigrateState = "migrate_state" // optional
 )
 
-// RequiredExports lists the exports a v1 plugin must have besides the marker.
-var RequiredExports = []string{ExportDescribe, ExportProvide, ExportStore}
+// RequiredExports lists the exports a v1 plugin must have besides the
+// marker. Each call returns a new slice, so no caller can change the
+// protocol for another.
+func RequiredExports() []string { return []string{ExportDescribe, ExportProvide, ExportStore} }
 
-// OptionalExports lists the exports a v1 plugin may have.
-var OptionalExports = []string{ExportList, ExportClear, ExportMigrateState}
+// OptionalExports lists the exports a v1 plugin may have. Each call returns
+// a new slice.
+func OptionalExports() []string { return []string{ExportList, ExportClear, ExportMigrateState} }
 
 // ParseVersion splits "major.minor" into its numbers.
 func ParseVersion(v string) (major, minor int, err error) {

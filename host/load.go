@@ -108,7 +108,7 @@ func (h *Host) LoadNative(ctx context.Context, name string, handler abi.Handler,
 		return nil, fmt.Errorf("host: load %s: %w: nil handler", name, ErrInvalidConfig)
 	}
 	p := h.newPlugin(name, opts, limits, nativeBackend{h: handler})
-	p.exports = append(append([]string(nil), abi.RequiredExports...), abi.OptionalExports...)
+	p.exports = append(append([]string(nil), abi.RequiredExports()...), abi.OptionalExports()...)
 	if err := h.finish(ctx, p); err != nil {
 		return nil, fmt.Errorf("host: load %s: %w", name, err)
 	}

@@ -97,7 +97,7 @@ func TestSchemaFiles(t *testing.T) {
 
 // TestEveryExportHasSchemas keeps ExportSchemas in step with the ABI.
 func TestEveryExportHasSchemas(t *testing.T) {
-	exports := append(slices.Clone(abi.RequiredExports), abi.OptionalExports...)
+	exports := append(abi.RequiredExports(), abi.OptionalExports()...)
 	for _, e := range exports {
 		pair, ok := schemas.ExportSchemas[e]
 		if !ok {

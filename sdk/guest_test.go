@@ -120,7 +120,7 @@ func TestGuestMarker(t *testing.T) {
 	if err != nil || rc != abi.Minor {
 		t.Fatalf("%s = %d, %v; want %d", abi.MarkerExport, rc, err, abi.Minor)
 	}
-	for _, name := range append(append([]string{}, abi.RequiredExports...), abi.OptionalExports...) {
+	for _, name := range append(append([]string{}, abi.RequiredExports()...), abi.OptionalExports()...) {
 		if !g.p.FunctionExists(name) {
 			t.Errorf("export %s missing", name)
 		}

@@ -142,7 +142,7 @@ func TestInspect(t *testing.T) {
 	if r.SHA256 != wantSum || r.Name != "inmemory" || r.ABI != abi.Version || r.Size != int64(len(b)) {
 		t.Errorf("inspect --json = %+v", r)
 	}
-	for _, x := range abi.RequiredExports {
+	for _, x := range abi.RequiredExports() {
 		if !slices.Contains(r.Exports, x) {
 			t.Errorf("exports %v lack %s", r.Exports, x)
 		}

@@ -77,7 +77,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 		StateVersion: info.StateVersion, StateSchema: info.StateSchema,
 		InitialState: info.InitialState, ConfigSchema: info.ConfigSchema, OmitState: info.OmitState,
 	}
-	for _, x := range abi.OptionalExports {
+	for _, x := range abi.OptionalExports() {
 		if !slices.Contains(r.Exports, x) {
 			r.Missing = append(r.Missing, x)
 		}

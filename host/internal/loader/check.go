@@ -55,7 +55,7 @@ func CheckSections(plugin string, s *Sections, capFuncs []string) (*Static, erro
 		return nil, VersionError(plugin, fmt.Sprintf("%d", majors[0]))
 	}
 	var missing []string
-	for _, e := range abi.RequiredExports {
+	for _, e := range abi.RequiredExports() {
 		if !slices.Contains(s.Exports, e) {
 			missing = append(missing, e)
 		}
@@ -63,8 +63,8 @@ func CheckSections(plugin string, s *Sections, capFuncs []string) (*Static, erro
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: %s lacks required export(s) %s of ABI v%d", hosterr.ErrMissingExport, plugin, strings.Join(missing, ", "), abi.Major)
 	}
-	st := &Static{Exports: slices.Clone(abi.RequiredExports)}
-	for _, e := range abi.OptionalExports {
+	st := &Static{Exports: abi.RequiredExports()}
+	for _, e := range abi.OptionalExports() {
 		if slices.Contains(s.Exports, e) {
 			st.Exports = append(st.Exports, e)
 		}
