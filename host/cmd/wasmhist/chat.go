@@ -41,7 +41,8 @@ func runChat(ctx context.Context, e *env, args []string) error {
 			"without, it reads one message per line from standard input until end of input.\n"+
 			"With --session the conversation is saved after every commit and resumed on the next run.\n"+
 			"The offline model needs no network or key; the openai models read OPENAI_API_KEY.")
-	message := fs.String("m", "", "answer this `message` and exit")
+	var message messageFlag
+	fs.Var(&message, "m", "answer this `message` and exit")
 	pluginSpec := fs.String("plugin", "", "history plugin: inmemory, sqlite or `PATH.wasm` (default: the session's, else inmemory)")
 	sessionPath := fs.String("session", "", "session `FILE` (NAME.json): created when missing, resumed otherwise")
 	dbPath := fs.String("db", "", "SQLite database `PATH` granted to a plugin that wants sql (default: the session file with .db)")
@@ -61,34 +62,132 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	}
 	defer c.host.Close(context.WithoutCancel(ctx))
 
-	if *message != "" {
-		return c.turn(ctx, e, cmd, *message)
+	if message.set {
+		return c.oneTurn(ctx, e, cmd, message.text)
 	}
+	return c.readLoop(ctx, e, cmd)
+}
+
+// maxLineBytes bounds one line of standard input: the default limit of a
+// plugin's input, which a longer message could not be stored under anyway.
+const maxLineBytes = 8 << 20
+
+// messageFlag is -m: given at most once, never blank. flag alone would
+// let a second -m replace the first and an empty one fall through to
+// reading standard input.
+type messageFlag struct {
+	text string
+	set  bool
+}
+
+func (m *messageFlag) String() string { return m.text }
+
+func (m *messageFlag) Set(v string) error {
+	if m.set {
+		return errors.New("-m given twice: send one message per run, or one per line on standard input")
+	}
+	if strings.TrimSpace(v) == "" {
+		return errors.New("-m needs a message that is not blank")
+	}
+	m.text, m.set = v, true
+	return nil
+}
+
+// oneTurn answers -m. Ctrl-C cancels the turn and ends the command.
+func (c *chatSetup) oneTurn(ctx context.Context, e *env, cmd, text string) error {
+	tctx, stop := cancelOnInterrupt(ctx, e)
+	defer stop()
+	return c.turn(tctx, e, cmd, text)
+}
+
+// readLoop answers standard input line by line. At the prompt (or while
+// waiting for piped input) Ctrl-C ends the chat; during a turn it cancels
+// the turn, and at a terminal the prompt comes back.
+func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 	prompt := isTerminal(e.stdin)
-	sc := bufio.NewScanner(e.stdin)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for {
+	lines := readLines(e.stdin)
+	for n := 1; ; n++ {
 		if prompt {
 			fmt.Fprint(e.stdout, "you> ")
 		}
-		if !sc.Scan() {
-			break
+		var l line
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.interrupts:
+			if prompt {
+				fmt.Fprintln(e.stdout)
+			}
+			return failf(cmd, "%w at the prompt: %s", errInterrupted, c.savedAt())
+		case l = <-lines:
 		}
-		line := strings.TrimSpace(sc.Text())
-		switch line {
+		switch {
+		case l.eof:
+			return nil
+		case errors.Is(l.err, bufio.ErrTooLong):
+			return failf(cmd, "line %d of standard input is longer than %d MiB: send a shorter message", n, maxLineBytes>>20)
+		case l.err != nil:
+			return failf(cmd, "reading standard input: %w", l.err)
+		}
+		text := strings.TrimSpace(l.text)
+		switch text {
 		case "":
+			// Blank lines separate paragraphs a user pastes; they are not
+			// messages (-m refuses a blank one for the same reason).
 			continue
 		case "/quit", "/exit":
 			return nil
 		}
-		if err := c.turn(ctx, e, cmd, line); err != nil {
+		tctx, stop := cancelOnInterrupt(ctx, e)
+		err := c.turn(tctx, e, cmd, text)
+		cancelled := interrupted(tctx, err)
+		stop()
+		switch {
+		case err == nil:
+		case cancelled && prompt:
+			fmt.Fprintf(e.stderr, "wasmhist %s: interrupted: the turn was cancelled; %s\n", cmd, c.savedAt())
+		default:
 			return err
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return failf(cmd, "reading standard input: %w", err)
+}
+
+// line is one line of input, the end of input, or a read error.
+type line struct {
+	text string
+	eof  bool
+	err  error
+}
+
+// readLines reads r in the background, so that waiting for the next line
+// can be interrupted. The goroutine ends with the input.
+func readLines(r io.Reader) <-chan line {
+	ch := make(chan line)
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+		for sc.Scan() {
+			ch <- line{text: sc.Text()}
+		}
+		if err := sc.Err(); err != nil {
+			ch <- line{err: err}
+		} else {
+			ch <- line{eof: true}
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+// savedAt says where the session stands, for a message about a turn that
+// did not finish.
+func (c *chatSetup) savedAt() string {
+	if c.file == nil {
+		return "the session was not being saved"
 	}
-	return nil
+	// Per-run persistence stores nothing of a failed turn; per-service-call
+	// keeps its calls that completed. The revision says which is there.
+	return fmt.Sprintf("session file %s is at revision %d", c.file.path, c.session.Revision)
 }
 
 func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginSpec, sessionPath, dbPath string, perCall bool) (_ *chatSetup, err error) {
@@ -194,12 +293,11 @@ func checkSlot(cmd string, s *session.Session, p *host.Plugin, sessionPath strin
 // the reply and where the history went.
 func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 	res, err := c.agent.Run(ctx, c.session, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, nil)
+	if interrupted(ctx, err) {
+		return failf(cmd, "%w: the turn was cancelled; %s", errInterrupted, c.savedAt())
+	}
 	if err != nil {
-		where := "session not saved"
-		if c.file != nil {
-			where = fmt.Sprintf("session file %s is at revision %d", c.file.path, c.session.Revision)
-		}
-		return failf(cmd, "running the agent: %w (%s): %s", err, where, runAdvice(err))
+		return failf(cmd, "running the agent: %w (%s): %s", err, c.savedAt(), runAdvice(err))
 	}
 	printToolActivity(e.stdout, res.Messages)
 	reply := res.Text()

@@ -9,7 +9,14 @@
 //
 // Every command takes --help. Every failure is one line on standard error,
 // "wasmhist <command>: what failed, where, what to do", and a non-zero exit
-// status: 1 when the command failed, 2 when it was called wrongly.
+// status: 1 when the command failed, 2 when it was called wrongly, 130 when
+// it was interrupted (Ctrl-C, SIGINT).
+//
+// Ctrl-C during a model or plugin call cancels that call, and with it the
+// turn: per-run persistence stores nothing of it, per-service-call
+// persistence keeps the calls that completed. In an interactive chat the
+// prompt comes back; anywhere else, and at the prompt, the command ends with
+// status 130. The session file always holds the last commit.
 package main
 
 import (
@@ -28,7 +35,13 @@ const (
 	exitOK    = 0
 	exitFail  = 1
 	exitUsage = 2
+	// exitInterrupted is the shells' convention for a program ended by
+	// SIGINT: 128 + the signal's number.
+	exitInterrupted = 130
 )
+
+// errInterrupted is the cause of a context cancelled by Ctrl-C.
+var errInterrupted = errors.New("interrupted")
 
 // env is what a command reads and writes, so that the commands do not
 // reach for globals.
@@ -36,6 +49,8 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// interrupts delivers Ctrl-C (SIGINT); nil when nothing interrupts.
+	interrupts <-chan os.Signal
 }
 
 // command is one subcommand.
@@ -43,23 +58,48 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, e *env, args []string) error
+	// handlesInterrupts: the command reads e.interrupts itself (chat,
+	// whose Ctrl-C means different things at the prompt and in a call);
+	// every other command's context is cancelled by the first one.
+	handlesInterrupts bool
 }
 
 func commands() []command {
 	return []command{
-		{"chat", "talk to an agent whose history a plugin keeps", runChat},
-		{"history", "print the history a session's plugin stored", runHistory},
-		{"inspect", "describe a plugin binary: ABI, exports, capabilities, schemas, sha256", runInspect},
-		{"conformance", "run the conformance suite against a plugin binary", runConformance},
-		{"session", "work with session files (session validate FILE)", runSession},
+		{name: "chat", summary: "talk to an agent whose history a plugin keeps", run: runChat, handlesInterrupts: true},
+		{name: "history", summary: "print the history a session's plugin stored", run: runHistory},
+		{name: "inspect", summary: "describe a plugin binary: ABI, exports, capabilities, schemas, sha256", run: runInspect},
+		{name: "conformance", summary: "run the conformance suite against a plugin binary", run: runConformance},
+		{name: "session", summary: "work with session files (session validate FILE)", run: runSession},
+		{name: "version", summary: "print the versions of wasmhist, its ABI, Go, wazero and the Extism go-sdk", run: runVersion},
 	}
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
-	stop()
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	code := run(context.Background(), os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, interrupts: interrupts})
 	os.Exit(code)
+}
+
+// cancelOnInterrupt returns ctx cancelled, with cause errInterrupted, at
+// the next Ctrl-C; stop ends the watch.
+func cancelOnInterrupt(ctx context.Context, e *env) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-e.interrupts:
+			cancel(errInterrupted)
+		case <-done:
+		}
+	}()
+	return ctx, func() { close(done); cancel(nil) }
+}
+
+// interrupted reports whether err or ctx's cause is a Ctrl-C.
+func interrupted(ctx context.Context, err error) bool {
+	return errors.Is(err, errInterrupted) || errors.Is(context.Cause(ctx), errInterrupted)
 }
 
 func run(ctx context.Context, args []string, e *env) int {
@@ -68,15 +108,35 @@ func run(ctx context.Context, args []string, e *env) int {
 		return exitUsage
 	}
 	name := args[0]
-	if name == "-h" || name == "-help" || name == "--help" || name == "help" {
+	switch name {
+	case "-h", "-help", "--help":
 		usage(e.stdout)
 		return exitOK
+	case "help":
+		// "help chat" is "chat --help".
+		if len(args) < 2 {
+			usage(e.stdout)
+			return exitOK
+		}
+		if len(args) > 2 {
+			fmt.Fprintf(e.stderr, "wasmhist help: one command at a time: run 'wasmhist help %s'\n", args[1])
+			return exitUsage
+		}
+		name, args = args[1], []string{args[1], "--help"}
+	case "-version", "--version":
+		name = "version"
 	}
 	for _, c := range commands() {
 		if c.name != name {
 			continue
 		}
-		err := c.run(ctx, e, args[1:])
+		cctx := ctx
+		if !c.handlesInterrupts {
+			var stop func()
+			cctx, stop = cancelOnInterrupt(ctx, e)
+			defer stop()
+		}
+		err := c.run(cctx, e, args[1:])
 		switch {
 		case err == nil:
 			return exitOK
@@ -85,8 +145,11 @@ func run(ctx context.Context, args []string, e *env) int {
 		}
 		fmt.Fprintln(e.stderr, oneLine(err.Error()))
 		var ue *usageError
-		if errors.As(err, &ue) {
+		switch {
+		case errors.As(err, &ue):
 			return exitUsage
+		case interrupted(cctx, err):
+			return exitInterrupted
 		}
 		return exitFail
 	}
@@ -104,7 +167,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'wasmhist <command> --help' for a command's flags.")
+	fmt.Fprintln(w, "Run 'wasmhist help <command>' (or 'wasmhist <command> --help') for a command's flags.")
 }
 
 // usageError is a command called wrongly (exit status 2).

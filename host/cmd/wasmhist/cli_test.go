@@ -1,0 +1,59 @@
+package main
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+// TestVersion: both spellings print every version a bug report needs.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			out := invocation{}.ok(t, args...)
+			for _, want := range []string{"wasmhist: ", "abi:       " + abi.Version, "go:        " + runtime.Version(), "wazero:    v1.", "go-sdk:    v1."} {
+				assert.Contains(t, out, want)
+			}
+		})
+	}
+	invocation{}.failsWithOneLine(t, exitUsage, []string{"version", "extra"}, "takes none")
+}
+
+// TestHelpCommand: 'help chat' is chat's help, not the list of commands.
+func TestHelpCommand(t *testing.T) {
+	out := invocation{}.ok(t, "help", "chat")
+	assert.True(t, strings.HasPrefix(out, "Usage: wasmhist chat "), "help chat printed:\n%s", out)
+	assert.Equal(t, invocation{}.ok(t, "chat", "--help"), out)
+	invocation{}.failsWithOneLine(t, exitUsage, []string{"help", "nosuch"}, "unknown command")
+}
+
+// TestMessageFlag: -m is one message, never blank, never given twice.
+func TestMessageFlag(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"empty", []string{"chat", "-m", ""}, "-m needs a message that is not blank"},
+		{"blank", []string{"chat", "-m", "   "}, "-m needs a message that is not blank"},
+		{"twice", []string{"chat", "-m", "a", "-m", "b"}, "-m given twice"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			invocation{stdin: "should not be read\n"}.failsWithOneLine(t, exitUsage, tc.args, tc.want)
+		})
+	}
+}
+
+// TestLongStdinLine: a line longer than the limit fails with its number
+// and the limit, not the scanner's "token too long".
+func TestLongStdinLine(t *testing.T) {
+	in := "first\n" + strings.Repeat("x", maxLineBytes+1) + "\n"
+	line := invocation{stdin: in}.failsWithOneLine(t, exitFail, []string{"chat"}, "line 2 of standard input is longer than 8 MiB")
+	require.NotContains(t, line, "token too long")
+}
