@@ -32,6 +32,7 @@ type chatSetup struct {
 	session  *session.Session
 	file     *sessionFile // nil: the session lives only in this process
 	db       string       // the plugin's database, when it uses sql
+	limits   host.Limits  // what the plugin's calls run under
 }
 
 func runChat(ctx context.Context, e *env, args []string) error {
@@ -48,6 +49,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	dbPath := fs.String("db", "", "SQLite database `PATH` granted to a plugin that wants sql (default: the session file with .db)")
 	perCall := fs.Bool("per-service-call", false, "persist after every model call instead of once per run")
 	mc := modelFlags(fs)
+	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
@@ -56,7 +58,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 		return usagef(cmd, "unexpected argument %q: pass the message with -m \"...\"", pos[0])
 	}
 
-	c, err := setupChat(ctx, e, cmd, mc, *pluginSpec, *sessionPath, *dbPath, *perCall)
+	c, err := setupChat(ctx, e, cmd, mc, ps, *pluginSpec, *sessionPath, *dbPath, *perCall)
 	if err != nil {
 		return err
 	}
@@ -190,8 +192,12 @@ func (c *chatSetup) savedAt() string {
 	return fmt.Sprintf("session file %s is at revision %d", c.file.path, c.session.Revision)
 }
 
-func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginSpec, sessionPath, dbPath string, perCall bool) (_ *chatSetup, err error) {
+func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, pluginSpec, sessionPath, dbPath string, perCall bool) (_ *chatSetup, err error) {
 	c := &chatSetup{session: session.New(), db: dbPath}
+	dbGiven := dbPath != ""
+	if c.limits, err = ps.limits(cmd); err != nil {
+		return nil, err
+	}
 	var saver agent.SessionSaver
 	if sessionPath != "" {
 		f, err := parseSessionFile(cmd, sessionPath)
@@ -228,7 +234,7 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginS
 		return nil, err
 	}
 
-	if c.host, err = newHost(ctx, cmd); err != nil {
+	if c.host, err = newHost(ctx, cmd, ps); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -246,7 +252,7 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginS
 			return nil, err
 		}
 	}
-	if c.plugin, err = loadPlugin(ctx, c.host, cmd, path, grants); err != nil {
+	if c.plugin, err = loadPlugin(ctx, c.host, cmd, path, grants, ps); err != nil {
 		return nil, err
 	}
 	if err = checkSlot(cmd, c.session, c.plugin, sessionPath); err != nil {
@@ -256,6 +262,9 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, pluginS
 		return nil, usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", c.plugin.Info().Name)
 	}
 	if !wantsSQL(c.plugin) {
+		if dbGiven {
+			return nil, usagef(cmd, "--db %s: plugin %s keeps no history in a database, so it would not be used: drop --db, or pass --plugin sqlite", dbPath, c.plugin.Info().Name)
+		}
 		c.db = ""
 	}
 
@@ -297,7 +306,7 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 		return failf(cmd, "%w: the turn was cancelled; %s", errInterrupted, c.savedAt())
 	}
 	if err != nil {
-		return failf(cmd, "running the agent: %w (%s): %s", err, c.savedAt(), runAdvice(err))
+		return failf(cmd, "running the agent: %w (%s): %s", err, c.savedAt(), runAdvice(err, c.limits))
 	}
 	printToolActivity(e.stdout, res.Messages)
 	reply := res.Text()
@@ -326,7 +335,10 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 }
 
 // runAdvice says what to do about a failed run.
-func runAdvice(err error) string {
+func runAdvice(err error, l host.Limits) string {
+	if a := limitAdvice(err, l); a != "" {
+		return a
+	}
 	switch {
 	case errors.Is(err, agent.ErrStaleRevision):
 		return "another process saved the session meanwhile; run the command again to continue from its version"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -26,7 +25,7 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 			"temporary database. The exit status is non-zero when any case fails.\n"+
 			"PLUGIN may also be a built-in name: inmemory or sqlite.")
 	runRE := fs.String("run", "", "run only the cases whose name matches `REGEXP`")
-	config := fs.String("config", "", "the plugin's configuration, a `JSON` object (default: none)")
+	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
@@ -40,18 +39,12 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 			return usagef(cmd, "--run %q: %v: pass a Go regular expression", *runRE, err)
 		}
 	}
-	var cfg json.RawMessage
-	if *config != "" {
-		if !json.Valid([]byte(*config)) {
-			return usagef(cmd, "--config %q is not JSON: pass an object such as '{\"max_messages\": 50}'", *config)
-		}
-		cfg = json.RawMessage(*config)
-	}
+	cfg := ps.config.raw
 	path, err := resolvePlugin(e, cmd, pos[0])
 	if err != nil {
 		return err
 	}
-	h, err := newHost(ctx, cmd)
+	h, err := newHost(ctx, cmd, ps)
 	if err != nil {
 		return err
 	}
@@ -67,7 +60,8 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 	// one clear error rather than the same failure in every case.
 	first, err := h.Load(ctx, host.File(path), opts)
 	if err != nil {
-		return failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err))
+		l, _ := ps.limits(cmd)
+		return failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err, l))
 	}
 	fmt.Fprintf(e.stdout, "conformance of %s, %s\n\n", describePlugin(first), path)
 	first.Close(ctx)

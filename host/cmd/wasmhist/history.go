@@ -39,6 +39,7 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	key := fs.String("state-key", stateKey, "the session state `key` to read")
 	asJSON := fs.Bool("json", false, "print the history as one JSON object")
 	pageSize := fs.Int("page-size", historyPage, "messages to ask the plugin for per list call (`n`)")
+	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
@@ -82,12 +83,12 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := newHost(ctx, cmd)
+	h, err := newHost(ctx, cmd, ps)
 	if err != nil {
 		return err
 	}
 	defer h.Close(context.WithoutCancel(ctx))
-	p, err := loadPlugin(ctx, h, cmd, path, grants)
+	p, err := loadPlugin(ctx, h, cmd, path, grants, ps)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 			"the capabilities it wants, its state and config schemas, and its sha256 (the value\n"+
 			"to pin it with). PLUGIN may also be a built-in name: inmemory or sqlite.")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
@@ -55,7 +56,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return failf(cmd, "plugin file %s: %w: check the path", path, err)
 	}
-	h, err := newHost(ctx, cmd)
+	h, err := newHost(ctx, cmd, ps)
 	if err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer cleanup()
-	p, err := loadPlugin(ctx, h, cmd, path, grants)
+	p, err := loadPlugin(ctx, h, cmd, path, grants, ps)
 	if err != nil {
 		return err
 	}

@@ -230,6 +230,14 @@ func flagSet(e *env, cmd, synopsis, description string) *flags {
 	return &flags{FlagSet: fs, help: help}
 }
 
+// given reports whether the flag called name was set on the command line,
+// as opposed to holding its default.
+func (fs *flags) given(name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
+}
+
 // parse parses args, flags and positional arguments in any order (flag
 // alone stops at the first positional one, and "inspect x.wasm --json"
 // is how people type), and returns the positional arguments. A parse error

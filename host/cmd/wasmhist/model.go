@@ -29,10 +29,11 @@ type modelConfig struct {
 	kind      string
 	baseURL   string
 	modelName string
+	fs        *flags // to tell a flag given from its default
 }
 
 func modelFlags(fs *flags) *modelConfig {
-	mc := &modelConfig{}
+	mc := &modelConfig{fs: fs}
 	fs.StringVar(&mc.kind, "model", modelOffline, "model `service`: "+strings.Join(modelChoices, ", "))
 	fs.StringVar(&mc.baseURL, "base-url", "", "`URL` of an OpenAI-compatible API, with its /v1 path (default "+openai.DefaultBaseURL+")")
 	fs.StringVar(&mc.modelName, "model-name", openai.DefaultModel, "model `name` to ask an OpenAI-compatible service for")
@@ -45,6 +46,9 @@ func (mc *modelConfig) client(e *env, cmd string) (model.Client, error) {
 		return nil, usagef(cmd, "--model %q is not a model this command knows: use %s", mc.kind, strings.Join(modelChoices, ", "))
 	}
 	if mc.kind == modelOffline {
+		if mc.fs.given("model-name") {
+			return nil, usagef(cmd, "--model-name is for the openai models, and --model is offline: add --model %s or --model %s, or drop --model-name", modelOpenAIChat, modelOpenAIResponses)
+		}
 		if mc.baseURL != "" {
 			return nil, usagef(cmd, "--base-url is for the openai models, and --model is offline: add --model %s or --model %s", modelOpenAIChat, modelOpenAIResponses)
 		}

@@ -113,8 +113,12 @@ func moduleRoot(dir string) string {
 
 // newHost returns a host with default limits. Its log is discarded: every
 // failure reaches the user as the command's one-line error instead.
-func newHost(ctx context.Context, cmd string) (*host.Host, error) {
-	h, err := host.New(ctx, host.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+func newHost(ctx context.Context, cmd string, ps *pluginSettings) (*host.Host, error) {
+	l, err := ps.limits(cmd)
+	if err != nil {
+		return nil, err
+	}
+	h, err := host.New(ctx, host.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: l})
 	if err != nil {
 		return nil, failf(cmd, "starting the host: %w", err)
 	}
@@ -123,17 +127,23 @@ func newHost(ctx context.Context, cmd string) (*host.Host, error) {
 
 // loadPlugin loads the plugin at path with the given grants and turns load
 // errors into advice.
-func loadPlugin(ctx context.Context, h *host.Host, cmd, path string, grants []host.Grant) (*host.Plugin, error) {
-	p, err := h.Load(ctx, host.File(path), host.LoadOptions{Grants: grants})
+func loadPlugin(ctx context.Context, h *host.Host, cmd, path string, grants []host.Grant, ps *pluginSettings) (*host.Plugin, error) {
+	p, err := h.Load(ctx, host.File(path), host.LoadOptions{Grants: grants, Config: ps.config.raw})
 	if err != nil {
-		return nil, failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err))
+		l, _ := ps.limits(cmd)
+		return nil, failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err, l))
 	}
 	return p, nil
 }
 
 // loadAdvice says what to do about a load error.
-func loadAdvice(err error) string {
+func loadAdvice(err error, l host.Limits) string {
+	if a := limitAdvice(err, l); a != "" {
+		return a
+	}
 	switch {
+	case errors.Is(err, host.ErrInvalidConfig):
+		return "fix --config to match the plugin's config_schema ('wasmhist inspect' shows it)"
 	case errors.Is(err, os.ErrNotExist):
 		return "check the path"
 	case errors.Is(err, host.ErrVersionMismatch):
@@ -142,7 +152,7 @@ func loadAdvice(err error) string {
 		return "this command grants only the sql capability; the plugin needs one it cannot have"
 	case errors.Is(err, host.ErrMissingExport), errors.Is(err, host.ErrInvalidPlugin):
 		return "is it a wasmhist plugin built with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared? run 'wasmhist conformance' on it for details"
-	case errors.Is(err, host.ErrTimeout), errors.Is(err, host.ErrTrap), errors.Is(err, host.ErrMemoryLimit):
+	case errors.Is(err, host.ErrTrap):
 		return "the plugin failed while describing itself; fix the plugin"
 	default:
 		return "run 'wasmhist inspect' on it for details"
