@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -40,18 +42,14 @@ func Test_main(t *testing.T) {
   assistant: 6*7 = 42.
   now at revision 3, stored: user call user call result answer
 `
-	if got != want {
-		t.Fatalf("output:\n%s\nwant:\n%s", got, want)
-	}
+	require.Equal(t, want, got)
 }
 
 // captureStdout returns what f writes to os.Stdout.
 func captureStdout(t *testing.T, f func()) string {
 	t.Helper()
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stdout := os.Stdout
 	os.Stdout = w
 	done := make(chan []byte)

@@ -3,7 +3,10 @@ package main
 import (
 	"io"
 	"os"
+	"regexp"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
@@ -16,6 +19,9 @@ func Test_main(t *testing.T) {
 		os.Args = []string{"embed", "-plugin", wasm}
 		main()
 	})
+	// The size of the saved JSON follows the plugin's state layout, which
+	// is not what this example shows.
+	got = regexp.MustCompile(`saved the session: \d+ bytes`).ReplaceAllString(got, "saved the session: N bytes")
 	const want = `loaded plugin inmemory 0.1.0
 user: I like Italian food
 assistant: Noted: you like Italian food. I'll remember that.
@@ -24,26 +30,21 @@ user: What is 6*7?
   tool call: calculator {"expression":"6*7"}
 assistant: 6*7 = 42.
   (session revision 2)
-saved the session: `
-	const want2 = ` bytes of JSON
+saved the session: N bytes of JSON
 restored the session at revision 2
 loaded plugin inmemory 0.1.0
 user: What food do I like?
 assistant: You told me you like Italian food.
   (session revision 3)
 `
-	if len(got) < len(want)+len(want2) || got[:len(want)] != want || got[len(got)-len(want2):] != want2 {
-		t.Fatalf("output:\n%s\nwant:\n%s<n>%s", got, want, want2)
-	}
+	require.Equal(t, want, got)
 }
 
 // captureStdout returns what f writes to os.Stdout.
 func captureStdout(t *testing.T, f func()) string {
 	t.Helper()
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stdout := os.Stdout
 	os.Stdout = w
 	done := make(chan []byte)

@@ -5,13 +5,13 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func Test_main(t *testing.T) {
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stdout := os.Stdout
 	os.Stdout = w
 	done := make(chan []byte)
@@ -23,15 +23,13 @@ func Test_main(t *testing.T) {
 	w.Close()
 	os.Stdout = stdout
 	got := string(<-done)
-	if runErr != nil {
-		t.Fatal(runErr)
-	}
+	require.NoError(t, runErr)
 	const want = `== per-run
   commit rev 1: user call result answer
   answer: Oslo: clear skies.
   stored: user call result answer
 == per-run, second model call fails
-  run failed: host: run: model call 2: model unavailable
+  run failed: agent: run: model call 2: model unavailable
   stored: (nothing)
 == per-service-call
   commit rev 1: user call
@@ -40,10 +38,8 @@ func Test_main(t *testing.T) {
   stored: user call result answer
 == per-service-call, second model call fails
   commit rev 1: user call
-  run failed: host: run: model call 2: model unavailable
+  run failed: agent: run: model call 2: model unavailable
   stored: user call
 `
-	if got != want {
-		t.Fatalf("output:\n%s\nwant:\n%s", got, want)
-	}
+	require.Equal(t, want, got)
 }

@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
@@ -31,23 +33,14 @@ func TestChatRemembersAcrossProcesses(t *testing.T) {
 					args = append(args, "--per-service-call")
 				}
 				first := r.ok(t, append(args, "-m", "I like Italian food")...)
-				if !strings.Contains(first, "assistant: Noted: you like Italian food") {
-					t.Errorf("first reply:\n%s", first)
-				}
-				if !strings.Contains(first, "history: plugin "+plugin+" ") || !strings.Contains(first, `state key "history"`) {
-					t.Errorf("first turn does not say where the history went:\n%s", first)
-				}
-				if !strings.Contains(first, "session: chat.json (session chat, revision 1)") {
-					t.Errorf("first turn does not name the session file and revision 1:\n%s", first)
-				}
+				assert.Contains(t, first, "assistant: Noted: you like Italian food", "first reply")
+				assert.Contains(t, first, "history: plugin "+plugin+" ", "first turn does not say where the history went")
+				assert.Contains(t, first, `state key "history"`, "first turn does not say where the history went")
+				assert.Contains(t, first, "session: chat.json (session chat, revision 1)", "first turn does not name the session file and revision 1")
 
 				second := r.ok(t, append(args, "-m", "what food do I like?")...)
-				if !regexp.MustCompile(`(?m)^assistant: .*Italian`).MatchString(second) {
-					t.Errorf("a new process did not remember; reply:\n%s", second)
-				}
-				if !strings.Contains(second, "revision 2") {
-					t.Errorf("second turn is not revision 2:\n%s", second)
-				}
+				assert.Regexp(t, `(?m)^assistant: .*Italian`, second, "a new process did not remember")
+				assert.Contains(t, second, "revision 2", "second turn is not revision 2")
 				checkStoredWhereSaid(t, r.dir, plugin, first)
 			})
 		}
@@ -60,22 +53,13 @@ func TestChatRemembersAcrossProcesses(t *testing.T) {
 func checkStoredWhereSaid(t *testing.T, dir, plugin, out string) {
 	t.Helper()
 	session, err := os.ReadFile(filepath.Join(dir, "chat.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if strings.Contains(out, ", database ") {
-		db := filepath.Join(dir, "chat.db")
-		if !strings.Contains(out, ", database chat.db") {
-			t.Errorf("database not reported as chat.db:\n%s", out)
-		}
-		if _, err := os.Stat(db); err != nil {
-			t.Errorf("the database the output names: %v", err)
-		}
+		assert.Contains(t, out, ", database chat.db", "database not reported as chat.db")
+		assert.FileExists(t, filepath.Join(dir, "chat.db"), "the database the output names")
 		return
 	}
-	if !strings.Contains(string(session), "Italian food") {
-		t.Errorf("plugin %s uses no database, but the session file does not hold the history:\n%s", plugin, session)
-	}
+	assert.Contains(t, string(session), "Italian food", "plugin %s uses no database, but the session file does not hold the history", plugin)
 }
 
 func TestChatShowsToolActivity(t *testing.T) {
@@ -92,15 +76,9 @@ func TestChatShowsToolActivity(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			out := invocation{}.ok(t, "chat", "-m", tt.message)
-			if !tt.tool.MatchString(out) {
-				t.Errorf("tool activity missing, want %v in:\n%s", tt.tool, out)
-			}
-			if !strings.Contains(out, tt.reply) {
-				t.Errorf("reply missing, want %q in:\n%s", tt.reply, out)
-			}
-			if !strings.Contains(out, "not saved (pass --session FILE to keep it)") {
-				t.Errorf("a chat without --session must say it is not saved:\n%s", out)
-			}
+			assert.Regexp(t, tt.tool, out, "tool activity missing")
+			assert.Contains(t, out, tt.reply, "reply missing")
+			assert.Contains(t, out, "not saved (pass --session FILE to keep it)", "a chat without --session must say it is not saved")
 		})
 	}
 }
@@ -112,15 +90,9 @@ func TestChatInteractive(t *testing.T) {
 	r := invocation{stdin: "I like Italian food\n\nwhat food do I like?\n"}
 	out := r.ok(t, "chat")
 	replies := regexp.MustCompile(`(?m)^assistant: .*$`).FindAllString(out, -1)
-	if len(replies) != 2 {
-		t.Fatalf("want 2 replies, got %d:\n%s", len(replies), out)
-	}
-	if !strings.Contains(replies[1], "Italian") {
-		t.Errorf("second reply does not remember the first message: %q", replies[1])
-	}
-	if strings.Contains(out, "you>") {
-		t.Errorf("prompt printed for piped input:\n%s", out)
-	}
+	require.Len(t, replies, 2, "output:\n%s", out)
+	assert.Contains(t, replies[1], "Italian", "second reply does not remember the first message")
+	assert.NotContains(t, out, "you>", "prompt printed for piped input")
 }
 
 // TestHistory reads back what chat stored, readable and as JSON.
@@ -136,41 +108,33 @@ func TestHistory(t *testing.T) {
 
 			var rep historyReport
 			// The plugin is found from the session: no --plugin here.
-			if err := json.Unmarshal([]byte(r.ok(t, "history", "--session", "h.json", "--json")), &rep); err != nil {
-				t.Fatalf("history --json is not JSON: %v", err)
-			}
-			if rep.Plugin != plugin || rep.StateKey != "history" || rep.Revision != 2 || rep.SessionID != "h" {
-				t.Errorf("report header = %+v", rep)
-			}
-			if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(rep.SHA256) {
-				t.Errorf("sha256 = %q", rep.SHA256)
-			}
+			require.NoError(t, json.Unmarshal([]byte(r.ok(t, "history", "--session", "h.json", "--json")), &rep), "history --json is not JSON")
+			assert.Equal(t, plugin, rep.Plugin)
+			assert.Equal(t, "history", rep.StateKey)
+			assert.EqualValues(t, 2, rep.Revision)
+			assert.Equal(t, "h", rep.SessionID)
+			assert.Regexp(t, `^[0-9a-f]{64}$`, rep.SHA256)
 			var roles []abi.Role
 			for _, m := range rep.Messages {
 				roles = append(roles, m.Role)
 			}
 			want := []abi.Role{abi.RoleUser, abi.RoleAssistant, abi.RoleUser, abi.RoleAssistant, abi.RoleTool, abi.RoleAssistant}
-			if !slices.Equal(roles, want) {
-				t.Fatalf("roles = %v, want %v", roles, want)
-			}
-			if got := rep.Messages[0].TextContent(); got != "I like Italian food" {
-				t.Errorf("first message = %q", got)
-			}
-			if got := rep.Messages[3].Contents[0]; got.Type != abi.ContentFunctionCall || got.Name != "calculator" {
-				t.Errorf("fourth message is not the calculator call: %+v", got)
-			}
+			require.Equal(t, want, roles)
+			assert.Equal(t, "I like Italian food", rep.Messages[0].TextContent())
+			require.NotEmpty(t, rep.Messages[3].Contents)
+			call := rep.Messages[3].Contents[0]
+			assert.Equal(t, abi.ContentFunctionCall, call.Type, "fourth message is not the calculator call: %+v", call)
+			assert.Equal(t, "calculator", call.Name, "fourth message is not the calculator call: %+v", call)
 
 			// Pages of 4 take two list calls and a cursor; the result is
 			// the same history.
 			var paged historyReport
-			if err := json.Unmarshal([]byte(r.ok(t, "history", "--session", "h.json", "--json", "--page-size", "4")), &paged); err != nil {
-				t.Fatal(err)
-			}
-			a, _ := json.Marshal(rep.Messages)
-			b, _ := json.Marshal(paged.Messages)
-			if string(a) != string(b) {
-				t.Errorf("paged history differs:\n%s\nwant\n%s", b, a)
-			}
+			require.NoError(t, json.Unmarshal([]byte(r.ok(t, "history", "--session", "h.json", "--json", "--page-size", "4")), &paged))
+			a, err := json.Marshal(rep.Messages)
+			require.NoError(t, err)
+			b, err := json.Marshal(paged.Messages)
+			require.NoError(t, err)
+			assert.JSONEq(t, string(a), string(b), "paged history differs")
 
 			text := r.ok(t, "history", "--session", "h.json")
 			for _, w := range []string{
@@ -180,9 +144,7 @@ func TestHistory(t *testing.T) {
 				"6  assistant  2+3 = 5.",
 				"6 messages",
 			} {
-				if !strings.Contains(text, w) {
-					t.Errorf("readable history lacks %q:\n%s", w, text)
-				}
+				assert.Contains(t, text, w, "readable history")
 			}
 		})
 	}
@@ -205,20 +167,11 @@ func TestChatDatabaseFlag(t *testing.T) {
 	r := invocation{dir: t.TempDir()}
 	db := filepath.Join("data", "history.db")
 	out := r.ok(t, "chat", "--plugin", "sqlite", "--session", "s.json", "--db", db, "-m", "I like Italian food")
-	if !strings.Contains(out, ", database "+db) {
-		t.Errorf("output does not name the database %s:\n%s", db, out)
-	}
-	if _, err := os.Stat(filepath.Join(r.dir, db)); err != nil {
-		t.Fatalf("database not where --db said: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(r.dir, "s.db")); err == nil {
-		t.Errorf("the default database was created although --db was given")
-	}
+	assert.Contains(t, out, ", database "+db, "output does not name the database")
+	require.FileExists(t, filepath.Join(r.dir, db), "database not where --db said")
+	assert.NoFileExists(t, filepath.Join(r.dir, "s.db"), "the default database was created although --db was given")
 	var rep historyReport
-	if err := json.Unmarshal([]byte(r.ok(t, "history", "--session", "s.json", "--db", db, "--json")), &rep); err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Messages) != 2 || rep.Database != db {
-		t.Errorf("history from %s: database %q, %d messages, want 2", db, rep.Database, len(rep.Messages))
-	}
+	require.NoError(t, json.Unmarshal([]byte(r.ok(t, "history", "--session", "s.json", "--db", db, "--json")), &rep))
+	assert.Len(t, rep.Messages, 2, "history from %s", db)
+	assert.Equal(t, db, rep.Database)
 }

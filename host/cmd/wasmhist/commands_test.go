@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
@@ -38,9 +40,7 @@ func TestHelp(t *testing.T) {
 			t.Parallel()
 			out := invocation{}.ok(t, tt.args...)
 			for _, w := range tt.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("help lacks %q:\n%s", w, out)
-				}
+				assert.Contains(t, out, w, "help")
 			}
 		})
 	}
@@ -52,17 +52,11 @@ func TestErrorsAreOneLine(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	badSession := filepath.Join(dir, "bad.json")
-	if err := os.WriteFile(badSession, []byte(`{"schema_version": 1, "session_id": "bad", "revision": -1}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(badSession, []byte(`{"schema_version": 1, "session_id": "bad", "revision": -1}`), 0o600))
 	renamed := filepath.Join(dir, "renamed.json")
-	if err := os.WriteFile(renamed, []byte(`{"schema_version": 1, "session_id": "other", "revision": 3}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(renamed, []byte(`{"schema_version": 1, "session_id": "other", "revision": 3}`), 0o600))
 	third := filepath.Join(dir, "third.json")
-	if err := os.WriteFile(third, []byte(`{"schema_version": 1, "session_id": "third", "revision": 1, "state": {"history": {"provider": "recent", "state_version": 1, "data": {}}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(third, []byte(`{"schema_version": 1, "session_id": "third", "revision": 1, "state": {"history": {"provider": "recent", "state_version": 1, "data": {}}}}`), 0o600))
 	noPlugins := []string{pluginDirEnv + "=" + t.TempDir()}
 	tests := []struct {
 		name string
@@ -100,9 +94,7 @@ func TestErrorsAreOneLine(t *testing.T) {
 			r := invocation{env: tt.env}
 			// Errors go to stderr only.
 			res := r.wasmhist(t, tt.args...)
-			if res.stdout != "" {
-				t.Errorf("stdout not empty on failure:\n%s", res.stdout)
-			}
+			assert.Empty(t, res.stdout, "stdout on failure")
 			r.failsWithOneLine(t, tt.code, tt.args, tt.want...)
 		})
 	}
@@ -112,9 +104,7 @@ func TestInspect(t *testing.T) {
 	t.Parallel()
 	wasm := filepath.Join(pluginDir, "inmemory.wasm")
 	b, err := os.ReadFile(wasm)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sum := sha256.Sum256(b)
 	wantSum := hex.EncodeToString(sum[:])
 
@@ -130,26 +120,18 @@ func TestInspect(t *testing.T) {
 		"config schema:",
 		`"max_messages"`,
 	} {
-		if !strings.Contains(text, w) {
-			t.Errorf("inspect lacks %q:\n%s", w, text)
-		}
+		assert.Contains(t, text, w, "inspect")
 	}
 
 	var r inspection
-	if err := json.Unmarshal([]byte(invocation{}.ok(t, "inspect", "--json", wasm)), &r); err != nil {
-		t.Fatalf("inspect --json: %v", err)
-	}
-	if r.SHA256 != wantSum || r.Name != "inmemory" || r.ABI != abi.Version || r.Size != int64(len(b)) {
-		t.Errorf("inspect --json = %+v", r)
-	}
-	for _, x := range abi.RequiredExports() {
-		if !slices.Contains(r.Exports, x) {
-			t.Errorf("exports %v lack %s", r.Exports, x)
-		}
-	}
-	if !json.Valid(r.StateSchema) || !json.Valid(r.ConfigSchema) {
-		t.Errorf("schemas are not JSON: %s %s", r.StateSchema, r.ConfigSchema)
-	}
+	require.NoError(t, json.Unmarshal([]byte(invocation{}.ok(t, "inspect", "--json", wasm)), &r), "inspect --json")
+	assert.Equal(t, wantSum, r.SHA256)
+	assert.Equal(t, "inmemory", r.Name)
+	assert.Equal(t, abi.Version, r.ABI)
+	assert.Equal(t, int64(len(b)), r.Size)
+	assert.Subset(t, r.Exports, abi.RequiredExports())
+	assert.True(t, json.Valid(r.StateSchema), "state schema is not JSON: %s", r.StateSchema)
+	assert.True(t, json.Valid(r.ConfigSchema), "config schema is not JSON: %s", r.ConfigSchema)
 }
 
 func TestConformance(t *testing.T) {
@@ -163,40 +145,31 @@ func TestConformance(t *testing.T) {
 			t.Parallel()
 			out := invocation{}.ok(t, "conformance", plugin)
 			for _, n := range names {
-				if !regexp.MustCompile(`(?m)^PASS  ` + n + ` `).MatchString(out) {
-					t.Errorf("no PASS row for %s:\n%s", n, out)
-				}
+				assert.Regexp(t, `(?m)^PASS  `+regexp.QuoteMeta(n)+` `, out, "no PASS row for %s", n)
 			}
-			if !strings.Contains(out, "cases: "+strconv.Itoa(len(names))+" passed, 0 failed") {
-				t.Errorf("summary missing:\n%s", out)
-			}
+			assert.Contains(t, out, "cases: "+strconv.Itoa(len(names))+" passed, 0 failed", "summary")
 		})
 	}
 	t.Run("broken", func(t *testing.T) {
 		t.Parallel()
 		r := invocation{}
 		res := r.wasmhist(t, "conformance", brokenWasm)
-		if res.code != exitFail {
-			t.Fatalf("exit %d, want %d for a broken plugin:\n%s", res.code, exitFail, res.stdout)
-		}
+		require.Equal(t, exitFail, res.code, "exit status for a broken plugin:\n%s", res.stdout)
 		for _, w := range []string{
 			"conformance of broken 0.0.1",
 			"PASS  describe ",
 			"FAIL  provide_returns_stored_in_order ",
 			"got 2 messages, want 3",
 		} {
-			if !strings.Contains(res.stdout, w) {
-				t.Errorf("table lacks %q:\n%s", w, res.stdout)
-			}
+			assert.Contains(t, res.stdout, w, "table")
 		}
 		r.failsWithOneLine(t, exitFail, []string{"conformance", brokenWasm}, "cases failed", "fix the plugin")
 	})
 	t.Run("run filter", func(t *testing.T) {
 		t.Parallel()
 		out := invocation{}.ok(t, "conformance", "--run", "^describe$", brokenWasm)
-		if !strings.Contains(out, "1 cases: 1 passed, 0 failed") || strings.Contains(out, "provide_returns") {
-			t.Errorf("--run did not select one case:\n%s", out)
-		}
+		assert.Contains(t, out, "1 cases: 1 passed, 0 failed", "--run did not select one case")
+		assert.NotContains(t, out, "provide_returns", "--run did not select one case")
 	})
 }
 
@@ -205,9 +178,8 @@ func TestSessionValidate(t *testing.T) {
 	r := invocation{dir: t.TempDir()}
 	r.ok(t, "chat", "--session", "good.json", "-m", "I like tea")
 	out := r.ok(t, "session", "validate", "good.json")
-	if !strings.HasPrefix(out, "OK: good.json: session good, schema version 1, revision 1, state slots: history (inmemory, state version 1)") {
-		t.Errorf("validate of a good session:\n%s", out)
-	}
+	assert.True(t, strings.HasPrefix(out, "OK: good.json: session good, schema version 1, revision 1, state slots: history (inmemory, state version 1)"),
+		"validate of a good session:\n%s", out)
 
 	tests := []struct {
 		name, doc string
@@ -224,9 +196,7 @@ func TestSessionValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "x.json")
-			if err := os.WriteFile(path, []byte(tt.doc), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(path, []byte(tt.doc), 0o600))
 			invocation{}.failsWithOneLine(t, exitFail, []string{"session", "validate", path},
 				append([]string{"wasmhist session validate: ", path, "is not a valid session"}, tt.want...)...)
 		})

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -127,8 +130,8 @@ func (r invocation) wasmhist(t *testing.T, args ...string) result {
 	res := result{stdout: stdout.String(), stderr: stderr.String()}
 	if ee, ok := err.(*exec.ExitError); ok {
 		res.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running wasmhist %s: %v", strings.Join(args, " "), err)
+	} else {
+		require.NoError(t, err, "running wasmhist %s", strings.Join(args, " "))
 	}
 	return res
 }
@@ -137,9 +140,7 @@ func (r invocation) wasmhist(t *testing.T, args ...string) result {
 func (r invocation) ok(t *testing.T, args ...string) string {
 	t.Helper()
 	res := r.wasmhist(t, args...)
-	if res.code != 0 || res.stderr != "" {
-		t.Fatalf("wasmhist %s: exit %d\nstderr: %s\nstdout: %s", strings.Join(args, " "), res.code, res.stderr, res.stdout)
-	}
+	require.True(t, res.code == 0 && res.stderr == "", "wasmhist %s: exit %d\nstderr: %s\nstdout: %s", strings.Join(args, " "), res.code, res.stderr, res.stdout)
 	return res.stdout
 }
 
@@ -149,20 +150,12 @@ func (r invocation) ok(t *testing.T, args ...string) string {
 func (r invocation) failsWithOneLine(t *testing.T, code int, args []string, want ...string) string {
 	t.Helper()
 	res := r.wasmhist(t, args...)
-	if res.code != code {
-		t.Fatalf("wasmhist %s: exit %d, want %d\nstderr: %s\nstdout: %s", strings.Join(args, " "), res.code, code, res.stderr, res.stdout)
-	}
+	require.Equal(t, code, res.code, "wasmhist %s: exit status\nstderr: %s\nstdout: %s", strings.Join(args, " "), res.stderr, res.stdout)
 	line, rest, _ := strings.Cut(res.stderr, "\n")
-	if rest != "" || line == "" {
-		t.Fatalf("wasmhist %s: stderr is not one line:\n%s", strings.Join(args, " "), res.stderr)
-	}
-	if !strings.HasPrefix(line, "wasmhist ") && !strings.HasPrefix(line, "wasmhist: ") {
-		t.Errorf("error %q does not start with the command name", line)
-	}
+	require.True(t, rest == "" && line != "", "wasmhist %s: stderr is not one line:\n%s", strings.Join(args, " "), res.stderr)
+	assert.True(t, strings.HasPrefix(line, "wasmhist ") || strings.HasPrefix(line, "wasmhist: "), "error %q does not start with the command name", line)
 	for _, w := range want {
-		if !strings.Contains(line, w) {
-			t.Errorf("error %q does not contain %q", line, w)
-		}
+		assert.Contains(t, line, w, "error")
 	}
 	return line
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"regexp"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/agent/model/openai/openaitest"
 )
@@ -26,45 +28,31 @@ func TestChatOpenAIChatCompletions(t *testing.T) {
 	}
 
 	srv.Enqueue(openaitest.Text("Noted: Italian food."))
-	if out := chat("I like Italian food"); !strings.Contains(out, "assistant: Noted: Italian food.") {
-		t.Fatalf("first turn:\n%s", out)
-	}
+	require.Contains(t, chat("I like Italian food"), "assistant: Noted: Italian food.", "first turn")
 
 	srv.Enqueue(openaitest.Text("You like Italian food."))
 	out := chat("what food do I like?")
-	if !strings.Contains(out, "assistant: You like Italian food.") || !strings.Contains(out, "revision 2") {
-		t.Fatalf("second turn:\n%s", out)
-	}
+	require.Contains(t, out, "assistant: You like Italian food.", "second turn")
+	require.Contains(t, out, "revision 2", "second turn")
 	req := srv.LastRequest()
-	if req.Chat == nil || req.Chat.Model != "test-model" {
-		t.Fatalf("request is not a chat completion for test-model: %s", req.Body)
-	}
+	require.NotNil(t, req.Chat, "request is not a chat completion: %s", req.Body)
+	require.Equal(t, "test-model", req.Chat.Model)
 	var got []string
 	for _, m := range req.Chat.Messages {
 		got = append(got, m.Role+": "+m.Text())
 	}
 	want := []string{"user: I like Italian food", "assistant: Noted: Italian food.", "user: what food do I like?"}
-	if !containsInOrder(got, want) {
-		t.Errorf("a new process did not send the stored history;\ngot  %q\nwant %q in order", got, want)
-	}
-	if req.Has("store") {
-		t.Errorf("store was sent although nothing set it: %s", req.Body)
-	}
+	assert.True(t, containsInOrder(got, want), "a new process did not send the stored history;\ngot  %q\nwant %q in order", got, want)
+	assert.False(t, req.Has("store"), "store was sent although nothing set it: %s", req.Body)
 
 	srv.Enqueue(
 		openaitest.Calls(openaitest.ToolCall{Name: "calculator", Arguments: `{"expression":"2+2"}`}),
 		openaitest.Text("2+2 = 4."),
 	)
 	out = chat("what is 2+2?")
-	if !regexp.MustCompile(`(?m)^tool: calculator \{"expression":"2\+2"\} -> \{.*"result":"4"\}$`).MatchString(out) {
-		t.Errorf("tool activity missing:\n%s", out)
-	}
-	if !strings.Contains(out, "assistant: 2+2 = 4.") {
-		t.Errorf("reply after the tool missing:\n%s", out)
-	}
-	if srv.Pending() != 0 {
-		t.Errorf("%d scripted replies unused", srv.Pending())
-	}
+	assert.Regexp(t, `(?m)^tool: calculator \{"expression":"2\+2"\} -> \{.*"result":"4"\}$`, out, "tool activity missing")
+	assert.Contains(t, out, "assistant: 2+2 = 4.", "reply after the tool missing")
+	assert.Zero(t, srv.Pending(), "scripted replies unused")
 }
 
 // TestChatOpenAIResponses runs the command against the fake Responses
@@ -83,38 +71,25 @@ func TestChatOpenAIResponses(t *testing.T) {
 	srv.Enqueue(openaitest.Text("Noted."))
 	out := chat("I like Italian food")
 	m := regexp.MustCompile(`(?m)^service conversation: (\S+)$`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no service conversation reported:\n%s", out)
-	}
-	if !strings.Contains(out, "(a copy: the model service keeps the conversation)") {
-		t.Errorf("output does not say the plugin keeps a copy:\n%s", out)
-	}
+	require.NotNil(t, m, "no service conversation reported:\n%s", out)
+	assert.Contains(t, out, "(a copy: the model service keeps the conversation)", "output does not say the plugin keeps a copy")
 
 	srv.Enqueue(openaitest.Text("You like Italian food."))
 	out = chat("what food do I like?")
-	if !strings.Contains(out, "assistant: You like Italian food.") {
-		t.Fatalf("second turn:\n%s", out)
-	}
+	require.Contains(t, out, "assistant: You like Italian food.", "second turn")
 	req := srv.LastRequest()
-	if req.Responses == nil || req.Responses.PreviousResponseID != m[1] {
-		t.Fatalf("second process did not continue response %s: %s", m[1], req.Body)
-	}
-	if req.Contains("I like Italian food") {
-		t.Errorf("the service keeps the conversation, yet the history was resent: %s", req.Body)
-	}
+	require.NotNil(t, req.Responses, "request is not a Responses request: %s", req.Body)
+	require.Equal(t, m[1], req.Responses.PreviousResponseID, "second process did not continue the response")
+	assert.False(t, req.Contains("I like Italian food"), "the service keeps the conversation, yet the history was resent: %s", req.Body)
 
 	var rep historyReport
-	if err := json.Unmarshal([]byte(r.ok(t, "history", "--session", "r.json", "--json")), &rep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(r.ok(t, "history", "--session", "r.json", "--json")), &rep))
 	var texts []string
 	for _, msg := range rep.Messages {
 		texts = append(texts, msg.TextContent())
 	}
 	want := []string{"I like Italian food", "Noted.", "what food do I like?", "You like Italian food."}
-	if strings.Join(texts, "|") != strings.Join(want, "|") {
-		t.Errorf("the plugin's copy = %q, want %q", texts, want)
-	}
+	assert.Equal(t, want, texts, "the plugin's copy")
 }
 
 // TestChatOpenAIErrorIsOneLine reports a refused request in one line and
