@@ -72,7 +72,7 @@ func TestErrorsAreOneLine(t *testing.T) {
 		{"plugin not built, inspect", noPlugins, exitFail, []string{"inspect", "inmemory"}, []string{"wasmhist inspect: ", "make plugins"}},
 		{"unknown plugin name", nil, exitUsage, []string{"chat", "--plugin", "postgres", "-m", "hi"}, []string{`unknown plugin "postgres"`, "inmemory, sqlite"}},
 		{"plugin file missing", nil, exitFail, []string{"inspect", "nothere.wasm"}, []string{"nothere.wasm", "check the path"}},
-		{"not a plugin", nil, exitFail, []string{"inspect", badSession}, []string{"loading plugin " + badSession, "wasmhist conformance"}},
+		{"not a plugin", nil, exitFail, []string{"inspect", badSession}, []string{"plugin file " + badSession, "is not a WebAssembly module"}},
 		{"bad session file", nil, exitFail, []string{"chat", "--session", badSession, "-m", "hi"}, []string{badSession, "/revision", "wasmhist session validate"}},
 		{"renamed session file", nil, exitFail, []string{"history", "--session", renamed}, []string{`holds session "other"`, "rename it back to other.json"}},
 		{"third-party plugin not named", nil, exitUsage, []string{"history", "--session", third}, []string{`plugin "recent", which is not built in`, "--plugin"}},

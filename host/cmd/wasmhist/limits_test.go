@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -58,4 +60,26 @@ func TestConfigReachesThePlugin(t *testing.T) {
 func TestFlagsThatWouldDoNothing(t *testing.T) {
 	invocation{}.failsWithOneLine(t, exitUsage, []string{"chat", "-m", "hi", "--model-name", "gpt-4o"}, "--model-name is for the openai models")
 	invocation{}.failsWithOneLine(t, exitUsage, []string{"chat", "-m", "hi", "--plugin", "inmemory", "--db", "x.db"}, "--db x.db", "keeps no history in a database")
+}
+
+// TestPluginFileCheckedFirst: a file that is not a WebAssembly module, or
+// is far too large to be a plugin, is refused from its header and size,
+// without being read whole.
+func TestPluginFileCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.wasm")
+	require.NoError(t, os.WriteFile(text, []byte("just some notes\n"), 0o644))
+	huge := filepath.Join(dir, "huge.wasm")
+	f, err := os.Create(huge)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(2<<30)) // sparse: no disk is used
+	require.NoError(t, f.Close())
+	v2 := filepath.Join(dir, "v2.wasm")
+	require.NoError(t, os.WriteFile(v2, []byte{0, 'a', 's', 'm', 2, 0, 0, 0}, 0o644))
+	for _, cmd := range []string{"inspect", "conformance"} {
+		line := invocation{}.failsWithOneLine(t, exitFail, []string{cmd, text}, "is not a WebAssembly module", "does not start with \\0asm")
+		assert.NotContains(t, line, "run 'wasmhist", "no circular hint")
+		invocation{}.failsWithOneLine(t, exitFail, []string{cmd, huge}, "is 2GiB, larger than any plugin")
+		invocation{}.failsWithOneLine(t, exitFail, []string{cmd, v2}, "unsupported binary version")
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,9 @@ func resolvePlugin(e *env, cmd, spec string) (string, error) {
 		if fi.IsDir() {
 			return "", failf(cmd, "plugin file %s is a directory: pass the .wasm file inside it", spec)
 		}
+		if err := checkWasmFile(cmd, spec, fi.Size()); err != nil {
+			return "", err
+		}
 		return spec, nil
 	}
 	candidates := pluginCandidates(e, spec)
@@ -53,6 +57,37 @@ func resolvePlugin(e *env, cmd, spec string) (string, error) {
 	}
 	return "", failf(cmd, "built-in plugin %q: %w (looked in %s): run `make plugins` in the wasmhist repository, set %s, or pass --plugin PATH.wasm",
 		spec, errPluginNotFound, strings.Join(candidates, ", "), pluginDirEnv)
+}
+
+// maxPluginBytes bounds a plugin file: the sample plugins are 3 to 12 MB,
+// and reading a file is the first thing a load does.
+const maxPluginBytes = 256 << 20
+
+// wasmHeader starts every WebAssembly binary module: the magic "\0asm" and
+// version 1.
+var wasmHeader = []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+
+// checkWasmFile looks at a plugin file's size and first eight bytes before
+// anything reads it whole, so that a wrong file (a text file, a 2 GiB
+// log) is refused at once with what it is.
+func checkWasmFile(cmd, path string, size int64) error {
+	if size > maxPluginBytes {
+		return failf(cmd, "plugin file %s is %s, larger than any plugin (at most %s): check the path", path, byteSize(size), byteSize(maxPluginBytes))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return failf(cmd, "plugin file %s: %w: check the path and its permissions", path, err)
+	}
+	defer f.Close()
+	head := make([]byte, len(wasmHeader))
+	n, _ := io.ReadFull(f, head)
+	switch {
+	case n >= 4 && string(head[:4]) == "\x00asm" && !bytes.Equal(head[:n], wasmHeader):
+		return failf(cmd, "plugin file %s is a WebAssembly module of an unsupported binary version: build it for WebAssembly 1.0 (the MVP binary format)", path)
+	case !bytes.Equal(head[:n], wasmHeader) || n < len(wasmHeader):
+		return failf(cmd, "plugin file %s is not a WebAssembly module (it does not start with \\0asm): pass the .wasm file a plugin build wrote, e.g. GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm", path)
+	}
+	return nil
 }
 
 // pluginOfSession returns the --plugin value for a session whose slot the
@@ -150,12 +185,14 @@ func loadAdvice(err error, l host.Limits) string {
 		return "rebuild the plugin against this version of sdk, or upgrade wasmhist"
 	case errors.Is(err, host.ErrCapabilityDenied):
 		return "this command grants only the sql capability; the plugin needs one it cannot have"
-	case errors.Is(err, host.ErrMissingExport), errors.Is(err, host.ErrInvalidPlugin):
-		return "is it a wasmhist plugin built with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared? run 'wasmhist conformance' on it for details"
+	case errors.Is(err, host.ErrMissingExport):
+		return "it is a WebAssembly module but not a wasmhist plugin: a Go plugin registers its provider with the sdk's Register; in another language it must export describe, provide, store and the wasmhist_abi_v1 marker (abi/SPEC.md, sections 3 and 4)"
+	case errors.Is(err, host.ErrInvalidPlugin):
+		return "the message says what the host refused; abi/SPEC.md says what a plugin may import (section 2) and answer (section 4)"
 	case errors.Is(err, host.ErrTrap):
 		return "the plugin failed while describing itself; fix the plugin"
 	default:
-		return "run 'wasmhist inspect' on it for details"
+		return "check that it is a wasmhist plugin of ABI v" + abi.Version + " (abi/SPEC.md)"
 	}
 }
 
