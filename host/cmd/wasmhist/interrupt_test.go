@@ -179,7 +179,7 @@ func TestInterruptAtPromptEndsChat(t *testing.T) {
 	_, err = master.Write([]byte{3}) // Ctrl-C
 	require.NoError(t, err)
 	assert.Equal(t, exitInterrupted, exitCode(t, cmd), "screen:\n%s", scr)
-	assert.Contains(t, scr.String(), "interrupted at the prompt")
+	scr.waitFor(t, "interrupted at the prompt", 1)
 	assert.Equal(t, int64(1), readRevision(t, file), "the committed turn stays")
 }
 
