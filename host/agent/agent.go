@@ -240,6 +240,12 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.MaxIterations < 0 {
 		return nil, fmt.Errorf("%w: negative MaxIterations", ErrConfig)
 	}
+	if cfg.Conflict < ConflictThrow || cfg.Conflict > ConflictClear {
+		// An unknown mode matches none of the conflict rows of the mode
+		// table, so a continued session would load history as if there
+		// were no conflict.
+		return nil, fmt.Errorf("%w: unknown ConflictMode %d", ErrConfig, cfg.Conflict)
+	}
 	keys := map[string]bool{}
 	for i, p := range cfg.Providers {
 		if p.Provider == nil {

@@ -33,6 +33,8 @@ func TestNewAgentConfigErrors(t *testing.T) {
 		{"duplicate tool", Config{Model: svc, Tools: []Tool{lookupTool(), lookupTool()}}},
 		{"bad tool schema", Config{Model: svc, Tools: []Tool{{Name: "x", Func: lookupTool().Func, Parameters: json.RawMessage(`{"type":7}`)}}}},
 		{"negative iterations", Config{Model: svc, MaxIterations: -1}},
+		{"unknown conflict mode", Config{Model: svc, Conflict: ConflictClear + 1}},
+		{"negative conflict mode", Config{Model: svc, Conflict: -1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
