@@ -33,6 +33,7 @@ func TestNewAgentConfigErrors(t *testing.T) {
 		{"duplicate tool", Config{Model: svc, Tools: []Tool{lookupTool(), lookupTool()}}},
 		{"bad tool schema", Config{Model: svc, Tools: []Tool{{Name: "x", Func: lookupTool().Func, Parameters: json.RawMessage(`{"type":7}`)}}}},
 		{"negative iterations", Config{Model: svc, MaxIterations: -1}},
+		{"negative parallel tools", Config{Model: svc, MaxParallelTools: -1}},
 		{"unknown conflict mode", Config{Model: svc, Conflict: ConflictClear + 1}},
 		{"negative conflict mode", Config{Model: svc, Conflict: -1}},
 	}
