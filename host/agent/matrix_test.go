@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/session"
 
@@ -110,9 +112,7 @@ func TestAgentScenarioMatrix(t *testing.T) {
 							RequirePerServiceCallPersistence: perCall,
 							Logger:                           logs.logger(),
 						})
-						if err != nil {
-							t.Fatal(err)
-						}
+						require.NoError(t, err)
 
 						if !perCall && keeps {
 							// Per-run persistence with a service that keeps
@@ -120,9 +120,7 @@ func TestAgentScenarioMatrix(t *testing.T) {
 							// the default conflict mode refuses, atomically.
 							before := mustJSON(t, s)
 							_, err := runAgent(ctx, t, a, s, streaming, "q1", nil)
-							if !errors.Is(err, ErrHistoryConflict) {
-								t.Fatalf("run error = %v, want ErrHistoryConflict", err)
-							}
+							require.ErrorIs(t, err, ErrHistoryConflict)
 							if after := mustJSON(t, s); after != before {
 								t.Fatalf("failed run changed the session:\n%s\n%s", before, after)
 							}
@@ -169,9 +167,7 @@ func TestAgentScenarioMatrix(t *testing.T) {
 									t.Errorf("turn %d call %d: store forwarded as %v, want %v", turn+1, i+1, g.store, st.v)
 								}
 							}
-							if got := stored(t, primary, s); got != tw.persisted {
-								t.Errorf("turn %d: persisted at the end\n got %q\nwant %q", turn+1, got, tw.persisted)
-							}
+							assert.Equal(t, tw.persisted, stored(t, primary, s))
 							if s.ServiceSessionID != tw.serviceID {
 								t.Errorf("turn %d: service session id %q, want %q", turn+1, s.ServiceSessionID, tw.serviceID)
 							}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
 )
 
@@ -108,9 +110,7 @@ func TestReducers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.r.Reduce(context.Background(), history)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if names(got) != tc.want {
 				t.Fatalf("got %q, want %q", names(got), tc.want)
 			}
@@ -132,9 +132,7 @@ func TestEstimateTokens(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := EstimateTokens(tc.m); got != tc.want {
-				t.Fatalf("EstimateTokens = %d, want %d", got, tc.want)
-			}
+			require.Equal(t, tc.want, EstimateTokens(tc.m))
 		})
 	}
 }
