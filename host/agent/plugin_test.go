@@ -69,26 +69,16 @@ func TestAgentPrimaryAndAuditOfOnePlugin(t *testing.T) {
 	want := `["user:one","assistant:echo one","user:two","assistant:echo two"]`
 	for _, key := range []string{"primary", "audit"} {
 		got, _ := json.Marshal(listAll(t, p, s, key))
-		if string(got) != want {
-			t.Fatalf("%s holds %s, want %s", key, got, want)
-		}
+		require.JSONEq(t, want, string(got), "%s", key)
 	}
 	auditBefore, _ := json.Marshal(s.State["audit"])
 	require.NoError(t, p.Clear(ctx, s, "primary"))
-	if got := listAll(t, p, s, "primary"); len(got) != 0 {
-		t.Fatalf("primary after clear: %q", got)
-	}
+	require.Empty(t, listAll(t, p, s, "primary"), "primary after clear")
 	auditAfter, _ := json.Marshal(s.State["audit"])
-	if string(auditAfter) != string(auditBefore) {
-		t.Fatalf("clearing primary changed audit:\n%s\n%s", auditBefore, auditAfter)
-	}
+	require.JSONEq(t, string(auditBefore), string(auditAfter), "clearing primary changed audit")
 	// The next run loads only the (now empty) primary.
 	res, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "three")}, nil)
 	require.NoError(t, err)
-	if res.Text() != "echo three" {
-		t.Fatalf("answer %q", res.Text())
-	}
-	if got := listAll(t, p, s, "audit"); len(got) != 6 {
-		t.Fatalf("audit holds %q", got)
-	}
+	require.Equal(t, "echo three", res.Text())
+	require.Len(t, listAll(t, p, s, "audit"), 6, "audit")
 }

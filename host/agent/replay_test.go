@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/agent"
@@ -81,12 +82,8 @@ func TestAgentResumeReplaysToStrictServer(t *testing.T) {
 					srv.Enqueue(openaitest.Text("resumed"))
 					require.NoError(t, runTurn(ctx, a, s, stream, "again"), "resume rejected")
 					for i, r := range srv.Requests() {
-						if r.Has("store") {
-							t.Errorf("request %d sent store although it was unset", i)
-						}
-						if r.Contains("wasmhist:") {
-							t.Errorf("request %d carries the sentinel", i)
-						}
+						assert.False(t, r.Has("store"), "request %d sent store although it was unset", i)
+						assert.False(t, r.Contains("wasmhist:"), "request %d carries the sentinel", i)
 					}
 					msgs, err := p.Messages(s)
 					require.NoError(t, err)
@@ -95,9 +92,7 @@ func TestAgentResumeReplaysToStrictServer(t *testing.T) {
 						// as they are.
 						require.NoError(t, openaitest.ValidateHistory(msgs), "stored history")
 					}
-					if last := msgs[len(msgs)-1]; last.TextContent() != "resumed" {
-						t.Fatalf("last stored message %+v", last)
-					}
+					require.Equal(t, "resumed", msgs[len(msgs)-1].TextContent(), "last stored message")
 				})
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/session"
@@ -29,23 +30,17 @@ func TestFileStoreRoundTrip(t *testing.T) {
 	require.NoError(t, fs.Save(ctx, s))
 	got, err := fs.Load(ctx, s.SessionID)
 	require.NoError(t, err)
-	if mustJSON(t, got) != mustJSON(t, s) {
-		t.Fatalf("round trip:\n%s\n%s", mustJSON(t, got), mustJSON(t, s))
-	}
+	require.Equal(t, mustJSON(t, s), mustJSON(t, got), "round trip")
 	// No temporary files are left behind.
 	entries, _ := os.ReadDir(filepath.Dir(filepath.Join(fs.dir, "x")))
-	if len(entries) != 1 {
-		t.Fatalf("directory holds %d entries, want 1", len(entries))
-	}
+	require.Len(t, entries, 1, "no temporary files are left behind")
 }
 
 func TestFileStoreRefusesInvalidIDs(t *testing.T) {
 	fs, err := NewFileStore(t.TempDir())
 	require.NoError(t, err)
 	for _, id := range []string{"", ".", "..", "../x", `a\b`, "a/b"} {
-		if err := fs.Save(context.Background(), &session.Session{SessionID: id, Revision: 1}); err == nil {
-			t.Errorf("saved session id %q", id)
-		}
+		assert.Error(t, fs.Save(context.Background(), &session.Session{SessionID: id, Revision: 1}), "saved session id %q", id)
 	}
 }
 
@@ -72,14 +67,10 @@ func TestFileStoreTwoWriters(t *testing.T) {
 	before := mustJSON(t, w2)
 	_, err = a.Run(ctx, w2, []abi.Message{abi.NewMessage(abi.RoleUser, "from w2")}, nil)
 	require.ErrorIs(t, err, ErrStaleRevision)
-	if mustJSON(t, w2) != before {
-		t.Fatal("the refused writer's session changed")
-	}
+	require.Equal(t, before, mustJSON(t, w2), "the refused writer's session changed")
 	onDisk, _ := fs.Load(ctx, base.SessionID)
 	require.Equal(t, "user:first asst:a user:from w1 asst:a", stored(t, p, onDisk))
-	if onDisk.Revision != 2 {
-		t.Fatalf("revision %d", onDisk.Revision)
-	}
+	require.Equal(t, int64(2), onDisk.Revision)
 }
 
 // Concurrent writers of one revision: exactly one wins.
@@ -104,12 +95,11 @@ func TestFileStoreHammer(t *testing.T) {
 			case errors.Is(err, ErrStaleRevision):
 				stale++
 			default:
-				t.Error(err)
+				assert.NoError(t, err)
 			}
 		}()
 	}
 	wg.Wait()
-	if wins != 1 || stale != writers-1 {
-		t.Fatalf("wins %d stale %d", wins, stale)
-	}
+	assert.Equal(t, 1, wins, "wins")
+	assert.Equal(t, writers-1, stale, "stale")
 }
