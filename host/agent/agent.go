@@ -71,6 +71,10 @@ type Config struct {
 	ContextProviders []ContextProvider
 	// MaxIterations bounds the model calls of one run (0: DefaultMaxIterations).
 	MaxIterations int
+	// MaxParallelTools bounds the tool calls of one model response that
+	// run at once (0: DefaultMaxParallelTools; 1: one after the other).
+	// Results keep call order whatever the bound.
+	MaxParallelTools int
 	// Store is the default of the service's store option; a run may
 	// override it with RunOptions.Store. Nil leaves it unset, and an unset store
 	// is never sent to the service.
@@ -217,14 +221,15 @@ type RunUpdate struct {
 // An Agent is safe for concurrent use by runs over different sessions; a
 // session must not be used by two runs at once.
 type Agent struct {
-	cfg      Config
-	client   model.Client // Model, wrapped as the configuration requires
-	loader   int          // index in cfg.Providers of the loader, or -1
-	tools    map[string]*compiledTool
-	specs    []model.ToolSpec
-	log      *slog.Logger
-	warnedMu sync.Mutex
-	warned   map[string]bool
+	cfg         Config
+	client      model.Client // Model, wrapped as the configuration requires
+	loader      int          // index in cfg.Providers of the loader, or -1
+	maxParallel int          // tool calls of one response run at once
+	tools       map[string]*compiledTool
+	specs       []model.ToolSpec
+	log         *slog.Logger
+	warnedMu    sync.Mutex
+	warned      map[string]bool
 }
 
 // New validates cfg and returns an agent. Configuration errors wrap
@@ -239,6 +244,19 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.MaxIterations < 0 {
 		return nil, fmt.Errorf("%w: negative MaxIterations", ErrConfig)
+	}
+	if cfg.MaxParallelTools < 0 {
+		return nil, fmt.Errorf("%w: negative MaxParallelTools", ErrConfig)
+	}
+	a.maxParallel = cfg.MaxParallelTools
+	if a.maxParallel == 0 {
+		a.maxParallel = DefaultMaxParallelTools
+	}
+	if cfg.Conflict < ConflictThrow || cfg.Conflict > ConflictClear {
+		// An unknown mode matches none of the conflict rows of the mode
+		// table, so a continued session would load history as if there
+		// were no conflict.
+		return nil, fmt.Errorf("%w: unknown ConflictMode %d", ErrConfig, cfg.Conflict)
 	}
 	keys := map[string]bool{}
 	for i, p := range cfg.Providers {

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/host/session"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -33,21 +36,21 @@ func TestNewAgentConfigErrors(t *testing.T) {
 		{"duplicate tool", Config{Model: svc, Tools: []Tool{lookupTool(), lookupTool()}}},
 		{"bad tool schema", Config{Model: svc, Tools: []Tool{{Name: "x", Func: lookupTool().Func, Parameters: json.RawMessage(`{"type":7}`)}}}},
 		{"negative iterations", Config{Model: svc, MaxIterations: -1}},
+		{"negative parallel tools", Config{Model: svc, MaxParallelTools: -1}},
+		{"unknown conflict mode", Config{Model: svc, Conflict: ConflictClear + 1}},
+		{"negative conflict mode", Config{Model: svc, Conflict: -1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := New(tc.cfg); !errors.Is(err, ErrConfig) {
-				t.Fatalf("New error = %v, want ErrConfig", err)
-			}
+			_, err := New(tc.cfg)
+			require.ErrorIs(t, err, ErrConfig)
 		})
 	}
 	t.Run("one loader and audits", func(t *testing.T) {
 		_, err := New(Config{Model: svc, Providers: []ProviderConfig{
 			{Provider: NewMemoryProvider("a")}, Audit(NewMemoryProvider("b")), Audit(NewMemoryProvider("c")),
 		}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	})
 }
 
@@ -64,16 +67,12 @@ func TestAgentFailureMidLoop(t *testing.T) {
 					Providers:                        []ProviderConfig{{Provider: primary}, Audit(audit)},
 					RequirePerServiceCallPersistence: perCall,
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				s := session.New()
 				s.State = map[string]session.ProviderState{"other": {Provider: "x", Data: json.RawMessage(`{"keep":true}`)}}
 				before := mustJSON(t, s)
 				_, err = runAgent(ctx, t, a, s, streaming, "q1", nil)
-				if !errors.Is(err, errServiceDown) {
-					t.Fatalf("run error = %v, want the service's error", err)
-				}
+				require.ErrorIs(t, err, errServiceDown)
 				if !perCall {
 					// Atomic: byte-identical when re-serialized.
 					if after := mustJSON(t, s); after != before {
@@ -83,9 +82,7 @@ func TestAgentFailureMidLoop(t *testing.T) {
 				}
 				// The first call succeeded and stays stored.
 				for _, p := range []*MemoryProvider{primary, audit} {
-					if got := stored(t, p, s); got != "user:q1 call:c1" {
-						t.Errorf("%s: stored %q, want the first call", p.StateKey(), got)
-					}
+					assert.Equal(t, "user:q1 call:c1", stored(t, p, s))
 				}
 				if s.Revision != 1 {
 					t.Errorf("revision %d, want 1", s.Revision)
@@ -122,23 +119,15 @@ func TestAgentTerminatedLoop(t *testing.T) {
 				primary := NewMemoryProvider("primary")
 				svc := &fakeService{}
 				a, err := New(Config{Model: svc.client(), Tools: []Tool{stop}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: tc.perCall})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				s := session.New()
 				res, err := runAgent(ctx, t, a, s, streaming, "q1", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if !streaming && (!res.Terminated || res.Iterations != 1) {
 					t.Errorf("Terminated=%v Iterations=%d, want true 1", res.Terminated, res.Iterations)
 				}
-				if got := render(res.Messages); got != "call:c1 result:c1" {
-					t.Errorf("result %q", got)
-				}
-				if got := stored(t, primary, s); got != tc.want {
-					t.Errorf("stored %q, want %q", got, tc.want)
-				}
+				assert.Equal(t, "call:c1 result:c1", render(res.Messages))
+				assert.Equal(t, tc.want, stored(t, primary, s))
 
 				// Resume: the next run's request must satisfy a strict
 				// service (the fake validates every request), whichever
@@ -147,9 +136,7 @@ func TestAgentTerminatedLoop(t *testing.T) {
 					t.Fatalf("resume: %v", err)
 				}
 				reqs := svc.requests()
-				if err := openaitest.ValidateHistory(reqs[len(reqs)-1].Messages); err != nil {
-					t.Fatalf("resumed request rejected: %v", err)
-				}
+				require.NoError(t, openaitest.ValidateHistory(reqs[len(reqs)-1].Messages), "resumed request rejected")
 				msgs, _ := primary.Messages(s)
 				if err := openaitest.ValidateHistory(msgs); err != nil && !tc.perCall {
 					t.Fatalf("stored history is not replayable: %v", err)
@@ -168,25 +155,16 @@ func TestAgentResumeWithTrailingResultsAsInput(t *testing.T) {
 	stop.Func = func(ctx context.Context, _ json.RawMessage) (any, error) { TerminateLoop(ctx); return "r", nil }
 	svc := &fakeService{}
 	a, err := New(Config{Model: svc.client(), Tools: []Tool{stop}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := session.New()
 	res, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q1")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	trailing := res.Messages[len(res.Messages)-1:]
-	if _, err := a.Run(ctx, s, trailing, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, err = a.Run(ctx, s, trailing, nil)
+	require.NoError(t, err)
 	reqs := svc.requests()
-	if got := render(reqs[len(reqs)-1].Messages); got != "user:q1 call:c1 result:c1" {
-		t.Errorf("model got %q", got)
-	}
-	if got := stored(t, primary, s); got != "user:q1 call:c1 result:c1 asst:answer to c1" {
-		t.Errorf("stored %q", got)
-	}
+	assert.Equal(t, "user:q1 call:c1 result:c1", render(reqs[len(reqs)-1].Messages))
+	assert.Equal(t, "user:q1 call:c1 result:c1 asst:answer to c1", stored(t, primary, s))
 }
 
 func TestAgentParallelToolsInCallOrder(t *testing.T) {
@@ -219,16 +197,10 @@ func TestAgentParallelToolsInCallOrder(t *testing.T) {
 		return abi.NewMessage(abi.RoleAssistant, "done")
 	}}
 	a, err := New(Config{Model: svc.client(), Tools: []Tool{slow, fast}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	res, err := a.Run(ctx, session.New(), []abi.Message{abi.NewMessage(abi.RoleUser, "go")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := render(res.Messages); got != "call:x+call:y result:x result:y asst:done" {
-		t.Fatalf("messages %q", got)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "call:x+call:y result:x result:y asst:done", render(res.Messages))
 	if r := res.Messages[1].Contents[0].Result; string(r) != `"A"` {
 		t.Fatalf("first result %s, want \"A\"", r)
 	}
@@ -255,13 +227,9 @@ func TestAgentToolErrors(t *testing.T) {
 				return abi.NewMessage(abi.RoleAssistant, "ok")
 			}}
 			a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool(), boom, fails}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			res, err := a.Run(context.Background(), session.New(), []abi.Message{abi.NewMessage(abi.RoleUser, "go")}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if e := res.Messages[1].Contents[0].Error; !strings.Contains(e, tc.wantErr) {
 				t.Fatalf("tool error %q, want it to mention %q", e, tc.wantErr)
 			}
@@ -277,21 +245,16 @@ func TestAgentMaxIterations(t *testing.T) {
 				return callMsg("thinking", fmt.Sprintf("k%d", n))
 			}}
 			a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, MaxIterations: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			s := session.New()
-			if _, err := runAgent(context.Background(), t, a, s, streaming, "q", nil); err != nil {
-				t.Fatal(err)
-			}
+			_, err = runAgent(context.Background(), t, a, s, streaming, "q", nil)
+			require.NoError(t, err)
 			if n := len(svc.requests()); n != 2 {
 				t.Fatalf("%d model calls, want 2", n)
 			}
 			// The last call's tool call was never run: its text stays,
 			// the call goes.
-			if got := stored(t, primary, s); got != "user:q asst:thinking+call:k1 result:k1 asst:thinking" {
-				t.Fatalf("stored %q", got)
-			}
+			require.Equal(t, "user:q asst:thinking+call:k1 result:k1 asst:thinking", stored(t, primary, s))
 		})
 	}
 }
@@ -333,15 +296,11 @@ func TestAgentStreamStopEarly(t *testing.T) {
 				return callMsg("let me look", "c1")
 			}
 			a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: tc.perCall})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			s := session.New()
 			stopped := false
 			for u, err := range a.RunStream(context.Background(), s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil) {
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if tc.stopAfter(u) {
 					stopped = true
 					break
@@ -350,9 +309,7 @@ func TestAgentStreamStopEarly(t *testing.T) {
 			if !stopped {
 				t.Fatal("the stop condition never held")
 			}
-			if got := stored(t, primary, s); got != tc.want {
-				t.Fatalf("stored %q, want %q", got, tc.want)
-			}
+			require.Equal(t, tc.want, stored(t, primary, s))
 			if s.Revision == 0 {
 				t.Fatal("nothing committed")
 			}
@@ -375,9 +332,7 @@ func TestStreamAggregation(t *testing.T) {
 		a.add(u)
 	}
 	r := a.response()
-	if got := render(r.Messages); got != "asst:Hello+call:a asst:second" {
-		t.Fatalf("messages %q", got)
-	}
+	require.Equal(t, "asst:Hello+call:a asst:second", render(r.Messages))
 	if r.Messages[0].Contents[0].Text != "hmm" || r.Messages[0].MessageID != "1" {
 		t.Fatalf("reasoning not folded: %+v", r.Messages[0])
 	}
@@ -399,37 +354,21 @@ func TestAgentPrimaryAndAuditNeverMix(t *testing.T) {
 		Providers:        []ProviderConfig{{Provider: primary}, Audit(audit)},
 		ContextProviders: []ContextProvider{staticContext{"facts", "user likes tea"}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := session.New()
-	if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q1")}, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q1")}, nil)
+	require.NoError(t, err)
 	turn := "user:q1 call:c1 result:c1 asst:answer to c1"
-	if got := stored(t, primary, s); got != turn {
-		t.Errorf("primary %q", got)
-	}
-	if got := stored(t, audit, s); got != "user:user likes tea "+turn {
-		t.Errorf("audit %q", got)
-	}
-	if err := primary.Clear(ctx, s); err != nil {
-		t.Fatal(err)
-	}
-	if got := stored(t, primary, s); got != "" {
-		t.Errorf("primary after clear %q", got)
-	}
-	if got := stored(t, audit, s); got != "user:user likes tea "+turn {
-		t.Errorf("audit after clearing primary %q", got)
-	}
-	if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q2")}, nil); err != nil {
-		t.Fatal(err)
-	}
+	assert.Equal(t, turn, stored(t, primary, s))
+	assert.Equal(t, "user:user likes tea "+turn, stored(t, audit, s))
+	require.NoError(t, primary.Clear(ctx, s))
+	assert.Equal(t, "", stored(t, primary, s))
+	assert.Equal(t, "user:user likes tea "+turn, stored(t, audit, s))
+	_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q2")}, nil)
+	require.NoError(t, err)
 	reqs := svc.requests()
 	// Only the (cleared) primary loads: the audit copy never reaches the model.
-	if got := render(reqs[len(reqs)-2].Messages); got != "user:user likes tea user:q2" {
-		t.Errorf("model got %q", got)
-	}
+	assert.Equal(t, "user:user likes tea user:q2", render(reqs[len(reqs)-2].Messages))
 	src := reqs[len(reqs)-2].Messages[0].Source
 	if src == nil || src.Type != abi.SourceContextProvider || src.ID != "facts" {
 		t.Errorf("context message source %+v", src)
@@ -446,9 +385,7 @@ func (c staticContext) Context(context.Context, *session.Session, []abi.Message)
 func TestAgentProviderFlagsAndFilters(t *testing.T) {
 	ctx := context.Background()
 	seed := func(p *MemoryProvider, s *session.Session) {
-		if err := p.Store(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "old"), abi.NewMessage(abi.RoleUser, "secret")}, []abi.Message{abi.NewMessage(abi.RoleAssistant, "old answer")}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Store(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "old"), abi.NewMessage(abi.RoleUser, "secret")}, []abi.Message{abi.NewMessage(abi.RoleAssistant, "old answer")}))
 	}
 	dropSecret := func(msgs []abi.Message) []abi.Message {
 		var out []abi.Message
@@ -487,20 +424,13 @@ func TestAgentProviderFlagsAndFilters(t *testing.T) {
 			p := NewMemoryProvider("p")
 			svc := &fakeService{reply: func(int, []abi.Message) abi.Message { return abi.NewMessage(abi.RoleAssistant, "a") }}
 			a, err := New(Config{Model: svc.client(), Providers: []ProviderConfig{tc.pc(p)}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			s := session.New()
 			seed(p, s)
-			if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
-				t.Fatal(err)
-			}
-			if got := render(svc.requests()[0].Messages); got != tc.wantSent {
-				t.Errorf("model got %q, want %q", got, tc.wantSent)
-			}
-			if got := stored(t, p, s); got != tc.want {
-				t.Errorf("stored %q, want %q", got, tc.want)
-			}
+			_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantSent, render(svc.requests()[0].Messages))
+			assert.Equal(t, tc.want, stored(t, p, s))
 		})
 	}
 }
@@ -510,28 +440,21 @@ func TestAgentHistoryIsStampedAndInstructionsSent(t *testing.T) {
 	p := NewMemoryProvider("p")
 	svc := &fakeService{reply: func(int, []abi.Message) abi.Message { return abi.NewMessage(abi.RoleAssistant, "a") }}
 	a, err := New(Config{Model: svc.client(), Instructions: "be brief", Providers: []ProviderConfig{{Provider: p}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := session.New()
 	for _, q := range []string{"q1", "q2"} {
-		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, q)}, nil); err != nil {
-			t.Fatal(err)
-		}
+		_, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, q)}, nil)
+		require.NoError(t, err)
 	}
 	sent := svc.requests()[1].Messages
-	if got := render(sent); got != "system:be brief user:q1 asst:a user:q2" {
-		t.Fatalf("model got %q", got)
-	}
+	require.Equal(t, "system:be brief user:q1 asst:a user:q2", render(sent))
 	for i, want := range []*abi.Source{nil, {Type: abi.SourceChatHistory, ID: "p"}, {Type: abi.SourceChatHistory, ID: "p"}, {Type: abi.SourceExternal}} {
 		if mustJSON(t, sent[i].Source) != mustJSON(t, want) {
 			t.Errorf("message %d source %+v, want %+v", i, sent[i].Source, want)
 		}
 	}
 	// Instructions are never stored; history is not stored twice.
-	if got := stored(t, p, s); got != "user:q1 asst:a user:q2 asst:a" {
-		t.Fatalf("stored %q", got)
-	}
+	require.Equal(t, "user:q1 asst:a user:q2 asst:a", stored(t, p, s))
 }
 
 func TestAgentConflictModes(t *testing.T) {
@@ -551,21 +474,16 @@ func TestAgentConflictModes(t *testing.T) {
 			logs := &logCapture{}
 			svc := &fakeService{stores: true}
 			a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}, Audit(audit)}, Conflict: tc.mode, Logger: logs.logger()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			s := session.New()
 			for _, q := range []string{"q1", "q2"} {
-				if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, q)}, nil); err != nil {
-					t.Fatal(err)
-				}
+				_, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, q)}, nil)
+				require.NoError(t, err)
 			}
 			if s.ServiceSessionID != "conv-1" {
 				t.Errorf("service session id %q", s.ServiceSessionID)
 			}
-			if got := stored(t, primary, s); got != tc.wantPrimary {
-				t.Errorf("primary %q, want %q", got, tc.wantPrimary)
-			}
+			assert.Equal(t, tc.wantPrimary, stored(t, primary, s))
 			if got := stored(t, audit, s); !strings.HasSuffix(got, "user:q2 call:c2 result:c2 asst:answer to c2") {
 				t.Errorf("audit %q", got)
 			}
@@ -589,55 +507,39 @@ func TestAgentPerCallServiceEdgeCases(t *testing.T) {
 		svc.convs = map[string][]abi.Message{"conv-9": {abi.NewMessage(abi.RoleUser, "earlier"), abi.NewMessage(abi.RoleAssistant, "ok")}}
 		primary := NewMemoryProvider("primary")
 		a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: true, Logger: (&logCapture{}).logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		s := session.New()
 		s.ServiceSessionID = "conv-9"
-		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
-			t.Fatal(err)
-		}
+		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
+		require.NoError(t, err)
 		if s.ServiceSessionID != "conv-9" || svc.requests()[0].ConversationID != "conv-9" {
 			t.Fatalf("service session id %q, first call %q", s.ServiceSessionID, svc.requests()[0].ConversationID)
 		}
-		if got := stored(t, primary, s); got != "user:q call:c1 result:c1 asst:answer to c1" {
-			t.Fatalf("stored %q", got)
-		}
+		require.Equal(t, "user:q call:c1 result:c1 asst:answer to c1", stored(t, primary, s))
 	})
 	t.Run("store false cannot continue a service conversation", func(t *testing.T) {
 		a, err := New(Config{Model: (&fakeService{}).client(), Providers: []ProviderConfig{{Provider: NewMemoryProvider("p")}}, RequirePerServiceCallPersistence: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		s := session.New()
 		s.ServiceSessionID = "conv-9"
 		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, &RunOptions{Store: new(false)})
-		if !errors.Is(err, ErrHistoryConflict) {
-			t.Fatalf("error %v, want ErrHistoryConflict", err)
-		}
+		require.ErrorIs(t, err, ErrHistoryConflict)
 	})
 	t.Run("storing service that returns no id is reported", func(t *testing.T) {
 		logs := &logCapture{}
 		svc := &fakeService{stores: true, noID: true}
 		primary := NewMemoryProvider("primary")
 		a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{Audit(primary)}, RequirePerServiceCallPersistence: true, Logger: logs.logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		s := session.New()
-		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
-			t.Fatal(err)
-		}
+		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
+		require.NoError(t, err)
 		// Without an id the loop has to send the whole conversation.
-		if got := render(svc.requests()[1].Messages); got != "user:q call:c1 result:c1" {
-			t.Errorf("second call got %q", got)
-		}
+		assert.Equal(t, "user:q call:c1 result:c1", render(svc.requests()[1].Messages))
 		if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "no conversation id") {
 			t.Errorf("warnings %q", w)
 		}
-		if got := stored(t, primary, s); got != "user:q call:c1 result:c1 asst:answer to c1" {
-			t.Errorf("stored %q", got)
-		}
+		assert.Equal(t, "user:q call:c1 result:c1 asst:answer to c1", stored(t, primary, s))
 	})
 	t.Run("no providers: service id still committed per call", func(t *testing.T) {
 		svc := &fakeService{stores: true}
@@ -649,13 +551,10 @@ func TestAgentPerCallServiceEdgeCases(t *testing.T) {
 			}
 			return nil
 		})})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		s := session.New()
-		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
-			t.Fatal(err)
-		}
+		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
+		require.NoError(t, err)
 		if fmt.Sprint(revisions) != "[1 2]" || s.Revision != 2 {
 			t.Fatalf("revisions %v, session %d", revisions, s.Revision)
 		}
@@ -685,19 +584,14 @@ func TestAgentUseClientAsIs(t *testing.T) {
 		svc := &fakeService{}
 		stack := &wrappedClient{Client: svc.client()}
 		a, err := New(Config{Model: stack, Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: true, UseClientAsIs: true, Logger: logs.logger()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "PersistPerServiceCall") {
 			t.Fatalf("warnings %q", w)
 		}
 		s := session.New()
-		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
-			t.Fatal(err)
-		}
-		if got := stored(t, primary, s); got != "" {
-			t.Fatalf("stored %q; end-of-run persistence must be skipped", got)
-		}
+		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
+		require.NoError(t, err)
+		require.Equal(t, "", stored(t, primary, s))
 		if stack.calls.Load() != 2 {
 			t.Fatalf("the caller's stack was bypassed")
 		}
@@ -715,16 +609,13 @@ func TestAgentUseClientAsIs(t *testing.T) {
 				persisted = append(persisted, stored(t, primary, s))
 				return nil
 			})})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if w := logs.warnings(); len(w) != 0 {
 			t.Fatalf("warnings %q", w)
 		}
 		s := session.New()
-		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
-			t.Fatal(err)
-		}
+		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
+		require.NoError(t, err)
 		if fmt.Sprint(persisted) != "[user:q call:c1 user:q call:c1 result:c1 asst:answer to c1]" {
 			t.Fatalf("commits %q", persisted)
 		}
@@ -733,16 +624,11 @@ func TestAgentUseClientAsIs(t *testing.T) {
 		primary := NewMemoryProvider("primary")
 		svc := &fakeService{}
 		a, err := New(Config{Model: &wrappedClient{Client: svc.client()}, Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, UseClientAsIs: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		s := session.New()
-		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); err != nil {
-			t.Fatal(err)
-		}
-		if got := stored(t, primary, s); got != "user:q call:c1 result:c1 asst:answer to c1" {
-			t.Fatalf("stored %q", got)
-		}
+		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
+		require.NoError(t, err)
+		require.Equal(t, "user:q call:c1 result:c1 asst:answer to c1", stored(t, primary, s))
 	})
 }
 
@@ -756,14 +642,11 @@ func TestAgentSaverFailureLeavesSessionUnchanged(t *testing.T) {
 	errDisk := errors.New("disk full")
 	a, err := New(Config{Model: svc.client(), Providers: []ProviderConfig{{Provider: NewMemoryProvider("p")}},
 		Saver: saverFunc(func(context.Context, *session.Session) error { return errDisk })})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := session.New()
 	before := mustJSON(t, s)
-	if _, err := a.Run(context.Background(), s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil); !errors.Is(err, errDisk) {
-		t.Fatalf("error %v", err)
-	}
+	_, err = a.Run(context.Background(), s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
+	require.ErrorIs(t, err, errDisk)
 	if mustJSON(t, s) != before {
 		t.Fatal("session changed although saving failed")
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/host/session"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -272,17 +274,13 @@ func runAgent(ctx context.Context, t *testing.T, a *Agent, s *session.Session, s
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return string(b)
 }
 
 func stored(t *testing.T, p *MemoryProvider, s *session.Session) string {
 	t.Helper()
 	msgs, err := p.Messages(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return render(msgs)
 }

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/session"
 
@@ -110,9 +112,7 @@ func TestAgentScenarioMatrix(t *testing.T) {
 							RequirePerServiceCallPersistence: perCall,
 							Logger:                           logs.logger(),
 						})
-						if err != nil {
-							t.Fatal(err)
-						}
+						require.NoError(t, err)
 
 						if !perCall && keeps {
 							// Per-run persistence with a service that keeps
@@ -120,15 +120,11 @@ func TestAgentScenarioMatrix(t *testing.T) {
 							// the default conflict mode refuses, atomically.
 							before := mustJSON(t, s)
 							_, err := runAgent(ctx, t, a, s, streaming, "q1", nil)
-							if !errors.Is(err, ErrHistoryConflict) {
-								t.Fatalf("run error = %v, want ErrHistoryConflict", err)
-							}
-							if after := mustJSON(t, s); after != before {
-								t.Fatalf("failed run changed the session:\n%s\n%s", before, after)
-							}
-							if len(seen) != 1 || seen[0].sent != "user:q1" || seen[0].store != st.v {
-								t.Fatalf("model calls = %+v, want one call with user:q1", seen)
-							}
+							require.ErrorIs(t, err, ErrHistoryConflict)
+							require.Equal(t, before, mustJSON(t, s), "failed run changed the session")
+							require.Len(t, seen, 1, "model calls")
+							require.Equal(t, "user:q1", seen[0].sent)
+							require.Equal(t, st.v, seen[0].store, "store forwarded")
 							return
 						}
 
@@ -142,42 +138,20 @@ func TestAgentScenarioMatrix(t *testing.T) {
 						for turn, tw := range want {
 							seen = nil
 							res, err := runAgent(ctx, t, a, s, streaming, fmt.Sprintf("q%d", turn+1), nil)
-							if err != nil {
-								t.Fatalf("turn %d: %v", turn+1, err)
-							}
-							if got, w := render(res.Messages), fmt.Sprintf("call:c%d result:c%d asst:answer to c%d", turn+1, turn+1, turn+1); got != w {
-								t.Errorf("turn %d: result messages %q, want %q", turn+1, got, w)
-							}
-							if len(seen) != len(tw.calls) {
-								t.Fatalf("turn %d: %d model calls, want %d", turn+1, len(seen), len(tw.calls))
-							}
+							require.NoError(t, err, "turn %d", turn+1)
+							assert.Equal(t, fmt.Sprintf("call:c%d result:c%d asst:answer to c%d", turn+1, turn+1, turn+1), render(res.Messages), "turn %d: result messages", turn+1)
+							require.Len(t, seen, len(tw.calls), "turn %d: model calls", turn+1)
 							for i, w := range tw.calls {
 								g := seen[i]
-								if g.persisted != w.persisted {
-									t.Errorf("turn %d call %d: persisted before the call\n got %q\nwant %q", turn+1, i+1, g.persisted, w.persisted)
-								}
-								if g.serviceID != w.serviceID {
-									t.Errorf("turn %d call %d: service session id before the call %q, want %q", turn+1, i+1, g.serviceID, w.serviceID)
-								}
-								if g.sent != w.sent {
-									t.Errorf("turn %d call %d: model got\n %q\nwant %q", turn+1, i+1, g.sent, w.sent)
-								}
-								if g.convID != w.convID {
-									t.Errorf("turn %d call %d: conversation id %q, want %q", turn+1, i+1, g.convID, w.convID)
-								}
-								if (g.store == nil) != (st.v == nil) || (g.store != nil && *g.store != *st.v) {
-									t.Errorf("turn %d call %d: store forwarded as %v, want %v", turn+1, i+1, g.store, st.v)
-								}
+								assert.Equal(t, w.persisted, g.persisted, "turn %d call %d: persisted before the call", turn+1, i+1)
+								assert.Equal(t, w.serviceID, g.serviceID, "turn %d call %d: service session id before the call", turn+1, i+1)
+								assert.Equal(t, w.sent, g.sent, "turn %d call %d: what the model got", turn+1, i+1)
+								assert.Equal(t, w.convID, g.convID, "turn %d call %d: conversation id", turn+1, i+1)
+								assert.Equal(t, st.v, g.store, "turn %d call %d: store forwarded", turn+1, i+1)
 							}
-							if got := stored(t, primary, s); got != tw.persisted {
-								t.Errorf("turn %d: persisted at the end\n got %q\nwant %q", turn+1, got, tw.persisted)
-							}
-							if s.ServiceSessionID != tw.serviceID {
-								t.Errorf("turn %d: service session id %q, want %q", turn+1, s.ServiceSessionID, tw.serviceID)
-							}
-							if s.Revision != tw.revision {
-								t.Errorf("turn %d: revision %d, want %d", turn+1, s.Revision, tw.revision)
-							}
+							assert.Equal(t, tw.persisted, stored(t, primary, s))
+							assert.Equal(t, tw.serviceID, s.ServiceSessionID, "turn %d: service session id", turn+1)
+							assert.Equal(t, tw.revision, s.Revision, "turn %d: revision", turn+1)
 						}
 						// Loading skipped because the service keeps the
 						// conversation is reported once, not every turn.
@@ -185,9 +159,7 @@ func TestAgentScenarioMatrix(t *testing.T) {
 						if perCall && keeps {
 							wantWarnings = 1
 						}
-						if w := logs.warnings(); len(w) != wantWarnings {
-							t.Errorf("warnings %q, want %d", w, wantWarnings)
-						}
+						assert.Len(t, logs.warnings(), wantWarnings, "warnings")
 					})
 				}
 			}

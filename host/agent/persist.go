@@ -32,7 +32,7 @@ func (p *persistingClient) StoresHistoryByDefault() bool { return storesByDefaul
 
 func (p *persistingClient) Complete(ctx context.Context, req model.Request) (*model.Response, error) {
 	r := runFrom(ctx)
-	if r == nil || !r.perCall {
+	if r == nil || !r.mode.perCallPersistence() {
 		return p.next.Complete(ctx, req)
 	}
 	req, err := r.beforeCall(ctx, req)
@@ -49,7 +49,7 @@ func (p *persistingClient) Complete(ctx context.Context, req model.Request) (*mo
 func (p *persistingClient) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Update, error] {
 	return func(yield func(model.Update, error) bool) {
 		r := runFrom(ctx)
-		if r == nil || !r.perCall {
+		if r == nil || !r.mode.perCallPersistence() {
 			for u, err := range p.next.Stream(ctx, req) {
 				if !yield(u, err) {
 					return
@@ -95,7 +95,7 @@ func (r *run) beforeCall(ctx context.Context, req model.Request) (model.Request,
 	if req.ConversationID == localConversationID {
 		req.ConversationID = ""
 	}
-	if !r.sentinel || r.switched || req.ConversationID != "" {
+	if !r.sentinel() || r.switched || req.ConversationID != "" {
 		return req, nil
 	}
 	h, err := r.loadHistory(ctx)
@@ -128,7 +128,7 @@ func (r *run) afterCall(ctx context.Context, resp *model.Response) (*model.Respo
 		return nil, fmt.Errorf("agent: the model client returned the local sentinel conversation id")
 	}
 	switch {
-	case id != "" && r.sentinel && !r.switched:
+	case id != "" && r.sentinel() && !r.switched:
 		// The service keeps the conversation although the run expected it
 		// not to: from now on it does, and history is not reloaded.
 		if r.a.loader >= 0 {
@@ -137,7 +137,7 @@ func (r *run) afterCall(ctx context.Context, resp *model.Response) (*model.Respo
 			}
 		}
 		r.switched = true
-	case id == "" && r.serviceStores:
+	case id == "" && r.mode.serviceKeeps():
 		r.a.warnOnce("no-conversation-id",
 			"agent: the service was expected to keep the conversation but returned no conversation id; the whole conversation is sent on each call and later runs cannot continue it from the service")
 	}
@@ -153,7 +153,7 @@ func (r *run) afterCall(ctx context.Context, resp *model.Response) (*model.Respo
 	if err := r.commit(ctx); err != nil {
 		return nil, err
 	}
-	if id == "" && r.sentinel && !r.switched {
+	if id == "" && r.sentinel() && !r.switched {
 		out := *resp
 		out.ConversationID = localConversationID
 		return &out, nil

@@ -6,6 +6,8 @@ import (
 	"iter"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
 
@@ -37,9 +39,7 @@ func (m echoModel) Stream(ctx context.Context, req model.Request) iter.Seq2[mode
 func listAll(t *testing.T, p *host.Plugin, s *session.Session, key string) []string {
 	t.Helper()
 	msgs, _, err := p.List(context.Background(), s, key, "", 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var out []string
 	for _, m := range msgs {
 		out = append(out, string(m.Role)+":"+m.TextContent())
@@ -52,54 +52,33 @@ func listAll(t *testing.T, p *host.Plugin, s *session.Session, key string) []str
 func TestAgentPrimaryAndAuditOfOnePlugin(t *testing.T) {
 	ctx := context.Background()
 	h, err := host.New(ctx, host.Config{CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer h.Close(ctx)
 	p, err := h.Load(ctx, host.File(sdktest.BuildPlugin(t, "../../plugins/inmemory")), host.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	a, err := agent.New(agent.Config{
 		Model:     echoModel{},
 		Providers: []agent.ProviderConfig{{Provider: p.Provider("primary")}, agent.Audit(p.Provider("audit"))},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := session.New()
 	for _, q := range []string{"one", "two"} {
-		if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, q)}, nil); err != nil {
-			t.Fatal(err)
-		}
+		_, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, q)}, nil)
+		require.NoError(t, err)
 	}
 	want := `["user:one","assistant:echo one","user:two","assistant:echo two"]`
 	for _, key := range []string{"primary", "audit"} {
 		got, _ := json.Marshal(listAll(t, p, s, key))
-		if string(got) != want {
-			t.Fatalf("%s holds %s, want %s", key, got, want)
-		}
+		require.JSONEq(t, want, string(got), "%s", key)
 	}
 	auditBefore, _ := json.Marshal(s.State["audit"])
-	if err := p.Clear(ctx, s, "primary"); err != nil {
-		t.Fatal(err)
-	}
-	if got := listAll(t, p, s, "primary"); len(got) != 0 {
-		t.Fatalf("primary after clear: %q", got)
-	}
+	require.NoError(t, p.Clear(ctx, s, "primary"))
+	require.Empty(t, listAll(t, p, s, "primary"), "primary after clear")
 	auditAfter, _ := json.Marshal(s.State["audit"])
-	if string(auditAfter) != string(auditBefore) {
-		t.Fatalf("clearing primary changed audit:\n%s\n%s", auditBefore, auditAfter)
-	}
+	require.JSONEq(t, string(auditBefore), string(auditAfter), "clearing primary changed audit")
 	// The next run loads only the (now empty) primary.
 	res, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "three")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Text() != "echo three" {
-		t.Fatalf("answer %q", res.Text())
-	}
-	if got := listAll(t, p, s, "audit"); len(got) != 6 {
-		t.Fatalf("audit holds %q", got)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "echo three", res.Text())
+	require.Len(t, listAll(t, p, s, "audit"), 6, "audit")
 }

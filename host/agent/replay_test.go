@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
 
@@ -32,9 +35,7 @@ func replayAgent(t *testing.T, srv *openaitest.Server, p *agent.MemoryProvider, 
 		Providers:                        []agent.ProviderConfig{{Provider: p}},
 		RequirePerServiceCallPersistence: perCall,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return a
 }
 
@@ -77,35 +78,21 @@ func TestAgentResumeReplaysToStrictServer(t *testing.T) {
 					a := replayAgent(t, srv, p, perCall, tc.terminate)
 					s := session.New()
 					srv.Enqueue(tc.first...)
-					if err := runTurn(ctx, a, s, stream, "first"); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, runTurn(ctx, a, s, stream, "first"))
 					srv.Enqueue(openaitest.Text("resumed"))
-					if err := runTurn(ctx, a, s, stream, "again"); err != nil {
-						t.Fatalf("resume rejected: %v", err)
-					}
+					require.NoError(t, runTurn(ctx, a, s, stream, "again"), "resume rejected")
 					for i, r := range srv.Requests() {
-						if r.Has("store") {
-							t.Errorf("request %d sent store although it was unset", i)
-						}
-						if r.Contains("wasmhist:") {
-							t.Errorf("request %d carries the sentinel", i)
-						}
+						assert.False(t, r.Has("store"), "request %d sent store although it was unset", i)
+						assert.False(t, r.Contains("wasmhist:"), "request %d carries the sentinel", i)
 					}
 					msgs, err := p.Messages(s)
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 					if !perCall || !tc.terminate {
 						// Per-run storage and complete turns are replayable
 						// as they are.
-						if err := openaitest.ValidateHistory(msgs); err != nil {
-							t.Fatalf("stored history: %v", err)
-						}
+						require.NoError(t, openaitest.ValidateHistory(msgs), "stored history")
 					}
-					if last := msgs[len(msgs)-1]; last.TextContent() != "resumed" {
-						t.Fatalf("last stored message %+v", last)
-					}
+					require.Equal(t, "resumed", msgs[len(msgs)-1].TextContent(), "last stored message")
 				})
 			}
 		}

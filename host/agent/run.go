@@ -37,12 +37,9 @@ type run struct {
 	input   []abi.Message // the caller's messages, stamped external
 	history []abi.Message // history the loop loaded (not in sentinel mode)
 
-	perCall       bool // RequirePerServiceCallPersistence
-	middleware    bool // the client stack has PersistPerServiceCall
-	serviceStores bool // the service is expected to keep the conversation
-	sentinel      bool // the middleware drives the loop with localConversationID
-	resendContext bool // sentinel mode: context is not in the reloaded history
-	clearLoaders  bool // ConflictClear: the loader stores nothing this run
+	mode          *modeRow // computed once, in newRun
+	resendContext bool     // sentinel mode: context is not in the reloaded history
+	clearLoaders  bool     // ConflictClear: the loader stores nothing this run
 
 	mu             sync.Mutex
 	calls          int
@@ -72,7 +69,6 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 		store:   a.cfg.Store,
 		maxIter: a.cfg.MaxIterations,
 		emit:    emit,
-		perCall: a.cfg.RequirePerServiceCallPersistence,
 	}
 	if o.Store != nil {
 		r.store = o.Store
@@ -93,35 +89,41 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 		}
 		r.input[i] = m
 	}
-	r.middleware = hasPersistence(a.client)
-	if r.store != nil {
-		r.serviceStores = *r.store
-	} else {
-		r.serviceStores = storesByDefault(a.cfg.Model) || r.work.ServiceSessionID != ""
-	}
-
 	loader := a.loaderConfig()
-	skipLoad := loader == nil
-	switch {
-	case r.perCall && r.work.ServiceSessionID != "" && !r.serviceStores:
+	f := facts{
+		perCall:    a.cfg.RequirePerServiceCallPersistence,
+		middleware: hasPersistence(a.client),
+		continues:  r.work.ServiceSessionID != "",
+		loader:     loader != nil,
+		conflict:   a.cfg.Conflict,
+	}
+	if r.store != nil {
+		f.keeps = *r.store
+	} else {
+		f.keeps = storesByDefault(a.cfg.Model) || f.continues
+	}
+	if loader != nil {
+		f.replayable = !loader.SkipStoreInputs && !loader.SkipStoreOutputs && loader.StoreInputFilter == nil
+	}
+	r.mode = resolveMode(f)
+	switch r.mode.mode {
+	case modeRejectLocalContinuation:
 		// The sentinel drives a local conversation; it cannot continue one
 		// the service holds.
 		return nil, fmt.Errorf("agent: run: %w: the session continues service conversation %q but the run asks the service not to store",
 			ErrHistoryConflict, r.work.ServiceSessionID)
-	case r.perCall && r.serviceStores && loader != nil:
-		a.warnOnce("skip-load:"+loader.Provider.StateKey(),
-			"agent: the service keeps the conversation, so history is not loaded from the provider; set SkipLoad on it, or store=false to load from it",
-			"provider", loader.Provider.StateKey())
-		skipLoad = true
-	case !r.perCall && r.work.ServiceSessionID != "" && loader != nil:
+	case modeRejectConflict, modeSharedHistory, modeServiceHistory:
 		if err := r.conflict(); err != nil {
 			return nil, err
 		}
-		skipLoad = true
+	case modePerCallService, modeCallerService:
+		if loader != nil {
+			a.warnOnce("skip-load:"+loader.Provider.StateKey(),
+				"agent: the service keeps the conversation, so history is not loaded from the provider; set SkipLoad on it, or store=false to load from it",
+				"provider", loader.Provider.StateKey())
+		}
 	}
-	r.sentinel = r.perCall && r.middleware && !r.serviceStores && loader != nil &&
-		!loader.SkipStoreInputs && !loader.SkipStoreOutputs && loader.StoreInputFilter == nil
-	if r.sentinel {
+	if r.sentinel() {
 		r.resendContext = !loader.StoreContextMessages
 	}
 
@@ -135,7 +137,7 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 			r.ctxMsgs = append(r.ctxMsgs, m)
 		}
 	}
-	if !skipLoad && !r.sentinel {
+	if r.mode.load == loadOnce && loader != nil {
 		h, err := r.loadHistory(ctx)
 		if err != nil {
 			return nil, err
@@ -146,6 +148,10 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 	}
 	return r, nil
 }
+
+// sentinel reports whether PersistPerServiceCall drives the loop with
+// localConversationID, reloading history before every call.
+func (r *run) sentinel() bool { return r.mode.load == loadEveryCall }
 
 func (a *Agent) loaderConfig() *ProviderConfig {
 	if a.loader < 0 {
@@ -202,7 +208,7 @@ func (r *run) compose(convID string, produced, results []abi.Message) []abi.Mess
 	case convID == "":
 		// Nothing keeps the conversation: send all of it.
 		out = append(out, r.ctxMsgs...)
-		if r.sentinel {
+		if r.sentinel() {
 			// The middleware puts the history in and pairs it with the
 			// input; stripping here would drop results the input brings
 			// for a call stored earlier.
@@ -257,10 +263,8 @@ func (r *run) execute(ctx context.Context) (*RunResult, error) {
 			convID = id
 			if id != localConversationID {
 				res.ConversationID = id
-				if !r.middleware || !r.perCall {
-					if err := r.serviceConversation(); err != nil {
-						return nil, err
-					}
+				if err := r.serviceConversation(); err != nil {
+					return nil, err
 				}
 			}
 		}
@@ -293,7 +297,7 @@ func (r *run) execute(ctx context.Context) (*RunResult, error) {
 // serviceConversation handles a conversation id from the service when the
 // loop, not the middleware, is in charge of persistence.
 func (r *run) serviceConversation() error {
-	if r.a.loader < 0 || r.clearLoaders || r.perCall {
+	if r.a.loader < 0 || r.clearLoaders || r.mode.perCallPersistence() {
 		return nil
 	}
 	return r.conflict()
@@ -343,7 +347,7 @@ func (r *run) call(ctx context.Context, req model.Request) (*model.Response, err
 func (r *run) finish(ctx context.Context, res *RunResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.perCall {
+	if r.mode.perCallPersistence() {
 		// Each call was committed as it succeeded. A stack used as is
 		// without the middleware still gets the service's id recorded.
 		if res.ConversationID != "" && res.ConversationID != r.work.ServiceSessionID {

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/host/session"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -17,42 +20,27 @@ import (
 func TestFileStoreRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	fs, err := NewFileStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fs.Load(ctx, "nope"); !errors.Is(err, ErrSessionNotFound) {
-		t.Fatalf("load missing: %v", err)
-	}
+	require.NoError(t, err)
+	_, err = fs.Load(ctx, "nope")
+	require.ErrorIs(t, err, ErrSessionNotFound)
 	s := session.New()
 	s.Revision = 1
 	s.ServiceSessionID = "conv-1"
 	s.State = map[string]session.ProviderState{"p": {Provider: "memory", StateVersion: 1, Data: json.RawMessage(`{"messages":[]}`)}}
-	if err := fs.Save(ctx, s); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fs.Save(ctx, s))
 	got, err := fs.Load(ctx, s.SessionID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mustJSON(t, got) != mustJSON(t, s) {
-		t.Fatalf("round trip:\n%s\n%s", mustJSON(t, got), mustJSON(t, s))
-	}
+	require.NoError(t, err)
+	require.Equal(t, mustJSON(t, s), mustJSON(t, got), "round trip")
 	// No temporary files are left behind.
 	entries, _ := os.ReadDir(filepath.Dir(filepath.Join(fs.dir, "x")))
-	if len(entries) != 1 {
-		t.Fatalf("directory holds %d entries, want 1", len(entries))
-	}
+	require.Len(t, entries, 1, "no temporary files are left behind")
 }
 
 func TestFileStoreRefusesInvalidIDs(t *testing.T) {
 	fs, err := NewFileStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, id := range []string{"", ".", "..", "../x", `a\b`, "a/b"} {
-		if err := fs.Save(context.Background(), &session.Session{SessionID: id, Revision: 1}); err == nil {
-			t.Errorf("saved session id %q", id)
-		}
+		assert.Error(t, fs.Save(context.Background(), &session.Session{SessionID: id, Revision: 1}), "saved session id %q", id)
 	}
 }
 
@@ -61,51 +49,35 @@ func TestFileStoreRefusesInvalidIDs(t *testing.T) {
 func TestFileStoreTwoWriters(t *testing.T) {
 	ctx := context.Background()
 	fs, err := NewFileStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := NewMemoryProvider("p")
 	a, err := New(Config{
 		Model:     (&fakeService{reply: func(int, []abi.Message) abi.Message { return abi.NewMessage(abi.RoleAssistant, "a") }}).client(),
 		Providers: []ProviderConfig{{Provider: p}},
 		Saver:     fs,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	base := session.New()
-	if _, err := a.Run(ctx, base, []abi.Message{abi.NewMessage(abi.RoleUser, "first")}, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, err = a.Run(ctx, base, []abi.Message{abi.NewMessage(abi.RoleUser, "first")}, nil)
+	require.NoError(t, err)
 	w1, _ := fs.Load(ctx, base.SessionID)
 	w2, _ := fs.Load(ctx, base.SessionID)
-	if _, err := a.Run(ctx, w1, []abi.Message{abi.NewMessage(abi.RoleUser, "from w1")}, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, err = a.Run(ctx, w1, []abi.Message{abi.NewMessage(abi.RoleUser, "from w1")}, nil)
+	require.NoError(t, err)
 	before := mustJSON(t, w2)
 	_, err = a.Run(ctx, w2, []abi.Message{abi.NewMessage(abi.RoleUser, "from w2")}, nil)
-	if !errors.Is(err, ErrStaleRevision) {
-		t.Fatalf("second writer: %v, want ErrStaleRevision", err)
-	}
-	if mustJSON(t, w2) != before {
-		t.Fatal("the refused writer's session changed")
-	}
+	require.ErrorIs(t, err, ErrStaleRevision)
+	require.Equal(t, before, mustJSON(t, w2), "the refused writer's session changed")
 	onDisk, _ := fs.Load(ctx, base.SessionID)
-	if got := stored(t, p, onDisk); got != "user:first asst:a user:from w1 asst:a" {
-		t.Fatalf("stored %q", got)
-	}
-	if onDisk.Revision != 2 {
-		t.Fatalf("revision %d", onDisk.Revision)
-	}
+	require.Equal(t, "user:first asst:a user:from w1 asst:a", stored(t, p, onDisk))
+	require.Equal(t, int64(2), onDisk.Revision)
 }
 
 // Concurrent writers of one revision: exactly one wins.
 func TestFileStoreHammer(t *testing.T) {
 	ctx := context.Background()
 	fs, err := NewFileStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const writers = 16
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -123,12 +95,11 @@ func TestFileStoreHammer(t *testing.T) {
 			case errors.Is(err, ErrStaleRevision):
 				stale++
 			default:
-				t.Error(err)
+				assert.NoError(t, err)
 			}
 		}()
 	}
 	wg.Wait()
-	if wins != 1 || stale != writers-1 {
-		t.Fatalf("wins %d stale %d", wins, stale)
-	}
+	assert.Equal(t, 1, wins, "wins")
+	assert.Equal(t, writers-1, stale, "stale")
 }

@@ -8,14 +8,22 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/santhosh-tekuri/jsonschema/v5"
-
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/agent/model"
+	"github.com/wasmhist/wasmhist/host/internal/schema"
 )
 
+// DefaultMaxParallelTools bounds the tools of one model response that run
+// at once when Config.MaxParallelTools is zero. Models seldom ask for more
+// than a handful of calls at once, so four keeps the common case fully
+// parallel; tools mostly wait (on a plugin, a database, the network), so
+// the bound does not follow GOMAXPROCS.
+const DefaultMaxParallelTools = 4
+
 // Tool is a Go function the model may call. Its arguments are a JSON object
-// valid against Parameters; the agent checks them before calling Func and
+// valid against Parameters (compiled like plugin schemas: references only to
+// the schema itself and the project schemas, formats asserted); the agent
+// checks them before calling Func and
 // reports invalid ones to the model as the call's error, so the model can
 // retry, rather than failing the run.
 type Tool struct {
@@ -32,7 +40,7 @@ type Tool struct {
 
 type compiledTool struct {
 	Tool
-	schema *jsonschema.Schema
+	schema *schema.Schema
 }
 
 func compileTools(tools []Tool) (map[string]*compiledTool, []model.ToolSpec, error) {
@@ -49,18 +57,15 @@ func compileTools(tools []Tool) (map[string]*compiledTool, []model.ToolSpec, err
 		if len(params) == 0 {
 			params = json.RawMessage(`{"type":"object"}`)
 		}
-		c := jsonschema.NewCompiler()
-		c.Draft = jsonschema.Draft2020
-		url := "tool:///" + t.Name + ".json"
-		if err := c.AddResource(url, bytes.NewReader(params)); err != nil {
-			return nil, nil, fmt.Errorf("%w: tool %q parameters: %v", ErrConfig, t.Name, err)
-		}
-		schema, err := c.Compile(url)
+		// Tool schemas come from embedders' code but are as able as a
+		// plugin's to name file:// or http:// references; compiling must
+		// not read either.
+		sc, err := schema.Compile(params, "tool "+t.Name+" parameters")
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: tool %q parameters: %v", ErrConfig, t.Name, err)
+			return nil, nil, fmt.Errorf("%w: tool %q parameters: %w", ErrConfig, t.Name, err)
 		}
 		t.Parameters = params
-		out[t.Name] = &compiledTool{Tool: t, schema: schema}
+		out[t.Name] = &compiledTool{Tool: t, schema: sc}
 		specs = append(specs, model.ToolSpec{Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	return out, specs, nil
@@ -77,18 +82,25 @@ func TerminateLoop(ctx context.Context) {
 	}
 }
 
-// runTools runs the function calls of one model response in parallel and
-// returns one tool message per call, in call order, and whether a tool
-// asked to end the loop.
+// runTools runs the function calls of one model response, at most
+// a.maxParallel at once, started in call order, and returns one tool
+// message per call, in call order, and whether a tool asked to end the
+// loop. Calls not yet started when ctx ends are answered with its error
+// instead of running.
 func (a *Agent) runTools(ctx context.Context, calls []abi.Content) ([]abi.Message, bool) {
 	var terminate atomic.Bool
 	tctx := context.WithValue(ctx, terminateKey{}, &terminate)
 	results := make([]abi.Content, len(calls))
+	slots := make(chan struct{}, a.maxParallel)
 	var wg sync.WaitGroup
 	for i, call := range calls {
+		if !acquire(ctx, slots) {
+			results[i] = abi.Content{Type: abi.ContentFunctionResult, CallID: call.CallID, Error: ctx.Err().Error()}
+			continue
+		}
 		wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer func() { <-slots; wg.Done() }()
 			results[i] = a.runTool(tctx, call)
 		}()
 	}
@@ -98,6 +110,22 @@ func (a *Agent) runTools(ctx context.Context, calls []abi.Content) ([]abi.Messag
 		msgs[i] = abi.Message{Role: abi.RoleTool, Contents: []abi.Content{r}}
 	}
 	return msgs, terminate.Load()
+}
+
+// acquire takes a slot, or reports false once ctx has ended. A slot that
+// frees as ctx ends is given back: select may pick either case, and a call
+// must not start after the cancellation.
+func acquire(ctx context.Context, slots chan struct{}) bool {
+	select {
+	case slots <- struct{}{}:
+		if ctx.Err() != nil {
+			<-slots
+			return false
+		}
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (a *Agent) runTool(ctx context.Context, call abi.Content) (res abi.Content) {
@@ -118,12 +146,11 @@ func (a *Agent) runTool(ctx context.Context, call abi.Content) (res abi.Content)
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	var v any
-	if err := json.Unmarshal(args, &v); err != nil {
+	if err := json.Unmarshal(args, new(any)); err != nil {
 		res.Error = fmt.Sprintf("arguments are not JSON: %v", err)
 		return res
 	}
-	if err := t.schema.Validate(v); err != nil {
+	if err := t.schema.Validate(args); err != nil {
 		res.Error = fmt.Sprintf("invalid arguments: %v", err)
 		return res
 	}

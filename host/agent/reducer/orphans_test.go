@@ -2,9 +2,9 @@ package reducer
 
 import (
 	"encoding/json"
-	"reflect"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"github.com/wasmhist/wasmhist/abi"
 )
 
@@ -42,12 +42,8 @@ func TestStripOrphans(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := names(tc.in)
 			got := StripOrphans(tc.in)
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got  %#v\nwant %#v", got, tc.want)
-			}
-			if names(tc.in) != before {
-				t.Fatal("input modified")
-			}
+			require.Equal(t, tc.want, got)
+			require.Equal(t, before, names(tc.in), "input modified")
 		})
 	}
 }
@@ -56,7 +52,5 @@ func TestStripOrphanCalls(t *testing.T) {
 	// A batch that answers a call stored by an earlier run keeps the answer.
 	in := []abi.Message{result("old"), user("u"), calls("a", "b"), result("a")}
 	got := names(StripOrphanCalls(in))
-	if want := "result:old u call:a result:a"; got != want {
-		t.Fatalf("got %q, want %q", got, want)
-	}
+	require.Equal(t, "result:old u call:a result:a", got)
 }

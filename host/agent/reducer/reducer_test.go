@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
 )
 
@@ -79,14 +81,10 @@ func TestApplyWindow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := append([]abi.Message(nil), tc.in...)
 			got := ApplyWindow(tc.in, tc.w)
-			if names(got) != tc.want {
-				t.Fatalf("ApplyWindow(%s, %+v)\n got %q\nwant %q", names(tc.in), tc.w, names(got), tc.want)
-			}
-			if names(tc.in) != names(in) {
-				t.Fatalf("input modified: %q", names(tc.in))
-			}
-			if len(got) > 0 && len(tc.in) > 0 && &got[0] == &tc.in[0] {
-				t.Fatal("result aliases the input's backing array")
+			require.Equal(t, tc.want, names(got), "ApplyWindow(%s, %+v)", names(in), tc.w)
+			require.Equal(t, names(in), names(tc.in), "input modified")
+			if len(got) > 0 && len(tc.in) > 0 {
+				require.NotSame(t, &tc.in[0], &got[0], "result aliases the input's backing array")
 			}
 		})
 	}
@@ -108,12 +106,8 @@ func TestReducers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.r.Reduce(context.Background(), history)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if names(got) != tc.want {
-				t.Fatalf("got %q, want %q", names(got), tc.want)
-			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, names(got))
 		})
 	}
 }
@@ -132,9 +126,7 @@ func TestEstimateTokens(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := EstimateTokens(tc.m); got != tc.want {
-				t.Fatalf("EstimateTokens = %d, want %d", got, tc.want)
-			}
+			require.Equal(t, tc.want, EstimateTokens(tc.m))
 		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestEvaluate(t *testing.T) {
@@ -41,12 +43,8 @@ func TestEvaluate(t *testing.T) {
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := FormatNumber(v); got != tt.want {
-				t.Fatalf("%s = %s, want %s", tt.expr, got, tt.want)
-			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, FormatNumber(v))
 		})
 	}
 }

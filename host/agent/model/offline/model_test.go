@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/agent/model"
 	"github.com/wasmhist/wasmhist/host/agent/model/offline"
@@ -101,13 +104,9 @@ func TestAnswers(t *testing.T) {
 				req.Tools = nil
 			}
 			res, err := offline.New().Complete(context.Background(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			m := res.Messages[0]
-			if got := m.TextContent(); got != tt.wantText {
-				t.Errorf("text\n got %q\nwant %q", got, tt.wantText)
-			}
+			assert.Equal(t, tt.wantText, m.TextContent())
 			var calls []string
 			for _, c := range m.Contents {
 				if c.Type == abi.ContentFunctionCall {
@@ -184,14 +183,10 @@ func TestToolLoop(t *testing.T) {
 					}
 					history = append(history, runTools(t, m))
 				}
-				if got := final.TextContent(); got != tt.wantText {
-					t.Fatalf("answer\n got %q\nwant %q", got, tt.wantText)
-				}
+				require.Equal(t, tt.wantText, final.TextContent())
 				// The conversation must be one a strict OpenAI-compatible
 				// service accepts when replayed.
-				if err := openaitest.ValidateHistory(history); err != nil {
-					t.Fatalf("history rejected: %v", err)
-				}
+				require.NoError(t, openaitest.ValidateHistory(history), "history rejected")
 				if len(history) != 5 {
 					t.Fatalf("want system, user, call, result, answer; got %d messages", len(history))
 				}
@@ -206,18 +201,14 @@ func call(t *testing.T, streaming bool, req model.Request) (abi.Message, string)
 	t.Helper()
 	if !streaming {
 		res, err := offline.New().Complete(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return res.Messages[0], res.FinishReason
 	}
 	var m abi.Message
 	var text strings.Builder
 	var finish string
 	for u, err := range offline.New().Stream(context.Background(), req) {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		m.Role, m.MessageID = u.Role, u.MessageID
 		for _, c := range u.Contents {
 			if c.Type == abi.ContentText {
@@ -243,9 +234,7 @@ func TestStreamMatchesComplete(t *testing.T) {
 	}
 	for i, req := range reqs {
 		res, err := offline.New().Complete(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		m, finish := call(t, true, req)
 		if !reflect.DeepEqual(m, res.Messages[0]) || finish != res.FinishReason {
 			t.Fatalf("request %d: stream %+v (%s) differs from complete %+v (%s)", i, m, finish, res.Messages[0], res.FinishReason)
@@ -291,9 +280,7 @@ func TestErrors(t *testing.T) {
 			for _, e := range offline.New().Stream(tt.ctx, tt.req) {
 				err = e
 			}
-			if !errors.Is(err, tt.wantIs) {
-				t.Errorf("stream: %v, want %v", err, tt.wantIs)
-			}
+			assert.ErrorIs(t, err, tt.wantIs)
 		})
 	}
 }

@@ -3,10 +3,11 @@ package offline
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 var fixedNow = func() time.Time { return time.Date(2024, 1, 2, 12, 34, 56, 0, time.UTC) }
@@ -44,9 +45,8 @@ func TestCalculator(t *testing.T) {
 	if err != nil || got != (CalculatorResult{Expression: "6*7", Result: "42"}) {
 		t.Fatalf("got %+v, %v", got, err)
 	}
-	if _, err := Calculator().Func(context.Background(), json.RawMessage(`{"expression":"1/0"}`)); !errors.Is(err, ErrExpression) {
-		t.Fatalf("error %v, want ErrExpression", err)
-	}
+	_, err = Calculator().Func(context.Background(), json.RawMessage(`{"expression":"1/0"}`))
+	require.ErrorIs(t, err, ErrExpression)
 }
 
 func TestToolSpecs(t *testing.T) {
@@ -66,9 +66,7 @@ func TestToolSpecs(t *testing.T) {
 	}
 	// The default clock is the real one.
 	res, err := tools[0].Func(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got, _ := time.Parse(time.RFC3339, res.(ClockResult).RFC3339)
 	if d := time.Since(got); d < -time.Minute || d > time.Minute {
 		t.Fatalf("default clock is %v off", d)

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/agent/model"
 	"github.com/wasmhist/wasmhist/host/agent/model/openai"
@@ -108,9 +111,7 @@ func TestChatComplete(t *testing.T) {
 				if r.Has("tools") {
 					t.Errorf("tools sent although none given: %s", r.Body)
 				}
-				if got := r.Header.Get("Authorization"); got != "Bearer sk-test" {
-					t.Errorf("authorization %q", got)
-				}
+				assert.Equal(t, "Bearer sk-test", r.Header.Get("Authorization"))
 				if r.Chat.Model != "test-model" {
 					t.Errorf("model %q", r.Chat.Model)
 				}
@@ -165,9 +166,7 @@ func TestChatComplete(t *testing.T) {
 				for _, m := range r.Chat.Messages {
 					roles = append(roles, m.Role)
 				}
-				if got := strings.Join(roles, ","); got != "system,user,assistant,tool,tool,assistant,user" {
-					t.Errorf("roles %s", got)
-				}
+				assert.Equal(t, "system,user,assistant,tool,tool,assistant,user", strings.Join(roles, ","))
 				a := r.Chat.Messages[2]
 				if a.Text() != "checking" || len(a.ToolCalls) != 2 || a.ToolCalls[0].Function.Arguments != `{"tz":"UTC"}` {
 					t.Errorf("assistant call message %+v", a)
@@ -187,9 +186,7 @@ func TestChatComplete(t *testing.T) {
 			s.RequireAPIKey("sk-test")
 			s.Enqueue(tt.reply)
 			res, err := newChat(s).Complete(context.Background(), tt.req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if len(res.Messages) != 1 {
 				t.Fatalf("got %d messages", len(res.Messages))
 			}
@@ -197,12 +194,8 @@ func TestChatComplete(t *testing.T) {
 			if m.Role != abi.RoleAssistant || m.MessageID == "" {
 				t.Errorf("role %q id %q", m.Role, m.MessageID)
 			}
-			if got := m.TextContent(); got != tt.wantText {
-				t.Errorf("text %q, want %q", got, tt.wantText)
-			}
-			if got := strings.Join(m.CallIDs(), ","); got != strings.Join(tt.wantCalls, ",") {
-				t.Errorf("calls %q, want %q", got, tt.wantCalls)
-			}
+			assert.Equal(t, tt.wantText, m.TextContent())
+			assert.Equal(t, strings.Join(tt.wantCalls, ","), strings.Join(m.CallIDs(), ","))
 			if res.FinishReason != tt.wantFinish || res.ConversationID != "" {
 				t.Errorf("finish %q conversation %q", res.FinishReason, res.ConversationID)
 			}
@@ -218,9 +211,7 @@ func TestChatCallArguments(t *testing.T) {
 	s := openaitest.NewServer(t)
 	s.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "clock", Arguments: `{"tz":`}))
 	res, err := newChat(s).Complete(context.Background(), model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "t")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	args := res.Messages[0].Contents[0].Arguments
 	if _, err := json.Marshal(res.Messages[0]); err != nil || string(args) != `"{\"tz\":"` {
 		t.Fatalf("broken arguments not kept as a JSON string: %s (%v)", args, err)
@@ -269,9 +260,7 @@ func TestChatErrors(t *testing.T) {
 				} else {
 					_, err = c.Complete(context.Background(), tt.req)
 				}
-				if err == nil {
-					t.Fatal("no error")
-				}
+				require.Error(t, err, "no error")
 				if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
 					t.Fatalf("error %v is not %v", err, tt.wantIs)
 				}
@@ -302,9 +291,7 @@ func TestChatStream(t *testing.T) {
 	var callUpdates int
 	seq := newChat(s).Stream(context.Background(), model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "t")}, Tools: []model.ToolSpec{clockTool}})
 	for u, err := range seq {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, c := range u.Contents {
 			switch c.Type {
 			case abi.ContentText:
@@ -324,9 +311,7 @@ func TestChatStream(t *testing.T) {
 		t.Errorf("%d calls", callUpdates)
 	}
 	msg, last, err := collect(t, newChatReplay(t, s))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if msg.TextContent() != "Let me check." || strings.Join(msg.CallIDs(), ",") != "c1,c2" ||
 		string(msg.Contents[1].Arguments) != `{"tz":"UTC"}` {
 		t.Errorf("aggregated %+v", msg)
@@ -360,9 +345,7 @@ func TestStreamEarlyStopReleasesConnection(t *testing.T) {
 			s.Enqueue(openaitest.Reply{TextDeltas: []string{"first ", "second"}, HoldOpen: true})
 			var got []string
 			for u, err := range mk(s).Stream(context.Background(), model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "t")}}) {
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if txt := u.Contents; len(txt) > 0 {
 					got = append(got, txt[0].Text)
 					break
@@ -395,8 +378,6 @@ func TestStreamCancelledContext(t *testing.T) {
 			cancel()
 		}
 	}
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("error %v, want context.Canceled", err)
-	}
+	require.ErrorIs(t, err, context.Canceled)
 	<-s.Disconnected()
 }

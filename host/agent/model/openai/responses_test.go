@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/agent/model"
 	"github.com/wasmhist/wasmhist/host/agent/model/openai"
@@ -56,9 +58,7 @@ func TestResponsesConversation(t *testing.T) {
 				Messages: []abi.Message{abi.NewMessage(abi.RoleSystem, "be brief"), abi.NewMessage(abi.RoleUser, "time?")},
 				Tools:    []model.ToolSpec{clockTool},
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			m := r1.Messages[0]
 			if m.TextContent() != "Let me check." || strings.Join(m.CallIDs(), ",") != "c1" || string(m.Contents[1].Arguments) != `{"tz":"UTC"}` {
 				t.Fatalf("turn 1 message %+v", m)
@@ -79,9 +79,7 @@ func TestResponsesConversation(t *testing.T) {
 				Messages:       []abi.Message{{Role: abi.RoleTool, Contents: []abi.Content{result("c1", `"12:00"`)}}},
 				ConversationID: r1.ConversationID,
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if r2.Messages[0].TextContent() != "It is noon." || r2.ConversationID == r1.ConversationID || r2.FinishReason != "stop" {
 				t.Fatalf("turn 2 %+v", r2)
 			}
@@ -100,9 +98,7 @@ func TestResponsesConversation(t *testing.T) {
 				ConversationID: r2.ConversationID,
 				Store:          model.Bool(false),
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if r3.ConversationID != "" {
 				t.Fatalf("unstored response returned conversation id %q", r3.ConversationID)
 			}
@@ -117,9 +113,7 @@ func TestResponsesFullHistoryStateless(t *testing.T) {
 	s := openaitest.NewServer(t)
 	s.Enqueue(openaitest.Text("ok"))
 	_, err := newResponses(s).Complete(context.Background(), model.Request{Messages: toolHistory(), Store: model.Bool(false)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	items, _ := s.LastRequest().Responses.Items()
 	var kinds []string
 	for _, it := range items {
@@ -130,9 +124,7 @@ func TestResponsesFullHistoryStateless(t *testing.T) {
 		kinds = append(kinds, k)
 	}
 	want := "message:system,message:user,message:assistant,function_call,function_call,function_call_output,function_call_output,message:assistant,message:user"
-	if got := strings.Join(kinds, ","); got != want {
-		t.Fatalf("items\n got %s\nwant %s", got, want)
-	}
+	require.Equal(t, want, strings.Join(kinds, ","))
 }
 
 func TestResponsesErrors(t *testing.T) {
@@ -171,9 +163,7 @@ func TestResponsesErrors(t *testing.T) {
 			setup: func(s *openaitest.Server) model.Request {
 				s.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "clock"}))
 				r, err := newResponses(s).Complete(context.Background(), model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "t")}})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				return model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "never mind")}, ConversationID: r.ConversationID}
 			},
 			wantStatus: 400, wantMsg: "No tool output found for function call c1",
@@ -200,9 +190,7 @@ func TestResponsesErrors(t *testing.T) {
 				s := openaitest.NewServer(t)
 				req := tt.setup(s)
 				_, err := run(t, newResponses(s), streaming, req)
-				if err == nil {
-					t.Fatal("no error")
-				}
+				require.Error(t, err, "no error")
 				if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
 					t.Fatalf("%v is not %v", err, tt.wantIs)
 				}
@@ -228,9 +216,7 @@ func TestResponsesConversationsAPI(t *testing.T) {
 			c := newResponses(s)
 			s.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "clock"}), openaitest.Text("noon"))
 			r1, err := run(t, c, streaming, model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "time?")}, ConversationID: conv})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if r1.ConversationID != conv {
 				t.Fatalf("conversation id %q, want %q", r1.ConversationID, conv)
 			}

@@ -3,6 +3,8 @@ package openaitest
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestResponses(t *testing.T) {
@@ -106,9 +108,7 @@ func TestResponsesStoreDefault(t *testing.T) {
 			s.Enqueue(Text("a"))
 			r := post(t, s, "/responses", `{"model":"m",`+tt.store+`"input":"x"}`)
 			id, _ := r.body["id"].(string)
-			if got := s.StoredResponse(id); got != tt.wantStored {
-				t.Fatalf("stored %v, want %v", got, tt.wantStored)
-			}
+			require.Equal(t, tt.wantStored, s.StoredResponse(id))
 		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 type apiResult struct {
@@ -21,9 +23,7 @@ type apiResult struct {
 func post(t *testing.T, s *Server, path, body string) apiResult {
 	t.Helper()
 	resp, err := http.Post(s.URL+path, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	var m map[string]any
@@ -120,12 +120,8 @@ func TestChat(t *testing.T) {
 			if r.status >= 400 && errMessage(r) == "" {
 				t.Fatalf("error body is not OpenAI-shaped: %s", r.raw)
 			}
-			if got := s.Pending(); got != tt.wantQueue {
-				t.Fatalf("pending replies %d, want %d", got, tt.wantQueue)
-			}
-			if got := string(s.LastRequest().Body); got != tt.body {
-				t.Fatalf("recorded body %q, want %q", got, tt.body)
-			}
+			require.Equal(t, tt.wantQueue, s.Pending())
+			require.Equal(t, tt.body, string(s.LastRequest().Body))
 		})
 	}
 }
@@ -164,9 +160,7 @@ func TestAPIKey(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer sk-test")
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("with key: status %d, want 200", resp.StatusCode)
@@ -248,15 +242,12 @@ func TestHoldOpenReportsDisconnect(t *testing.T) {
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+path, strings.NewReader(body))
 			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			// Read the first event, then walk away like a consumer that
 			// stopped early.
 			br := bufio.NewReader(resp.Body)
-			if _, err := br.ReadString('\n'); err != nil {
-				t.Fatal(err)
-			}
+			_, err = br.ReadString('\n')
+			require.NoError(t, err)
 			resp.Body.Close()
 			select {
 			case <-s.Disconnected():

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
 )
 
@@ -59,9 +61,7 @@ func TestValidateChatMessages(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := ValidateChatMessages(tt.msgs)
 			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("want valid, got %v", err)
-				}
+				require.NoError(t, err, "want valid, got")
 				return
 			}
 			var ae *APIError
@@ -126,9 +126,7 @@ func TestValidateHistory(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := ValidateHistory(tt.msgs)
 			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("want valid, got %v", err)
-				}
+				require.NoError(t, err, "want valid, got")
 				return
 			}
 			var ae *APIError
