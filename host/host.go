@@ -9,7 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/wasmhist/wasmhist/host/internal/runtime"
+	"github.com/wasmhist/wasmhist/host/internal/wasmrt"
 )
 
 // tracerName is the instrumentation scope of the host's spans.
@@ -39,7 +39,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	return &Host{
 		cfg:      cfg,
-		cacheDir: runtime.CacheDir(cfg.CacheDir),
+		cacheDir: wasmrt.CacheDir(cfg.CacheDir),
 		log:      cfg.Logger,
 		tracer:   cfg.TracerProvider.Tracer(tracerName),
 		plugins:  map[*Plugin]struct{}{},

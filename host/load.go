@@ -10,9 +10,9 @@ import (
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/loader"
-	"github.com/wasmhist/wasmhist/host/internal/runtime"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
 	"github.com/wasmhist/wasmhist/host/internal/statepatch"
+	"github.com/wasmhist/wasmhist/host/internal/wasmrt"
 )
 
 // Grant gives a loaded plugin one capability, with its settings (for sql:
@@ -72,14 +72,14 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidPlugin, src, err)
 	}
 	var capNames []string
-	for _, f := range runtime.Registered() {
+	for _, f := range wasmrt.Registered() {
 		capNames = append(capNames, f.Name)
 	}
 	static, err := loader.CheckSections(src.String(), sections, capNames)
 	if err != nil {
 		return nil, err
 	}
-	mod, err := runtime.Compile(ctx, h.cacheDir, sum, wasm, limits.MemoryPages)
+	mod, err := wasmrt.Compile(ctx, h.cacheDir, sum, wasm, limits.MemoryPages)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidPlugin, src, err)
 	}
@@ -149,7 +149,7 @@ func (h *Host) finish(ctx context.Context, p *Plugin) error {
 		granted = append(granted, g.Capability())
 	}
 	var available []abi.Capability
-	for _, f := range runtime.Registered() {
+	for _, f := range wasmrt.Registered() {
 		available = append(available, f.Capability)
 	}
 	if err := loader.CheckInfo(p.name, info, granted, available); err != nil {

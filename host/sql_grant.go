@@ -8,12 +8,12 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
-	"github.com/wasmhist/wasmhist/host/internal/runtime"
 	"github.com/wasmhist/wasmhist/host/internal/sqlcap"
+	"github.com/wasmhist/wasmhist/host/internal/wasmrt"
 )
 
 func init() {
-	if err := runtime.Register(sqlcap.Func); err != nil {
+	if err := wasmrt.Register(sqlcap.Func); err != nil {
 		panic(err)
 	}
 }

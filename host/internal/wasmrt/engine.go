@@ -1,9 +1,9 @@
-// Package runtime is the only package of the host that knows about Extism
+// Package wasmrt is the only package of the host that knows about Extism
 // and wazero. It compiles plugin modules once per process into an on-disk
 // compilation cache, creates instances with a memory limit the host can
 // observe, serves the capability host functions, and turns every way a call
 // can fail into one of the host's sentinel errors.
-package runtime
+package wasmrt
 
 import (
 	"context"
