@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,15 +73,21 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidPlugin, src, err)
 	}
 	var capNames []string
-	for _, f := range wasmrt.Registered() {
+	for _, f := range h.backends.Funcs() {
 		capNames = append(capNames, f.Name)
 	}
 	static, err := loader.CheckSections(src.String(), sections, capNames)
 	if err != nil {
 		return nil, err
 	}
-	mod, err := wasmrt.Compile(ctx, h.cacheDir, sum, wasm, limits.MemoryPages)
-	if err != nil {
+	mod, err := h.engine.Compile(ctx, sum, wasm, limits.MemoryPages)
+	switch {
+	case errors.Is(err, wasmrt.ErrClosed):
+		return nil, ErrClosed
+	case err != nil && ctx.Err() != nil:
+		// The caller gave up; the plugin is not to blame.
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidPlugin, src, err)
 	}
 	p := h.newPlugin(src.String(), opts, limits, newWasmBackend(mod, limits))
@@ -149,7 +156,7 @@ func (h *Host) finish(ctx context.Context, p *Plugin) error {
 		granted = append(granted, g.Capability())
 	}
 	var available []abi.Capability
-	for _, f := range wasmrt.Registered() {
+	for _, f := range h.backends.Funcs() {
 		available = append(available, f.Capability)
 	}
 	if err := loader.CheckInfo(p.name, info, granted, available); err != nil {

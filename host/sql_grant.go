@@ -3,17 +3,15 @@ package host
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/sqlcap"
-	"github.com/wasmhist/wasmhist/host/internal/wasmrt"
 )
 
 func init() {
-	if err := wasmrt.Register(sqlcap.Func); err != nil {
+	if err := capability.Register(sqlcap.Kind); err != nil {
 		panic(err)
 	}
 }
@@ -62,11 +60,7 @@ type SQLLimits struct {
 func (g SQLGrant) Capability() abi.Capability { return abi.CapabilitySQL }
 
 // Begin starts the grant's part of one export call. The host calls it.
-func (g SQLGrant) Begin(ctx context.Context) (capability.Session, error) {
-	store, err := sqlStore()
-	if err != nil {
-		return nil, err
-	}
+func (g SQLGrant) Begin(ctx context.Context, b capability.Backend) (capability.Session, error) {
 	path := g.PathFunc
 	if path == nil {
 		if g.Path == "" {
@@ -75,18 +69,11 @@ func (g SQLGrant) Begin(ctx context.Context) (capability.Session, error) {
 		path = sqlcap.FixedPath(g.Path)
 	}
 	l := g.Limits
-	return store.Grant(path, sqlcap.Limits{
+	return sqlcap.NewGrant(path, sqlcap.Limits{
 		MaxRows:         l.MaxRows,
 		MaxResultBytes:  l.MaxResultBytes,
 		MaxRequestBytes: l.MaxRequestBytes,
 		MaxStatements:   l.MaxStatements,
 		Timeout:         l.Timeout,
-	}).Begin(ctx)
+	}).Begin(ctx, b)
 }
-
-// The databases are a process-wide resource, like compiled plugins: one
-// connection pool per file, shared by every Host and grant of the process,
-// so that two grants of one file never race each other's writers.
-var sqlStore = sync.OnceValues(func() (*sqlcap.Store, error) {
-	return sqlcap.NewStore(sqlcap.Options{})
-})

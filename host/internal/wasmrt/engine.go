@@ -1,7 +1,7 @@
 // Package wasmrt is the only package of the host that knows about Extism
-// and wazero. It compiles plugin modules once per process into an on-disk
-// compilation cache, creates instances with a memory limit the host can
-// observe, serves the capability host functions, and turns every way a call
+// and wazero. It compiles plugin modules once per Engine (one per Host)
+// through a compilation cache on disk and in memory, creates instances with
+// a memory limit the host can observe, serves the capability host functions, and turns every way a call
 // can fail into one of the host's sentinel errors.
 package wasmrt
 
@@ -12,10 +12,10 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 )
@@ -26,100 +26,193 @@ const PageSize = 64 << 10
 // maxPages is the most pages a 32-bit WebAssembly memory can have.
 const maxPages = 65536
 
-// Modules are shared by every Host of the process: compiling a plugin
-// costs seconds without the disk cache and tens of milliseconds with it,
-// so two hosts (or two loads) of the same bytes compile once.
-var (
-	registryMu sync.Mutex
-	registry   = map[moduleKey]*Module{}
-	compiles   singleflight.Group
+// compileTimeout bounds one compilation. A compile runs detached from the
+// caller's cancellation (other loads may be waiting for it), so this is what
+// stops one that hangs. A cold compile of the sample plugins takes seconds.
+const compileTimeout = 5 * time.Minute
 
-	cachesMu sync.Mutex
-	caches   = map[string]wazero.CompilationCache{}
-)
+// Cache is a compilation cache: machine code on disk, shared across
+// processes, and in memory, shared by every Engine that uses the Cache.
+// Whoever creates it closes it, after the engines using it.
+type Cache struct {
+	cache wazero.CompilationCache
+}
+
+// NewCache opens the compilation cache in dir, which it creates.
+func NewCache(dir string) (*Cache, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("compilation cache: %w", err)
+	}
+	c, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("compilation cache: %w", err)
+	}
+	return &Cache{cache: c}, nil
+}
+
+// Close frees the compiled code the cache holds in memory.
+func (c *Cache) Close(ctx context.Context) error { return c.cache.Close(ctx) }
+
+// Engine compiles the modules of one Host and owns them: two loads of the
+// same bytes share one compiled module, and Close frees every module.
+type Engine struct {
+	cache *Cache
+	funcs []capability.Func
+
+	mu       sync.Mutex
+	modules  map[moduleKey]*Module
+	flights  map[moduleKey]*flight
+	closed   bool
+	inflight sync.WaitGroup
+
+	// testJoined, when set, runs when a Compile waits for a compilation
+	// another Compile started.
+	testJoined func()
+	// testCompiling, when set, runs at the start of each compilation.
+	testCompiling func()
+}
+
+// flight is one compilation in progress.
+type flight struct {
+	done chan struct{}
+	err  error
+}
 
 type moduleKey struct {
-	cacheDir string
-	sum      [32]byte
-	pages    uint32
+	sum   [32]byte
+	pages uint32
+}
+
+// NewEngine returns an engine compiling through cache, binding funcs as the
+// capability host functions of every module.
+func NewEngine(cache *Cache, funcs []capability.Func) *Engine {
+	return &Engine{
+		cache:   cache,
+		funcs:   append([]capability.Func(nil), funcs...),
+		modules: map[moduleKey]*Module{},
+		flights: map[moduleKey]*flight{},
+	}
 }
 
 // Module is a compiled plugin, shared and reference counted.
 type Module struct {
+	engine   *Engine
 	key      moduleKey
 	compiled *extism.CompiledPlugin
 	refs     int
 }
 
+// ErrClosed is returned by Compile after Close.
+var ErrClosed = errors.New("wasmrt: engine closed")
+
 // Compile returns the compiled module for wasm (whose sha256 is sum),
-// compiling it at most once per process for a given cache directory and
-// memory limit. Every successful Compile must be paired with Release.
-func Compile(ctx context.Context, cacheDir string, sum [32]byte, wasm []byte, pages uint32) (*Module, error) {
-	key := moduleKey{cacheDir: cacheDir, sum: sum, pages: pages}
-	if m := acquire(key); m != nil {
-		return m, nil
-	}
-	sfKey := fmt.Sprintf("%s\x00%x\x00%d", cacheDir, sum, pages)
-	_, err, _ := compiles.Do(sfKey, func() (any, error) {
-		registryMu.Lock()
-		_, ok := registry[key]
-		registryMu.Unlock()
-		if ok {
-			return nil, nil
+// compiling it at most once at a time for a given memory limit. Every
+// successful Compile must be paired with Release.
+//
+// The compilation itself does not run under ctx: it serves every Compile
+// waiting for the same module, so one caller giving up must not fail the
+// others. A caller whose ctx ends stops waiting and gets ctx's error; the
+// compilation goes on, bounded by compileTimeout, and its module waits for
+// the next Compile or for Close.
+func (e *Engine) Compile(ctx context.Context, sum [32]byte, wasm []byte, pages uint32) (*Module, error) {
+	key := moduleKey{sum: sum, pages: pages}
+	short := hex.EncodeToString(sum[:])[:12]
+	for {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return nil, ErrClosed
 		}
-		c, err := compile(ctx, cacheDir, wasm, pages)
-		if err != nil {
-			return nil, err
+		if m, ok := e.modules[key]; ok {
+			m.refs++
+			e.mu.Unlock()
+			return m, nil
 		}
-		registryMu.Lock()
-		registry[key] = &Module{key: key, compiled: c}
-		registryMu.Unlock()
-		return nil, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("compile %s: %w", hex.EncodeToString(sum[:])[:12], err)
+		f, joined := e.flights[key]
+		if !joined {
+			f = &flight{done: make(chan struct{})}
+			e.flights[key] = f
+			e.inflight.Add(1)
+			go e.compileFlight(context.WithoutCancel(ctx), key, f, wasm)
+		}
+		e.mu.Unlock()
+		if joined && e.testJoined != nil {
+			e.testJoined()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("compile %s: %w", short, ctx.Err())
+		case <-f.done:
+		}
+		if f.err != nil {
+			return nil, fmt.Errorf("compile %s: %w", short, f.err)
+		}
+		// The module is registered, unless it was released to zero or the
+		// engine closed in between; the loop then finds out which.
 	}
-	if m := acquire(key); m != nil {
-		return m, nil
-	}
-	// The module was released to zero between compile and acquire: the
-	// cache is warm, so compiling again is cheap.
-	return Compile(ctx, cacheDir, sum, wasm, pages)
 }
 
-func acquire(key moduleKey) *Module {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	m, ok := registry[key]
-	if !ok {
-		return nil
+func (e *Engine) compileFlight(ctx context.Context, key moduleKey, f *flight, wasm []byte) {
+	defer e.inflight.Done()
+	if e.testCompiling != nil {
+		e.testCompiling()
 	}
-	m.refs++
-	return m
+	ctx, cancel := context.WithTimeout(ctx, compileTimeout)
+	defer cancel()
+	c, err := compile(ctx, e.cache, e.funcs, wasm, key.pages)
+	e.mu.Lock()
+	delete(e.flights, key)
+	if err == nil && e.closed {
+		err = ErrClosed
+		defer c.Close(ctx)
+	} else if err == nil {
+		e.modules[key] = &Module{engine: e, key: key, compiled: c}
+	}
+	f.err = err
+	e.mu.Unlock()
+	close(f.done)
 }
 
 // Release drops one reference; the last one frees the compiled code.
 func (m *Module) Release(ctx context.Context) error {
-	registryMu.Lock()
+	e := m.engine
+	e.mu.Lock()
 	m.refs--
-	last := m.refs == 0
+	last := m.refs == 0 && e.modules[m.key] == m
 	if last {
-		delete(registry, m.key)
+		delete(e.modules, m.key)
 	}
-	registryMu.Unlock()
+	e.mu.Unlock()
 	if last {
-		return m.compiled.Close(ctx)
+		return m.compiled.Close(context.WithoutCancel(ctx))
 	}
 	return nil
 }
 
-func compile(ctx context.Context, cacheDir string, wasm []byte, pages uint32) (*extism.CompiledPlugin, error) {
-	cache, err := compilationCache(cacheDir)
-	if err != nil {
-		return nil, err
+// Close waits for compilations in progress and frees every module, in use
+// or not. The cache is the caller's to close, afterwards.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.inflight.Wait()
+	e.mu.Lock()
+	ms := e.modules
+	e.modules = map[moduleKey]*Module{}
+	e.mu.Unlock()
+	var errs []error
+	for _, m := range ms {
+		errs = append(errs, m.compiled.Close(context.WithoutCancel(ctx)))
+	}
+	return errors.Join(errs...)
+}
+
+func compile(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32) (*extism.CompiledPlugin, error) {
+	if cache == nil {
+		return nil, errors.New("wasmrt: no compilation cache")
 	}
 	rc := wazero.NewRuntimeConfig().
-		WithCompilationCache(cache).
+		WithCompilationCache(cache.cache).
 		// Preemption: a call's context deadline stops a spinning guest,
 		// which otherwise ignores it and stalls the host's GC.
 		WithCloseOnContextDone(true)
@@ -132,66 +225,10 @@ func compile(ctx context.Context, cacheDir string, wasm []byte, pages uint32) (*
 	return extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{
 		RuntimeConfig: rc,
 		EnableWasi:    true,
-	}, hostFunctions())
+	}, hostFunctions(funcs))
 }
 
-// compilationCache returns the process's cache for a keyed directory.
-func compilationCache(dir string) (wazero.CompilationCache, error) {
-	cachesMu.Lock()
-	defer cachesMu.Unlock()
-	if c, ok := caches[dir]; ok {
-		return c, nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("compilation cache: %w", err)
-	}
-	c, err := wazero.NewCompilationCacheWithDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("compilation cache: %w", err)
-	}
-	caches[dir] = c
-	return c, nil
-}
-
-var (
-	funcsMu     sync.Mutex
-	funcs       []capability.Func
-	funcsFrozen bool
-)
-
-// errFrozen is returned by Register after the first compile.
-var errFrozen = errors.New("runtime: capability functions must be registered before the first plugin is compiled")
-
-// Register adds a capability host function. Host functions are bound into a
-// module when it is compiled, so every Register must happen before the
-// first Compile of the process (from an init function).
-func Register(f capability.Func) error {
-	funcsMu.Lock()
-	defer funcsMu.Unlock()
-	if funcsFrozen {
-		return errFrozen
-	}
-	for _, g := range funcs {
-		if g.Name == f.Name {
-			return fmt.Errorf("runtime: capability function %q registered twice", f.Name)
-		}
-	}
-	funcs = append(funcs, f)
-	return nil
-}
-
-// Registered lists the registered capability functions.
-func Registered() []capability.Func {
-	funcsMu.Lock()
-	defer funcsMu.Unlock()
-	return append([]capability.Func(nil), funcs...)
-}
-
-func hostFunctions() []extism.HostFunction {
-	funcsMu.Lock()
-	funcsFrozen = true
-	fs := append([]capability.Func(nil), funcs...)
-	funcsMu.Unlock()
+func hostFunctions(fs []capability.Func) []extism.HostFunction {
 	out := make([]extism.HostFunction, 0, len(fs))
 	for _, f := range fs {
 		out = append(out, hostFunction(f))
