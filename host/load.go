@@ -17,9 +17,38 @@ import (
 )
 
 // Grant gives a loaded plugin one capability, with its settings (for sql:
-// which database). Grants are made by the host's constructors for each
-// capability; a plugin may use only what its LoadOptions grant.
-type Grant = capability.Grant
+// which database). A plugin may use only what its LoadOptions grant.
+//
+// Grants are made by the package of each capability, e.g. sqlgrant.New;
+// importing that package is what links the capability into the program.
+// The interface is sealed: other implementations cannot be written.
+type Grant interface {
+	// Capability is the capability granted.
+	Capability() abi.Capability
+	internal() capability.Grant
+}
+
+// sealedGrant is the only Grant.
+type sealedGrant struct{ g capability.Grant }
+
+func (s sealedGrant) Capability() abi.Capability { return s.g.Capability() }
+func (s sealedGrant) internal() capability.Grant { return s.g }
+
+func init() {
+	capability.Seal = func(g capability.Grant) any { return sealedGrant{g} }
+}
+
+// internalGrants unwraps grants, refusing a nil one.
+func internalGrants(gs []Grant) ([]capability.Grant, error) {
+	out := make([]capability.Grant, 0, len(gs))
+	for i, g := range gs {
+		if g == nil {
+			return nil, fmt.Errorf("%w: grant %d is nil", ErrInvalidConfig, i)
+		}
+		out = append(out, g.internal())
+	}
+	return out, nil
+}
 
 // LoadOptions configure one loaded plugin.
 type LoadOptions struct {
@@ -60,6 +89,10 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	if err != nil {
 		return nil, err
 	}
+	grants, err := internalGrants(opts.Grants)
+	if err != nil {
+		return nil, err
+	}
 	wasm, err := src.read()
 	if err != nil {
 		return nil, err
@@ -90,7 +123,7 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	case err != nil:
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidPlugin, src, err)
 	}
-	p := h.newPlugin(src.String(), opts, limits, newWasmBackend(mod, limits))
+	p := h.newPlugin(src.String(), opts, grants, limits, newWasmBackend(mod, limits))
 	p.sum = hex.EncodeToString(sum[:])
 	p.exports = static.Exports
 	if err := h.finish(ctx, p); err != nil {
@@ -114,7 +147,11 @@ func (h *Host) LoadNative(ctx context.Context, name string, handler abi.Handler,
 	if handler == nil {
 		return nil, fmt.Errorf("host: load %s: %w: nil handler", name, ErrInvalidConfig)
 	}
-	p := h.newPlugin(name, opts, limits, nativeBackend{h: handler})
+	grants, err := internalGrants(opts.Grants)
+	if err != nil {
+		return nil, fmt.Errorf("host: load %s: %w", name, err)
+	}
+	p := h.newPlugin(name, opts, grants, limits, nativeBackend{h: handler})
 	p.exports = append(append([]string(nil), abi.RequiredExports...), abi.OptionalExports...)
 	if err := h.finish(ctx, p); err != nil {
 		return nil, fmt.Errorf("host: load %s: %w", name, err)
@@ -128,11 +165,11 @@ func (h *Host) limits(opts LoadOptions) (Limits, error) {
 	return l, l.validate()
 }
 
-func (h *Host) newPlugin(name string, opts LoadOptions, limits Limits, b backend) *Plugin {
+func (h *Host) newPlugin(name string, opts LoadOptions, grants []capability.Grant, limits Limits, b backend) *Plugin {
 	return &Plugin{
 		host:    h,
 		name:    name,
-		grants:  append([]Grant(nil), opts.Grants...),
+		grants:  grants,
 		config:  opts.Config,
 		limits:  limits,
 		backend: b,

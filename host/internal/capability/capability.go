@@ -154,6 +154,12 @@ type Grant interface {
 	Begin(ctx context.Context, backend Backend) (Session, error)
 }
 
+// Seal makes the public host.Grant of a grant. Package host sets it from
+// its init function; a capability package, which imports host, calls it in
+// its constructor. It is a hook because host.Grant is sealed by an
+// unexported method, which only package host can implement.
+var Seal func(Grant) any
+
 // Session is a grant's per-call state, e.g. an open transaction.
 type Session interface {
 	// End finishes the call: commit when ok, roll back otherwise.
