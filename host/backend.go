@@ -6,7 +6,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/pool"
-	"github.com/wasmhist/wasmhist/host/internal/runtime"
+	"github.com/wasmhist/wasmhist/host/internal/wasmrt"
 )
 
 // backend runs exports: a pool of WebAssembly instances, or a native
@@ -26,16 +26,16 @@ type runner interface {
 
 // wasmBackend pools instances of one compiled module.
 type wasmBackend struct {
-	module *runtime.Module
-	pool   *pool.Pool[*runtime.Instance]
+	module *wasmrt.Module
+	pool   *pool.Pool[*wasmrt.Instance]
 	limits Limits
 }
 
-func newWasmBackend(m *runtime.Module, l Limits) *wasmBackend {
+func newWasmBackend(m *wasmrt.Module, l Limits) *wasmBackend {
 	b := &wasmBackend{module: m, limits: l}
 	b.pool = pool.New(l.MaxIdleInstances, l.MaxInstances,
-		func(ctx context.Context) (*runtime.Instance, error) { return m.NewInstance(ctx, l.MemoryPages) },
-		func(ctx context.Context, in *runtime.Instance) error { return in.Close(ctx) })
+		func(ctx context.Context) (*wasmrt.Instance, error) { return m.NewInstance(ctx, l.MemoryPages) },
+		func(ctx context.Context, in *wasmrt.Instance) error { return in.Close(ctx) })
 	return b
 }
 
@@ -60,7 +60,7 @@ func (b *wasmBackend) close(ctx context.Context) error {
 
 type wasmRunner struct {
 	b  *wasmBackend
-	in *runtime.Instance
+	in *wasmrt.Instance
 }
 
 func (r *wasmRunner) run(ctx context.Context, export string, input []byte) ([]byte, error) {

@@ -16,8 +16,13 @@ type Config struct {
 	// Default: os.UserCacheDir()/wasmhist/compile, or os.TempDir()/
 	// wasmhist/compile when there is no user cache directory. The host
 	// keeps a subdirectory per runtime version, so an upgraded host never
-	// loads code compiled by an older one.
+	// loads code compiled by an older one. Must be empty when Cache is set.
 	CacheDir string
+	// Cache, when set, is the compilation cache of the Host, shared with
+	// the other Hosts given it, so that they compile each plugin once. The
+	// caller created it with NewCache and closes it after the Hosts. Nil:
+	// the Host opens a cache of its own in CacheDir and closes it in Close.
+	Cache *Cache
 	// Logger receives a Debug record per load and call and a Warn record
 	// per failure. Default: a logger that discards everything, so that an
 	// embedded host is silent unless asked.
@@ -33,12 +38,8 @@ type Config struct {
 
 // withDefaults returns cfg with every zero field set.
 func (cfg Config) withDefaults() Config {
-	if cfg.CacheDir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil || base == "" {
-			base = os.TempDir()
-		}
-		cfg.CacheDir = filepath.Join(base, "wasmhist", "compile")
+	if cfg.CacheDir == "" && cfg.Cache == nil {
+		cfg.CacheDir = defaultCacheDir()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -48,4 +49,12 @@ func (cfg Config) withDefaults() Config {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
 	return cfg
+}
+
+func defaultCacheDir() string {
+	base, err := os.UserCacheDir()
+	if err != nil || base == "" {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "wasmhist", "compile")
 }

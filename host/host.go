@@ -9,23 +9,32 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/wasmhist/wasmhist/host/internal/runtime"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/wasmrt"
 )
 
 // tracerName is the instrumentation scope of the host's spans.
 const tracerName = "github.com/wasmhist/wasmhist/host"
 
 // Host loads plugins and runs their calls. It is safe for concurrent use.
-// Compiled plugins are shared by every Host of the process.
+//
+// A Host owns what it compiles and opens: its compiled plugins, its
+// compilation cache (unless Config.Cache is shared), and the resources of
+// its capabilities, such as database files. Close releases all of it.
 type Host struct {
-	cfg      Config
-	cacheDir string // keyed by runtime version
-	log      *slog.Logger
-	tracer   trace.Tracer
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
 
-	mu      sync.Mutex
-	plugins map[*Plugin]struct{}
-	closed  bool
+	cache     *wasmrt.Cache
+	ownsCache bool
+	engine    *wasmrt.Engine
+	backends  *capability.Backends
+
+	mu       sync.Mutex
+	plugins  map[*Plugin]struct{}
+	closed   bool
+	closeErr error
 }
 
 // New validates cfg and returns a Host. ctx is not kept.
@@ -37,19 +46,40 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.Limits.validate(); err != nil {
 		return nil, fmt.Errorf("host: new: %w", err)
 	}
-	return &Host{
+	if cfg.Cache != nil && cfg.CacheDir != "" {
+		return nil, fmt.Errorf("host: new: %w: both Cache and CacheDir are set", ErrInvalidConfig)
+	}
+	h := &Host{
 		cfg:      cfg,
-		cacheDir: runtime.CacheDir(cfg.CacheDir),
 		log:      cfg.Logger,
 		tracer:   cfg.TracerProvider.Tracer(tracerName),
+		backends: capability.NewBackends(capability.Kinds()),
 		plugins:  map[*Plugin]struct{}{},
-	}, nil
+	}
+	if cfg.Cache != nil {
+		h.cache = cfg.Cache.c
+	} else {
+		c, err := wasmrt.NewCache(wasmrt.CacheDir(cfg.CacheDir))
+		if err != nil {
+			return nil, fmt.Errorf("host: new: %w", err)
+		}
+		h.cache, h.ownsCache = c, true
+	}
+	h.engine = wasmrt.NewEngine(h.cache, h.backends.Funcs())
+	return h, nil
 }
 
-// Close closes every plugin the host loaded. Calls in progress finish
-// first on their instances, which are then freed.
+// Close closes every plugin the host loaded, then frees what the host owns:
+// compiled plugins, its compilation cache (not a shared Config.Cache) and
+// capability resources such as open database files. Calls in progress
+// finish first on their instances, which are then freed. Closing twice
+// returns the first result.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return h.closeErr
+	}
 	ps := make([]*Plugin, 0, len(h.plugins))
 	for p := range h.plugins {
 		ps = append(ps, p)
@@ -60,7 +90,18 @@ func (h *Host) Close(ctx context.Context) error {
 	for _, p := range ps {
 		errs = append(errs, p.Close(ctx))
 	}
-	return errors.Join(errs...)
+	// Plugins first: their calls end their capability sessions, and their
+	// modules must be closed before the cache that compiled them.
+	errs = append(errs, h.engine.Close(ctx))
+	if h.ownsCache {
+		errs = append(errs, h.cache.Close(ctx))
+	}
+	errs = append(errs, h.backends.Close())
+	err := errors.Join(errs...)
+	h.mu.Lock()
+	h.closeErr = err
+	h.mu.Unlock()
+	return err
 }
 
 func (h *Host) track(p *Plugin) error {

@@ -4,21 +4,51 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/loader"
-	"github.com/wasmhist/wasmhist/host/internal/runtime"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
 	"github.com/wasmhist/wasmhist/host/internal/statepatch"
+	"github.com/wasmhist/wasmhist/host/internal/wasmrt"
 )
 
 // Grant gives a loaded plugin one capability, with its settings (for sql:
-// which database). Grants are made by the host's constructors for each
-// capability; a plugin may use only what its LoadOptions grant.
-type Grant = capability.Grant
+// which database). A plugin may use only what its LoadOptions grant.
+//
+// Grants are made by the package of each capability, e.g. sqlgrant.New;
+// importing that package is what links the capability into the program.
+// The interface is sealed: other implementations cannot be written.
+type Grant interface {
+	// Capability is the capability granted.
+	Capability() abi.Capability
+	internal() capability.Grant
+}
+
+// sealedGrant is the only Grant.
+type sealedGrant struct{ g capability.Grant }
+
+func (s sealedGrant) Capability() abi.Capability { return s.g.Capability() }
+func (s sealedGrant) internal() capability.Grant { return s.g }
+
+func init() {
+	capability.Seal = func(g capability.Grant) any { return sealedGrant{g} }
+}
+
+// internalGrants unwraps grants, refusing a nil one.
+func internalGrants(gs []Grant) ([]capability.Grant, error) {
+	out := make([]capability.Grant, 0, len(gs))
+	for i, g := range gs {
+		if g == nil {
+			return nil, fmt.Errorf("%w: grant %d is nil", ErrInvalidConfig, i)
+		}
+		out = append(out, g.internal())
+	}
+	return out, nil
+}
 
 // LoadOptions configure one loaded plugin.
 type LoadOptions struct {
@@ -59,6 +89,10 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	if err != nil {
 		return nil, err
 	}
+	grants, err := internalGrants(opts.Grants)
+	if err != nil {
+		return nil, err
+	}
 	wasm, err := src.read()
 	if err != nil {
 		return nil, err
@@ -72,18 +106,24 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidPlugin, src, err)
 	}
 	var capNames []string
-	for _, f := range runtime.Registered() {
+	for _, f := range h.backends.Funcs() {
 		capNames = append(capNames, f.Name)
 	}
 	static, err := loader.CheckSections(src.String(), sections, capNames)
 	if err != nil {
 		return nil, err
 	}
-	mod, err := runtime.Compile(ctx, h.cacheDir, sum, wasm, limits.MemoryPages)
-	if err != nil {
+	mod, err := h.engine.Compile(ctx, sum, wasm, limits.MemoryPages)
+	switch {
+	case errors.Is(err, wasmrt.ErrClosed):
+		return nil, ErrClosed
+	case err != nil && ctx.Err() != nil:
+		// The caller gave up; the plugin is not to blame.
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidPlugin, src, err)
 	}
-	p := h.newPlugin(src.String(), opts, limits, newWasmBackend(mod, limits))
+	p := h.newPlugin(src.String(), opts, grants, limits, newWasmBackend(mod, limits))
 	p.sum = hex.EncodeToString(sum[:])
 	p.exports = static.Exports
 	if err := h.finish(ctx, p); err != nil {
@@ -107,7 +147,11 @@ func (h *Host) LoadNative(ctx context.Context, name string, handler abi.Handler,
 	if handler == nil {
 		return nil, fmt.Errorf("host: load %s: %w: nil handler", name, ErrInvalidConfig)
 	}
-	p := h.newPlugin(name, opts, limits, nativeBackend{h: handler})
+	grants, err := internalGrants(opts.Grants)
+	if err != nil {
+		return nil, fmt.Errorf("host: load %s: %w", name, err)
+	}
+	p := h.newPlugin(name, opts, grants, limits, nativeBackend{h: handler})
 	p.exports = append(append([]string(nil), abi.RequiredExports()...), abi.OptionalExports()...)
 	if err := h.finish(ctx, p); err != nil {
 		return nil, fmt.Errorf("host: load %s: %w", name, err)
@@ -121,11 +165,11 @@ func (h *Host) limits(opts LoadOptions) (Limits, error) {
 	return l, l.validate()
 }
 
-func (h *Host) newPlugin(name string, opts LoadOptions, limits Limits, b backend) *Plugin {
+func (h *Host) newPlugin(name string, opts LoadOptions, grants []capability.Grant, limits Limits, b backend) *Plugin {
 	return &Plugin{
 		host:    h,
 		name:    name,
-		grants:  append([]Grant(nil), opts.Grants...),
+		grants:  grants,
 		config:  opts.Config,
 		limits:  limits,
 		backend: b,
@@ -149,7 +193,7 @@ func (h *Host) finish(ctx context.Context, p *Plugin) error {
 		granted = append(granted, g.Capability())
 	}
 	var available []abi.Capability
-	for _, f := range runtime.Registered() {
+	for _, f := range h.backends.Funcs() {
 		available = append(available, f.Capability)
 	}
 	if err := loader.CheckInfo(p.name, info, granted, available); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/sqlgrant"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -130,7 +131,7 @@ func loadBench(b *testing.B, wasm, db string) (*host.Host, *host.Plugin) {
 	}
 	p, err := h.Load(context.Background(), host.File(wasm), host.LoadOptions{
 		Config: json.RawMessage(fmt.Sprintf(`{"max_messages":%d}`, provideWindow)),
-		Grants: []host.Grant{host.SQLGrant{Path: db}},
+		Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})},
 	})
 	if err != nil {
 		h.Close(context.Background())

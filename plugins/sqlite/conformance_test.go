@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/sqlgrant"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -32,7 +33,7 @@ func TestConformance(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "history.db")
 	wasm := sdktest.BuildPlugin(t, importPath)
 	sdktest.Run(t, func(ctx context.Context) (sdktest.Subject, error) {
-		return h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{host.SQLGrant{Path: db}}})
+		return h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})}})
 	})
 }
 

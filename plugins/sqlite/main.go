@@ -4,8 +4,8 @@
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o sqlite.wasm ./plugins/sqlite
 //
-// and load it with a host.SQLGrant naming the database file. Its logic lives
-// in package provider.
+// and load it with a grant of package host/sqlgrant naming the database
+// file. Its logic lives in package provider.
 package main
 
 import (

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/sqlgrant"
 )
 
 // stateKey is the session slot the command's history provider uses.
@@ -244,9 +245,9 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 	}()
 	// Without a database the grant is still made, one that refuses use,
 	// so the plugin loads and the check below can say what to pass.
-	grants := []host.Grant{host.SQLGrant{PathFunc: func(context.Context) (string, error) {
+	grants := []host.Grant{sqlgrant.New(sqlgrant.Config{PathFunc: func(context.Context) (string, error) {
 		return "", errors.New("no database given")
-	}}}
+	}})}
 	if c.db != "" {
 		if grants, err = dbGrants(cmd, c.db); err != nil {
 			return nil, err

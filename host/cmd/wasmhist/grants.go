@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/sqlgrant"
 )
 
 // dbGrants grants the sql capability on the database at path. The grant
@@ -15,7 +16,7 @@ func dbGrants(cmd, path string) ([]host.Grant, error) {
 	if err != nil {
 		return nil, failf(cmd, "database path %s: %w", path, err)
 	}
-	return []host.Grant{host.SQLGrant{Path: abs}}, nil
+	return []host.Grant{sqlgrant.New(sqlgrant.Config{Path: abs})}, nil
 }
 
 // scratchGrants grants the sql capability on a database in a new temporary
@@ -26,5 +27,5 @@ func scratchGrants(cmd string) (grants []host.Grant, cleanup func(), err error) 
 	if err != nil {
 		return nil, nil, failf(cmd, "creating a scratch database directory: %w: check that the temporary directory is writable", err)
 	}
-	return []host.Grant{host.SQLGrant{Path: filepath.Join(dir, "scratch.db")}}, func() { os.RemoveAll(dir) }, nil
+	return []host.Grant{sqlgrant.New(sqlgrant.Config{Path: filepath.Join(dir, "scratch.db")})}, func() { os.RemoveAll(dir) }, nil
 }

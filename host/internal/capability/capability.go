@@ -7,14 +7,21 @@
 // request, calls Func.Call with the per-call Call found in the context, and
 // writes {"result": ...} or {"error": {"code": ..., "message": ...}}.
 //
-// Host functions are registered once per compiled module, but grants are
-// per loaded plugin, so a function finds what the calling plugin was granted
+// Host functions are bound once per compiled module, but grants are per
+// loaded plugin, so a function finds what the calling plugin was granted
 // through the Call in its context, never through a closure.
+//
+// A capability is a Kind, registered from the init function of the package
+// that implements it, as a database/sql driver is: a program links only the
+// capabilities it imports. A Kind is code only; whatever it opens (files,
+// connections) lives in a Backend that belongs to one Host, which creates it
+// on first use and closes it with itself.
 package capability
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -31,14 +38,127 @@ type Func struct {
 	Call func(ctx context.Context, call *Call, request []byte) (json []byte, err error)
 }
 
+// Kind is one capability: its host function and how a Host opens the
+// resources it serves from.
+type Kind struct {
+	Func Func
+	// NewBackend returns the resources of one Host, on the first call of
+	// that Host that uses the capability. The Host closes it.
+	NewBackend func() (Backend, error)
+}
+
+// Backend is what one Host holds open for a capability, e.g. database
+// handles.
+type Backend interface {
+	Close() error
+}
+
+var (
+	kindsMu sync.Mutex
+	kinds   []Kind
+)
+
+// Register adds a capability kind. A Host binds the kinds registered when
+// it is created, so Register belongs in an init function.
+func Register(k Kind) error {
+	kindsMu.Lock()
+	defer kindsMu.Unlock()
+	for _, g := range kinds {
+		if g.Func.Name == k.Func.Name || g.Func.Capability == k.Func.Capability {
+			return fmt.Errorf("capability: %q registered twice", k.Func.Capability)
+		}
+	}
+	kinds = append(kinds, k)
+	return nil
+}
+
+// Kinds lists the registered kinds.
+func Kinds() []Kind {
+	kindsMu.Lock()
+	defer kindsMu.Unlock()
+	return append([]Kind(nil), kinds...)
+}
+
+// ErrClosed is returned for a capability used after its Host closed.
+var ErrClosed = errors.New("capability: closed")
+
+// Backends are the backends of one Host, opened on first use.
+type Backends struct {
+	kinds map[abi.Capability]Kind
+
+	mu     sync.Mutex
+	open   map[abi.Capability]Backend
+	closed bool
+}
+
+// NewBackends returns the (not yet opened) backends of kinds.
+func NewBackends(ks []Kind) *Backends {
+	b := &Backends{kinds: make(map[abi.Capability]Kind, len(ks)), open: map[abi.Capability]Backend{}}
+	for _, k := range ks {
+		b.kinds[k.Func.Capability] = k
+	}
+	return b
+}
+
+// Funcs lists the host functions of the kinds.
+func (b *Backends) Funcs() []Func {
+	out := make([]Func, 0, len(b.kinds))
+	for _, k := range b.kinds {
+		out = append(out, k.Func)
+	}
+	return out
+}
+
+// Get returns the backend of a capability, opening it on first use.
+func (b *Backends) Get(c abi.Capability) (Backend, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	if be, ok := b.open[c]; ok {
+		return be, nil
+	}
+	k, ok := b.kinds[c]
+	if !ok || k.NewBackend == nil {
+		return nil, abi.Errorf(abi.CodePermissionDenied, "capability %q is not provided by this host", c)
+	}
+	be, err := k.NewBackend()
+	if err != nil {
+		return nil, fmt.Errorf("capability %s: %w", c, err)
+	}
+	b.open[c] = be
+	return be, nil
+}
+
+// Close closes every opened backend; Get fails afterwards.
+func (b *Backends) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	var errs []error
+	for _, be := range b.open {
+		errs = append(errs, be.Close())
+	}
+	b.open = nil
+	return errors.Join(errs...)
+}
+
 // Grant is a capability granted to one loaded plugin, with its settings
 // (for sql: which database). Begin starts its part of one export call.
 type Grant interface {
 	Capability() abi.Capability
-	// Begin is called lazily, on the first use within an export call. The
-	// returned Session ends with the call.
-	Begin(ctx context.Context) (Session, error)
+	// Begin is called lazily, on the first use within an export call, with
+	// the calling Host's backend of the capability. The returned Session
+	// ends with the call.
+	Begin(ctx context.Context, backend Backend) (Session, error)
 }
+
+// Seal makes the public host.Grant of a grant. Package host sets it from
+// its init function; a capability package, which imports host, calls it in
+// its constructor. It is a hook because host.Grant is sealed by an
+// unexported method, which only package host can implement.
+var Seal func(Grant) any
 
 // Session is a grant's per-call state, e.g. an open transaction.
 type Session interface {
@@ -48,17 +168,19 @@ type Session interface {
 
 // Call is one export call of one plugin instance.
 type Call struct {
-	Plugin string
-	grants map[abi.Capability]Grant
+	Plugin   string
+	grants   map[abi.Capability]Grant
+	backends *Backends
 
 	mu       sync.Mutex
 	sessions map[abi.Capability]Session
 	order    []abi.Capability
 }
 
-// NewCall starts a call for a plugin with its grants.
-func NewCall(plugin string, grants []Grant) *Call {
-	c := &Call{Plugin: plugin, grants: make(map[abi.Capability]Grant, len(grants))}
+// NewCall starts a call for a plugin with its grants, served from the
+// backends of its Host.
+func NewCall(plugin string, grants []Grant, backends *Backends) *Call {
+	c := &Call{Plugin: plugin, grants: make(map[abi.Capability]Grant, len(grants)), backends: backends}
 	for _, g := range grants {
 		c.grants[g.Capability()] = g
 	}
@@ -77,7 +199,11 @@ func (c *Call) Session(ctx context.Context, capName abi.Capability) (Session, er
 	if !ok {
 		return nil, abi.Errorf(abi.CodePermissionDenied, "plugin %q was not granted capability %q", c.Plugin, capName)
 	}
-	s, err := g.Begin(ctx)
+	be, err := c.backends.Get(capName)
+	if err != nil {
+		return nil, err
+	}
+	s, err := g.Begin(ctx, be)
 	if err != nil {
 		return nil, err
 	}

@@ -2,11 +2,13 @@ package loader
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
@@ -27,29 +29,18 @@ func TestReadSectionsOfBuiltPlugins(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b, err := os.ReadFile(sdktest.BuildPlugin(t, "../../testdata/hostile/"+tt.dir))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			s, err := ReadSections(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Contains(s.Imports, Import{Module: moduleKernel, Name: "output_set"}) {
-				t.Errorf("imports %v lack output_set", s.Imports)
-			}
+			require.NoError(t, err)
+			assert.Contains(t, s.Imports, Import{Module: moduleKernel, Name: "output_set"})
 			st, err := CheckSections(tt.dir, s, nil)
-			if !errors.Is(err, tt.err) {
-				t.Fatalf("CheckSections: %v, want %v", err, tt.err)
-			}
-			if err != nil {
-				if !strings.Contains(err.Error(), tt.dir) {
-					t.Errorf("error %q does not name the plugin", err)
-				}
+			if tt.err != nil {
+				require.ErrorIs(t, err, tt.err)
+				assert.ErrorContains(t, err, tt.dir, "the error names the plugin")
 				return
 			}
-			if !slices.Equal(st.Exports, tt.exports) {
-				t.Errorf("exports %v, want %v", st.Exports, tt.exports)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.exports, st.Exports)
 		})
 	}
 }
@@ -95,11 +86,12 @@ func TestCheckSectionsImports(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := module(section(sectionImport, tt.imp...), section(sectionExport, exports...))
 			s, err := ReadSections(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := CheckSections("p", s, []string{"sql_query"}); !errors.Is(err, tt.err) {
-				t.Fatalf("got %v, want %v", err, tt.err)
+			require.NoError(t, err)
+			_, err = CheckSections("p", s, []string{"sql_query"})
+			if tt.err == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tt.err)
 			}
 		})
 	}
@@ -118,9 +110,8 @@ func TestReadSectionsMalformed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := ReadSections(tt.b); err == nil {
-				t.Fatal("no error")
-			}
+			_, err := ReadSections(tt.b)
+			require.Error(t, err)
 		})
 	}
 }
@@ -141,17 +132,12 @@ func TestVerifyPin(t *testing.T) {
 	wasm := []byte("module bytes")
 	const sum = "2f0b0b3e2c1bb9f5a6b3e0e7d0c64cd1b2f3d5f0f0a1f4c2c0b7e2c7f2c1d0e9"
 	_, err := VerifyPin(wasm, sum)
-	if !errors.Is(err, hosterr.ErrChecksumMismatch) {
-		t.Fatalf("got %v", err)
-	}
+	require.ErrorIs(t, err, hosterr.ErrChecksumMismatch)
 	got, _ := VerifyPin(wasm, "")
-	want := strings.ToUpper(hexOf(got))
-	if _, err := VerifyPin(wasm, want); err != nil {
-		t.Fatalf("upper-case pin refused: %v", err)
-	}
-	if msg := err.Error(); !strings.Contains(msg, "expected "+sum) || !strings.Contains(msg, "got "+hexOf(got)) {
-		t.Errorf("message %q does not name both sums", msg)
-	}
+	_, uerr := VerifyPin(wasm, strings.ToUpper(hexOf(got)))
+	require.NoError(t, uerr, "upper-case pin refused")
+	assert.ErrorContains(t, err, "expected "+sum)
+	assert.ErrorContains(t, err, "got "+hexOf(got))
 }
 
 func hexOf(b [32]byte) string {
@@ -191,12 +177,12 @@ func TestCheckInfo(t *testing.T) {
 			info := ok()
 			tt.edit(&info)
 			err := CheckInfo("p.wasm", &info, tt.granted, sql)
-			if !errors.Is(err, tt.err) {
-				t.Fatalf("got %v, want %v", err, tt.err)
+			if tt.err == nil {
+				require.NoError(t, err)
+				return
 			}
-			if err != nil && !strings.Contains(err.Error(), tt.mentioned) {
-				t.Errorf("error %q does not mention %q", err, tt.mentioned)
-			}
+			require.ErrorIs(t, err, tt.err)
+			assert.ErrorContains(t, err, tt.mentioned)
 		})
 	}
 }

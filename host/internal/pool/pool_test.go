@@ -2,10 +2,12 @@ package pool
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 type inst struct {
@@ -54,13 +56,10 @@ func TestHammer(t *testing.T) {
 			defer wg.Done()
 			for r := range rounds {
 				v, err := p.Get(ctx)
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err) {
 					return
 				}
-				if v.inUse.Swap(true) {
-					t.Error("instance handed out twice")
-				}
+				assert.False(t, v.inUse.Swap(true), "instance handed out twice")
 				v.inUse.Store(false)
 				if (w+r)%7 == 0 {
 					p.Drop(ctx, v)
@@ -71,21 +70,12 @@ func TestHammer(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if got := c.maxLive.Load(); got > maxLive {
-		t.Errorf("%d live instances, bound %d", got, maxLive)
-	}
-	if p.Idle() > 2 {
-		t.Errorf("%d idle, bound 2", p.Idle())
-	}
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if c.made.Load() != c.freed.Load() {
-		t.Errorf("made %d, freed %d", c.made.Load(), c.freed.Load())
-	}
-	if _, err := p.Get(ctx); !errors.Is(err, ErrClosed) {
-		t.Errorf("Get after Close: %v", err)
-	}
+	assert.LessOrEqual(t, c.maxLive.Load(), int64(maxLive), "live instances")
+	assert.LessOrEqual(t, p.Idle(), 2, "idle instances")
+	require.NoError(t, p.Close(ctx))
+	assert.Equal(t, c.made.Load(), c.freed.Load(), "made and freed")
+	_, err := p.Get(ctx)
+	assert.ErrorIs(t, err, ErrClosed, "Get after Close")
 }
 
 func TestReuseAndSeed(t *testing.T) {
@@ -95,17 +85,14 @@ func TestReuseAndSeed(t *testing.T) {
 	seed, _ := c.create(ctx)
 	p.Seed(ctx, seed)
 	v, err := p.Get(ctx)
-	if err != nil || v != seed {
-		t.Fatalf("Get did not return the seeded instance: %v %v", v, err)
-	}
+	require.NoError(t, err)
+	require.Same(t, seed, v, "Get did not return the seeded instance")
 	p.Put(ctx, v)
-	if again, _ := p.Get(ctx); again != seed {
-		t.Fatal("healthy instance not reused")
-	}
+	again, _ := p.Get(ctx)
+	require.Same(t, seed, again, "healthy instance not reused")
 	p.Drop(ctx, seed)
-	if fresh, _ := p.Get(ctx); fresh == seed {
-		t.Fatal("dropped instance reused")
-	}
+	fresh, _ := p.Get(ctx)
+	require.NotSame(t, seed, fresh, "dropped instance reused")
 }
 
 func TestGetWaitsForSlot(t *testing.T) {
@@ -115,15 +102,12 @@ func TestGetWaitsForSlot(t *testing.T) {
 	v, _ := p.Get(ctx)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := p.Get(cctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Get with the only slot taken: %v", err)
-	}
+	_, err := p.Get(cctx)
+	require.ErrorIs(t, err, context.Canceled, "Get with the only slot taken")
 	got := make(chan *inst)
 	go func() { w, _ := p.Get(ctx); got <- w }()
 	p.Put(ctx, v)
-	if w := <-got; w != v {
-		t.Fatal("waiter did not get the returned instance")
-	}
+	require.Same(t, v, <-got, "waiter did not get the returned instance")
 }
 
 func TestCloseFreesReturned(t *testing.T) {
@@ -133,7 +117,5 @@ func TestCloseFreesReturned(t *testing.T) {
 	v, _ := p.Get(ctx)
 	p.Close(ctx)
 	p.Put(ctx, v)
-	if !v.freed.Load() {
-		t.Fatal("instance returned after Close was kept")
-	}
+	require.True(t, v.freed.Load(), "instance returned after Close was kept")
 }

@@ -27,10 +27,10 @@ func BenchmarkWorkload(b *testing.B) {
 				"CREATE TABLE m (session TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (session, seq))",
 				fmt.Sprintf(`WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM c WHERE i < 99999)
 				INSERT INTO m SELECT 's' || (i %% 1000), i / 1000 + 1, '%s' FROM c`, body))
-			grant := s.Grant(FixedPath(path), Limits{})
+			grant := NewGrant(FixedPath(path), Limits{})
 			ctx := context.Background()
 			run := func(b *testing.B, req []byte, write bool) {
-				call := capability.NewCall("bench", []capability.Grant{grant})
+				call := capability.NewCall("bench", []capability.Grant{grant}, backendsOf(s))
 				if _, err := Func.Call(ctx, call, req); err != nil {
 					b.Fatal(err)
 				}

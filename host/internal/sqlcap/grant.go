@@ -19,27 +19,14 @@ func FixedPath(path string) PathFunc {
 	return func(context.Context) (string, error) { return path, nil }
 }
 
-// Grant returns a grant of the sql capability on the database path chooses,
-// bounded by limits (zero fields take the Store's).
-func (s *Store) Grant(path PathFunc, limits Limits) capability.Grant {
-	d := s.opts.Limits
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&limits.MaxRows, d.MaxRows)
-	def(&limits.MaxResultBytes, d.MaxResultBytes)
-	def(&limits.MaxRequestBytes, d.MaxRequestBytes)
-	def(&limits.MaxStatements, d.MaxStatements)
-	if limits.Timeout <= 0 {
-		limits.Timeout = d.Timeout
-	}
-	return &grant{store: s, path: path, limits: limits}
+// NewGrant returns a grant of the sql capability on the database path
+// chooses, bounded by limits (zero fields take the serving Store's). The
+// grant holds no database: each call is served by its Host's Store.
+func NewGrant(path PathFunc, limits Limits) capability.Grant {
+	return &grant{path: path, limits: limits}
 }
 
 type grant struct {
-	store  *Store
 	path   PathFunc
 	limits Limits
 }
@@ -48,20 +35,32 @@ func (g *grant) Capability() abi.Capability { return abi.CapabilitySQL }
 
 // Begin takes a connection for the export call. The transaction itself opens
 // with the first request, which says whether it will write.
-func (g *grant) Begin(ctx context.Context) (capability.Session, error) {
+func (g *grant) Begin(ctx context.Context, b capability.Backend) (capability.Session, error) {
+	store, ok := b.(*Store)
+	if !ok {
+		return nil, fmt.Errorf("sqlcap: backend of unexpected type %T", b)
+	}
 	path, err := g.path(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqlcap: choose database: %w", err)
 	}
-	db, err := g.store.open(ctx, path)
+	db, err := store.open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	c, err := db.sql.Conn(ctx)
 	if err != nil {
+		store.done(db)
 		return nil, fmt.Errorf("sqlcap: connect %s: %w", db.path, err)
 	}
-	return &session{db: db, limits: g.limits, conn: c}, nil
+	return &session{store: store, db: db, limits: store.limits(g.limits), conn: c}, nil
+}
+
+// Kind is the sql capability as a Host registers it: the host function and
+// a Store per Host.
+var Kind = capability.Kind{
+	Func:       Func,
+	NewBackend: func() (capability.Backend, error) { return NewStore(Options{}) },
 }
 
 // Func is the host function serving abi.CapabilitySQL.
@@ -89,6 +88,7 @@ func call(ctx context.Context, c *capability.Call, request []byte) ([]byte, erro
 // session is one export call's use of one database: a pooled connection
 // and, from the first request on, a transaction.
 type session struct {
+	store  *Store
 	db     *database
 	limits Limits
 	conn   *sql.Conn

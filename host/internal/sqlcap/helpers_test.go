@@ -33,7 +33,15 @@ type testCall struct {
 }
 
 func begin(t testing.TB, s *Store, path string) *testCall {
-	return &testCall{t: t, call: capability.NewCall("test", []capability.Grant{s.Grant(FixedPath(path), Limits{})})}
+	return &testCall{t: t, call: capability.NewCall("test", []capability.Grant{NewGrant(FixedPath(path), Limits{})}, backendsOf(s))}
+}
+
+// backendsOf serves the sql capability from s, as a Host's backends do.
+func backendsOf(s *Store) *capability.Backends {
+	return capability.NewBackends([]capability.Kind{{
+		Func:       Func,
+		NewBackend: func() (capability.Backend, error) { return s, nil },
+	}})
 }
 
 func (c *testCall) do(ctx context.Context, req abi.SQLRequest) (*abi.SQLResponse, error) {

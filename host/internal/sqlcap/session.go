@@ -85,6 +85,7 @@ func (s *session) End(ctx context.Context, ok bool) error {
 			s.writer = false
 		}
 		s.conn.Close()
+		s.store.done(s.db)
 	}()
 	if !s.began {
 		return nil

@@ -102,7 +102,7 @@ func TestTransactionPerExportCall(t *testing.T) {
 }
 
 func TestNotGranted(t *testing.T) {
-	call := capability.NewCall("nogrant", nil)
+	call := capability.NewCall("nogrant", nil, nil)
 	_, err := Func.Call(context.Background(), call, []byte(`{"statements":[{"sql":"SELECT 1"}]}`))
 	if !errors.Is(err, abi.ErrPermissionDenied) {
 		t.Fatalf("err = %v, want permission denied", err)

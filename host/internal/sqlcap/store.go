@@ -57,6 +57,10 @@ type Options struct {
 	Synchronous string
 	// Limits are the defaults of grants whose own Limits leave a field zero.
 	Limits Limits
+	// MaxOpenDatabases bounds the files the Store keeps open (64). Opening
+	// one more closes the least recently used file no call is using, so a
+	// host serving many tenants holds the files of its recent ones only.
+	MaxOpenDatabases int
 }
 
 func (o Options) withDefaults() Options {
@@ -67,6 +71,9 @@ func (o Options) withDefaults() Options {
 		o.Synchronous = "FULL"
 	}
 	o.Limits = o.Limits.withDefaults()
+	if o.MaxOpenDatabases <= 0 {
+		o.MaxOpenDatabases = 64
+	}
 	return o
 }
 
@@ -74,13 +81,19 @@ func (o Options) withDefaults() Options {
 var ErrClosed = errors.New("sqlcap: store closed")
 
 // Store owns the databases the sql capability serves, one pool of
-// connections per file. A host has one Store; grants of several plugins (or
-// tenants) pointing at different files share it.
+// connections per file. A Host has one Store, which it closes with itself;
+// grants of several plugins (or tenants) pointing at different files share
+// it.
+//
+// Two Stores (of two Hosts) may serve one file: their writers then queue on
+// SQLite's own lock, each BEGIN IMMEDIATE waiting up to BusyTimeout, instead
+// of on the Store's queue.
 type Store struct {
 	opts Options
 
 	mu     sync.Mutex
 	dbs    map[string]*database
+	tick   uint64 // orders uses, for least-recently-used eviction
 	closed bool
 }
 
@@ -116,6 +129,10 @@ type database struct {
 	// writers queue in Go (woken in order, honouring the context) instead of
 	// polling SQLite's busy handler.
 	writer chan struct{}
+	// users counts the calls using the database; only an unused one is
+	// closed to make room.
+	users    int
+	lastUsed uint64
 }
 
 // open returns the database at path, opening it on first use.
@@ -132,8 +149,14 @@ func (s *Store) open(ctx context.Context, path string) (*database, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
+	s.tick++
 	if db, ok := s.dbs[abs]; ok {
+		db.users++
+		db.lastUsed = s.tick
 		return db, nil
+	}
+	if len(s.dbs) >= s.opts.MaxOpenDatabases {
+		s.evictLocked()
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("sqlcap: open %s: %w", abs, err)
@@ -153,8 +176,56 @@ func (s *Store) open(ctx context.Context, path string) (*database, error) {
 		db.sql.Close()
 		return nil, fmt.Errorf("sqlcap: open %s: %w", abs, err)
 	}
+	db.users, db.lastUsed = 1, s.tick
 	s.dbs[abs] = db
 	return db, nil
+}
+
+// done ends one call's use of db.
+func (s *Store) done(db *database) {
+	s.mu.Lock()
+	db.users--
+	s.mu.Unlock()
+}
+
+// evictLocked closes the least recently used database no call is using. If
+// every one is in use, the Store goes over its bound until calls end.
+func (s *Store) evictLocked() {
+	var lru *database
+	for _, db := range s.dbs {
+		if db.users == 0 && (lru == nil || db.lastUsed < lru.lastUsed) {
+			lru = db
+		}
+	}
+	if lru != nil {
+		delete(s.dbs, lru.path)
+		lru.sql.Close()
+	}
+}
+
+// OpenDatabases is the number of files the Store holds open.
+func (s *Store) OpenDatabases() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.dbs)
+}
+
+// limits fills the zero fields of l with the Store's defaults.
+func (s *Store) limits(l Limits) Limits {
+	d := s.opts.Limits
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxRows, d.MaxRows)
+	def(&l.MaxResultBytes, d.MaxResultBytes)
+	def(&l.MaxRequestBytes, d.MaxRequestBytes)
+	def(&l.MaxStatements, d.MaxStatements)
+	if l.Timeout <= 0 {
+		l.Timeout = d.Timeout
+	}
+	return l
 }
 
 var drv = &sqlite.Driver{}

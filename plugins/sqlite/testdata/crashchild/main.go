@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/sqlgrant"
 )
 
 func main() {
@@ -36,7 +37,7 @@ func run(args []string) error {
 		return err
 	}
 	p, err := h.Load(ctx, host.File(wasm), host.LoadOptions{
-		Grants: []host.Grant{host.SQLGrant{Path: db}},
+		Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})},
 	})
 	if err != nil {
 		return err

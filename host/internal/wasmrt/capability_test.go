@@ -1,29 +1,21 @@
-package runtime
+package wasmrt
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"os"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 )
 
-// Host functions are bound at compile time, so the test capability is
-// registered before any test compiles a module.
-func TestMain(m *testing.M) {
-	if err := Register(capability.Func{Capability: "echo", Name: "echo", Call: echoCall}); err != nil {
-		panic(err)
-	}
-	os.Exit(m.Run())
-}
-
 type echoGrant struct{ began *int }
 
 func (g echoGrant) Capability() abi.Capability { return "echo" }
-func (g echoGrant) Begin(context.Context) (capability.Session, error) {
+func (g echoGrant) Begin(context.Context, capability.Backend) (capability.Session, error) {
 	*g.began++
 	return echoSession{}, nil
 }
@@ -56,27 +48,24 @@ func TestCapabilityHostFunction(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in, err := m.NewInstance(ctx, testPages)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer in.Close(ctx)
-			call := capability.NewCall("capcall", tt.grants)
+			call := capability.NewCall("capcall", tt.grants, echoBackends)
 			out, err := in.Call(capability.WithCall(ctx, call), abi.ExportProvide, []byte(tt.input))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(out) != tt.want {
-				t.Errorf("got %s\nwant %s", out, tt.want)
-			}
-			if err := call.End(ctx, true); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, string(out))
+			require.NoError(t, call.End(ctx, true))
 		})
 	}
-	if began != 2 {
-		t.Errorf("grant began %d times, want once per granted call", began)
-	}
-	if err := Register(capability.Func{Name: "late"}); !errors.Is(err, errFrozen) {
-		t.Errorf("Register after compile: %v", err)
-	}
+	assert.Equal(t, 2, began, "the grant begins once per granted call")
 }
+
+// echoBackends serve the echo capability, which opens nothing.
+var echoBackends = capability.NewBackends([]capability.Kind{{
+	Func:       echoFunc,
+	NewBackend: func() (capability.Backend, error) { return nopBackend{}, nil },
+}})
+
+type nopBackend struct{}
+
+func (nopBackend) Close() error { return nil }

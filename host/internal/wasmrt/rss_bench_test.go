@@ -1,4 +1,4 @@
-package runtime
+package wasmrt
 
 import (
 	"bufio"
@@ -27,7 +27,7 @@ func BenchmarkInstanceRSS(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := Compile(ctx, cacheDir(b), sha256.Sum256(wasm), wasm, 512)
+	m, err := newEngine(b, userCache(b)).Compile(ctx, sha256.Sum256(wasm), wasm, 512)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package host_test
+package sqlgrant_test
 
 import (
 	"context"
@@ -10,22 +10,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/sqlgrant"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
-// hostilePlugin loads testdata/sqlhostile granted sql on db.
-func hostilePlugin(t *testing.T, h *host.Host, db string, grant host.SQLGrant, limits host.Limits) *host.Plugin {
+const sqlhostile = "../testdata/sqlhostile"
+
+func newHost(t *testing.T) *host.Host {
 	t.Helper()
-	wasm := sdktest.BuildPlugin(t, "./testdata/sqlhostile")
-	grant.Path = db
-	p, err := h.Load(t.Context(), host.File(wasm), host.LoadOptions{Grants: []host.Grant{grant}, Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, err := host.New(t.Context(), host.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return h
+}
+
+// hostilePlugin loads testdata/sqlhostile granted sql on db.
+func hostilePlugin(t *testing.T, h *host.Host, db string, cfg sqlgrant.Config, limits host.Limits) *host.Plugin {
+	t.Helper()
+	wasm := sdktest.BuildPlugin(t, sqlhostile)
+	cfg.Path = db
+	p, err := h.Load(t.Context(), host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(cfg)}, Limits: limits})
+	require.NoError(t, err)
 	return p
 }
 
@@ -34,20 +45,14 @@ func hostilePlugin(t *testing.T, h *host.Host, db string, grant host.SQLGrant, l
 func runSQL(ctx context.Context, t *testing.T, p *host.Plugin, swallow bool, stmts ...string) ([]string, error) {
 	t.Helper()
 	cmd, err := json.Marshal(map[string]any{"sql": stmts, "swallow": swallow})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	msg, err := json.Marshal(abi.NewMessage(abi.RoleUser, string(cmd)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	history, _, err := p.ProvideState(ctx, abi.SessionFacts{SessionID: "s", StateKey: "k"}, json.RawMessage(`{}`), []json.RawMessage{msg})
 	var out []string
 	for _, raw := range history {
 		var m abi.Message
-		if err := json.Unmarshal(raw, &m); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(raw, &m))
 		out = append(out, m.TextContent())
 	}
 	return out, err
@@ -58,42 +63,32 @@ func runSQL(ctx context.Context, t *testing.T, p *host.Plugin, swallow bool, stm
 func checkDatabase(t *testing.T, path, want string) {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer db.Close()
 	var ok string
-	if err := db.QueryRow("PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
-		t.Fatalf("integrity_check of %s: %q, %v", path, ok, err)
-	}
+	require.NoError(t, db.QueryRow("PRAGMA integrity_check").Scan(&ok))
+	require.Equal(t, "ok", ok, "integrity_check of %s", path)
 	var got string
-	if err := db.QueryRow("SELECT group_concat(x, ',') FROM (SELECT x FROM secret ORDER BY x)").Scan(&got); err != nil || got != want {
-		t.Fatalf("secret of %s = %q, %v; want %q", path, got, err, want)
-	}
+	require.NoError(t, db.QueryRow("SELECT group_concat(x, ',') FROM (SELECT x FROM secret ORDER BY x)").Scan(&got))
+	require.Equal(t, want, got, "secret of %s", path)
 }
 
 // TestSQLHostile runs a plugin that tries to escape or exhaust the sql
 // capability. Every attempt is refused with a typed error, and both its own
 // database and another plugin's stay intact.
 func TestSQLHostile(t *testing.T) {
-	h, err := host.New(t.Context(), host.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(context.Background()) })
+	h := newHost(t)
 	dir := t.TempDir()
 	mine, theirs := filepath.Join(dir, "mine.db"), filepath.Join(dir, "theirs.db")
 	// Another plugin's database, with data the hostile one wants.
-	other := hostilePlugin(t, h, theirs, host.SQLGrant{}, host.Limits{})
-	if _, err := runSQL(t.Context(), t, other, false, "CREATE TABLE secret(x)", "INSERT INTO secret VALUES ('their secret')"); err != nil {
-		t.Fatal(err)
-	}
-	p := hostilePlugin(t, h, mine, host.SQLGrant{Limits: host.SQLLimits{Timeout: 300 * time.Millisecond, MaxRows: 1000}}, host.Limits{})
-	if _, err := runSQL(t.Context(), t, p, false, "CREATE TABLE secret(x)", "INSERT INTO secret VALUES ('mine')"); err != nil {
-		t.Fatal(err)
-	}
+	other := hostilePlugin(t, h, theirs, sqlgrant.Config{}, host.Limits{})
+	_, err := runSQL(t.Context(), t, other, false, "CREATE TABLE secret(x)", "INSERT INTO secret VALUES ('their secret')")
+	require.NoError(t, err)
+	p := hostilePlugin(t, h, mine, sqlgrant.Config{Limits: sqlgrant.Limits{Timeout: 300 * time.Millisecond, MaxRows: 1000}}, host.Limits{})
+	_, err = runSQL(t.Context(), t, p, false, "CREATE TABLE secret(x)", "INSERT INTO secret VALUES ('mine')")
+	require.NoError(t, err)
 	// Only the call's own deadline stops this one.
-	slow := hostilePlugin(t, h, mine, host.SQLGrant{Limits: host.SQLLimits{Timeout: time.Hour}}, host.Limits{CallTimeout: 300 * time.Millisecond})
+	slow := hostilePlugin(t, h, mine, sqlgrant.Config{Limits: sqlgrant.Limits{Timeout: time.Hour}}, host.Limits{CallTimeout: 300 * time.Millisecond})
 
 	const endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
 	tests := []struct {
@@ -128,60 +123,58 @@ func TestSQLHostile(t *testing.T) {
 			}
 			start := time.Now()
 			_, err := runSQL(t.Context(), t, pl, tt.swallow, tt.stmts...)
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("err = %v, want %v", err, tt.want)
-			}
-			if d := time.Since(start); d > 10*time.Second {
-				t.Errorf("refusal took %s", d)
-			}
+			require.ErrorIs(t, err, tt.want)
+			assert.Less(t, time.Since(start), 10*time.Second, "refusal took too long")
 			checkDatabase(t, mine, "mine")
 			checkDatabase(t, theirs, "their secret")
 		})
 	}
 	t.Run("the other database is not visible", func(t *testing.T) {
 		got, err := runSQL(t.Context(), t, p, false, "SELECT x FROM secret", "SELECT name FROM sqlite_schema")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(strings.Join(got, " "), "their") {
-			t.Fatalf("saw %q", got)
-		}
+		require.NoError(t, err)
+		assert.NotContains(t, strings.Join(got, " "), "their")
 	})
 }
 
 type tenantKey struct{}
 
-// TestSQLGrantPerTenant: a PathFunc chooses the database per call from the
-// caller's context, so one loaded plugin keeps tenants in separate files.
-func TestSQLGrantPerTenant(t *testing.T) {
-	h, err := host.New(t.Context(), host.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(context.Background()) })
-	dir := t.TempDir()
-	grant := host.SQLGrant{PathFunc: func(ctx context.Context) (string, error) {
+// perTenant chooses the file of a call from the tenant in its context.
+func perTenant(dir string) sqlgrant.Config {
+	return sqlgrant.Config{PathFunc: func(ctx context.Context) (string, error) {
 		tenant, ok := ctx.Value(tenantKey{}).(string)
 		if !ok {
 			return "", errors.New("no tenant in context")
 		}
 		return filepath.Join(dir, tenant+".db"), nil
 	}}
-	wasm := sdktest.BuildPlugin(t, "./testdata/sqlhostile")
-	p, err := h.Load(t.Context(), host.File(wasm), host.LoadOptions{Grants: []host.Grant{grant}})
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+// TestSQLGrantPerTenant: a PathFunc chooses the database per call from the
+// caller's context, so one loaded plugin keeps tenants in separate files.
+func TestSQLGrantPerTenant(t *testing.T) {
+	h := newHost(t)
+	dir := t.TempDir()
+	wasm := sdktest.BuildPlugin(t, sqlhostile)
+	p, err := h.Load(t.Context(), host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(perTenant(dir))}})
+	require.NoError(t, err)
 	for _, tenant := range []string{"acme", "globex"} {
 		ctx := context.WithValue(t.Context(), tenantKey{}, tenant)
-		if _, err := runSQL(ctx, t, p, false, "CREATE TABLE secret(x)", "INSERT INTO secret VALUES ('"+tenant+"')"); err != nil {
-			t.Fatal(err)
-		}
+		_, err := runSQL(ctx, t, p, false, "CREATE TABLE secret(x)", "INSERT INTO secret VALUES ('"+tenant+"')")
+		require.NoError(t, err)
 	}
 	for _, tenant := range []string{"acme", "globex"} {
 		checkDatabase(t, filepath.Join(dir, tenant+".db"), tenant)
 	}
-	if _, err := runSQL(t.Context(), t, p, false, "SELECT 1"); err == nil {
-		t.Fatal("a call without a tenant reached a database")
-	}
+	_, err = runSQL(t.Context(), t, p, false, "SELECT 1")
+	require.Error(t, err, "a call without a tenant reached a database")
+}
+
+// TestGrantWithoutPath: a grant naming no file fails the call that uses it.
+func TestGrantWithoutPath(t *testing.T) {
+	h := newHost(t)
+	wasm := sdktest.BuildPlugin(t, sqlhostile)
+	p, err := h.Load(t.Context(), host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{})}})
+	require.NoError(t, err)
+	_, err = runSQL(t.Context(), t, p, false, "SELECT 1")
+	require.ErrorContains(t, err, "no Path or PathFunc")
 }

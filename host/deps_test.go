@@ -1,0 +1,63 @@
+package host_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestLinksOnlyWhatItImports: SQLite comes with the sql capability's
+// package, not with the host, so a program importing only host does not
+// link it. The capability package is the control that the check can fail.
+func TestLinksOnlyWhatItImports(t *testing.T) {
+	tests := []struct {
+		name   string
+		pkg    string
+		sqlite bool
+	}{
+		{"host only", "./testdata/onlyhost", false},
+		{"the sql capability", "./sqlgrant", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := exec.Command(goTool(), "list", "-deps", tt.pkg).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			deps := strings.Fields(string(out))
+			require.Contains(t, deps, "github.com/wasmhist/wasmhist/host")
+			if tt.sqlite {
+				assert.Contains(t, deps, "modernc.org/sqlite")
+			} else {
+				assert.NotContains(t, deps, "modernc.org/sqlite")
+			}
+		})
+	}
+}
+
+// goTool is the go command of the toolchain running the test.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// TestPublicAPIHasNoInternalTypes: the documentation of the public packages
+// names no type of an internal package, so an embedder can write every
+// value the API takes or returns.
+func TestPublicAPIHasNoInternalTypes(t *testing.T) {
+	for _, pkg := range []string{".", "./sqlgrant"} {
+		t.Run(pkg, func(t *testing.T) {
+			out, err := exec.Command(goTool(), "doc", "-all", pkg).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			require.NotEmpty(t, out)
+			for _, internal := range []string{"internal/", "capability.", "wasmrt.", "sqlcap."} {
+				assert.NotContains(t, string(out), internal)
+			}
+		})
+	}
+}

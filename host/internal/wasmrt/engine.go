@@ -1,0 +1,237 @@
+// Package wasmrt is the only package of the host that knows about Extism
+// and wazero. It compiles plugin modules once per Engine (one per Host)
+// through a compilation cache on disk and in memory, creates instances with
+// a memory limit the host can observe, serves the capability host functions, and turns every way a call
+// can fail into one of the host's sentinel errors.
+package wasmrt
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/wasmhist/wasmhist/host/internal/capability"
+)
+
+// PageSize is the size of one WebAssembly memory page.
+const PageSize = 64 << 10
+
+// maxPages is the most pages a 32-bit WebAssembly memory can have.
+const maxPages = 65536
+
+// compileTimeout bounds one compilation. A compile runs detached from the
+// caller's cancellation (other loads may be waiting for it), so this is what
+// stops one that hangs. A cold compile of the sample plugins takes seconds.
+const compileTimeout = 5 * time.Minute
+
+// Cache is a compilation cache: machine code on disk, shared across
+// processes, and in memory, shared by every Engine that uses the Cache.
+// Whoever creates it closes it, after the engines using it.
+type Cache struct {
+	cache wazero.CompilationCache
+}
+
+// NewCache opens the compilation cache in dir, which it creates.
+func NewCache(dir string) (*Cache, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("compilation cache: %w", err)
+	}
+	c, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("compilation cache: %w", err)
+	}
+	return &Cache{cache: c}, nil
+}
+
+// Close frees the compiled code the cache holds in memory.
+func (c *Cache) Close(ctx context.Context) error { return c.cache.Close(ctx) }
+
+// Engine compiles the modules of one Host and owns them: two loads of the
+// same bytes share one compiled module, and Close frees every module.
+type Engine struct {
+	cache *Cache
+	funcs []capability.Func
+
+	mu       sync.Mutex
+	modules  map[moduleKey]*Module
+	flights  map[moduleKey]*flight
+	closed   bool
+	inflight sync.WaitGroup
+
+	// testJoined, when set, runs when a Compile waits for a compilation
+	// another Compile started.
+	testJoined func()
+	// testCompiling, when set, runs at the start of each compilation.
+	testCompiling func()
+}
+
+// flight is one compilation in progress.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+type moduleKey struct {
+	sum   [32]byte
+	pages uint32
+}
+
+// NewEngine returns an engine compiling through cache, binding funcs as the
+// capability host functions of every module.
+func NewEngine(cache *Cache, funcs []capability.Func) *Engine {
+	return &Engine{
+		cache:   cache,
+		funcs:   append([]capability.Func(nil), funcs...),
+		modules: map[moduleKey]*Module{},
+		flights: map[moduleKey]*flight{},
+	}
+}
+
+// Module is a compiled plugin, shared and reference counted.
+type Module struct {
+	engine   *Engine
+	key      moduleKey
+	compiled *extism.CompiledPlugin
+	refs     int
+}
+
+// ErrClosed is returned by Compile after Close.
+var ErrClosed = errors.New("wasmrt: engine closed")
+
+// Compile returns the compiled module for wasm (whose sha256 is sum),
+// compiling it at most once at a time for a given memory limit. Every
+// successful Compile must be paired with Release.
+//
+// The compilation itself does not run under ctx: it serves every Compile
+// waiting for the same module, so one caller giving up must not fail the
+// others. A caller whose ctx ends stops waiting and gets ctx's error; the
+// compilation goes on, bounded by compileTimeout, and its module waits for
+// the next Compile or for Close.
+func (e *Engine) Compile(ctx context.Context, sum [32]byte, wasm []byte, pages uint32) (*Module, error) {
+	key := moduleKey{sum: sum, pages: pages}
+	short := hex.EncodeToString(sum[:])[:12]
+	for {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if m, ok := e.modules[key]; ok {
+			m.refs++
+			e.mu.Unlock()
+			return m, nil
+		}
+		f, joined := e.flights[key]
+		if !joined {
+			f = &flight{done: make(chan struct{})}
+			e.flights[key] = f
+			e.inflight.Add(1)
+			go e.compileFlight(context.WithoutCancel(ctx), key, f, wasm)
+		}
+		e.mu.Unlock()
+		if joined && e.testJoined != nil {
+			e.testJoined()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("compile %s: %w", short, ctx.Err())
+		case <-f.done:
+		}
+		if f.err != nil {
+			return nil, fmt.Errorf("compile %s: %w", short, f.err)
+		}
+		// The module is registered, unless it was released to zero or the
+		// engine closed in between; the loop then finds out which.
+	}
+}
+
+func (e *Engine) compileFlight(ctx context.Context, key moduleKey, f *flight, wasm []byte) {
+	defer e.inflight.Done()
+	if e.testCompiling != nil {
+		e.testCompiling()
+	}
+	ctx, cancel := context.WithTimeout(ctx, compileTimeout)
+	defer cancel()
+	c, err := compile(ctx, e.cache, e.funcs, wasm, key.pages)
+	e.mu.Lock()
+	delete(e.flights, key)
+	if err == nil && e.closed {
+		err = ErrClosed
+		defer c.Close(ctx)
+	} else if err == nil {
+		e.modules[key] = &Module{engine: e, key: key, compiled: c}
+	}
+	f.err = err
+	e.mu.Unlock()
+	close(f.done)
+}
+
+// Release drops one reference; the last one frees the compiled code.
+func (m *Module) Release(ctx context.Context) error {
+	e := m.engine
+	e.mu.Lock()
+	m.refs--
+	last := m.refs == 0 && e.modules[m.key] == m
+	if last {
+		delete(e.modules, m.key)
+	}
+	e.mu.Unlock()
+	if last {
+		return m.compiled.Close(context.WithoutCancel(ctx))
+	}
+	return nil
+}
+
+// Close waits for compilations in progress and frees every module, in use
+// or not. The cache is the caller's to close, afterwards.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.inflight.Wait()
+	e.mu.Lock()
+	ms := e.modules
+	e.modules = map[moduleKey]*Module{}
+	e.mu.Unlock()
+	var errs []error
+	for _, m := range ms {
+		errs = append(errs, m.compiled.Close(context.WithoutCancel(ctx)))
+	}
+	return errors.Join(errs...)
+}
+
+func compile(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32) (*extism.CompiledPlugin, error) {
+	if cache == nil {
+		return nil, errors.New("wasmrt: no compilation cache")
+	}
+	rc := wazero.NewRuntimeConfig().
+		WithCompilationCache(cache.cache).
+		// Preemption: a call's context deadline stops a spinning guest,
+		// which otherwise ignores it and stalls the host's GC.
+		WithCloseOnContextDone(true)
+	manifest := extism.Manifest{
+		Wasm: []extism.Wasm{extism.WasmData{Data: wasm, Name: "main"}},
+		// The memory tracker enforces the exact limit; wazero's maximum is
+		// a backstop at twice that, in case an allocator is ever bypassed.
+		Memory: &extism.ManifestMemory{MaxPages: min(2*pages, maxPages)},
+	}
+	return extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{
+		RuntimeConfig: rc,
+		EnableWasi:    true,
+	}, hostFunctions(funcs))
+}
+
+func hostFunctions(fs []capability.Func) []extism.HostFunction {
+	out := make([]extism.HostFunction, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, hostFunction(f))
+	}
+	return out
+}
