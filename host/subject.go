@@ -56,7 +56,7 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 
 func (p *Plugin) rawState(state json.RawMessage) (json.RawMessage, error) {
 	if isNull(state) {
-		return p.initial, nil
+		return p.initialState(), nil
 	}
 	if err := p.validateState(state); err != nil {
 		return nil, &PluginError{Plugin: p.name, Export: "state", Err: wrapInvalidState(err)}
