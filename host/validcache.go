@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"hash/maphash"
 	"sync"
+	"unsafe"
 )
 
 // validatedStates remembers the last few states a plugin's state_schema
@@ -15,7 +16,7 @@ import (
 //
 // Content, not the identity of the bytes: a session's bytes are its
 // holder's, who may edit them in place, and an identity match would then
-// accept bytes nobody validated. Hashing reads the state once (about 20 µs
+// accept bytes nobody validated. Hashing reads the state once (about 25 µs
 // for half a megabyte, against about 50 ms to validate it). The hash is
 // maphash, seeded per cache from a random seed, so neither a plugin nor a
 // caller can aim for a collision; two different states of the same length
@@ -41,7 +42,10 @@ func (c *validatedStates) sum(s json.RawMessage) stateSum {
 	if !c.seeded {
 		c.seed, c.seeded = maphash.MakeSeed(), true
 	}
-	return stateSum{n: len(s), h: maphash.Bytes(c.seed, s)}
+	// Comparable hashes a string in one pass of the runtime's AES hash,
+	// about 20 GB/s here; maphash.Bytes goes 128 bytes at a time and
+	// reaches 2-3 GB/s. The string is a view of s for the call only.
+	return stateSum{n: len(s), h: maphash.Comparable(c.seed, unsafe.String(unsafe.SliceData(s), len(s)))}
 }
 
 func (c *validatedStates) contains(s json.RawMessage) bool {
