@@ -40,9 +40,11 @@
 //
 // A Doc edits its buffer in place and never hands it out: Bytes returns a
 // copy, so a state a caller holds never changes under it. That copy is the
-// one cost of a patch that grows with the state (a memcpy, about 25 µs for
-// half a megabyte); the splice, the index update and the validation stay
-// O(appended). Get and Elements return views that stay valid only until the
+// one cost of a patch that grows with the state (an allocation and a memcpy
+// of the whole document, which no in-place scheme can avoid: a longer JSON
+// value never has a shorter one as its prefix, so an append rewrites the
+// closing brackets a holder of the old bytes sees); the splice, the index
+// update and the validation stay O(appended). Get and Elements return views that stay valid only until the
 // next Apply. A Cache keeps Docs between calls and finds them by content, so
 // the host can hand a state's bytes back and get the indexed Doc without a
 // scan.
