@@ -73,7 +73,7 @@ func FuzzDecodeStoreAndClear(f *testing.F) {
 			c, err := decodeChange(export, b)
 			checkDecodeErr(t, err)
 			if err == nil {
-				_, _, err = p.applyChange(export, json.RawMessage(`{"a":[1]}`), c, false)
+				_, _, err = p.applyChange(export, json.RawMessage(`{"a":[1]}`), c)
 				checkDecodeErr(t, err)
 			}
 		}

@@ -33,9 +33,7 @@ func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json
 		if err != nil {
 			return err
 		}
-		// History is resolved after the change, and may fail.
-		final := resp.FromState == nil && len(resp.Messages) == 0 && len(p.grants) == 0
-		next, changed, err := p.applyChange(abi.ExportProvide, state, &resp.StateChange, final)
+		next, changed, err := p.applyChange(abi.ExportProvide, state, &resp.StateChange)
 		if err != nil {
 			return err
 		}
@@ -83,8 +81,7 @@ func (p *Plugin) change(ctx context.Context, export string, state json.RawMessag
 		if err != nil {
 			return err
 		}
-		// Ending a capability call can still fail after this.
-		next, changed, err = p.applyChange(export, state, c, len(p.grants) == 0)
+		next, changed, err = p.applyChange(export, state, c)
 		return err
 	})
 	if err != nil {

@@ -19,9 +19,11 @@ import (
 // state is validated against the plugin's state_schema going in and coming
 // out. The session is changed only when the call succeeds.
 //
-// A slot's bytes belong to that slot: the host may append to them in place
-// on the next call, so copy a session with Session.Clone, never by
-// assigning the struct.
+// The session has value semantics (see session.Session): a call records
+// its result in a new State map with new bytes and never writes into a map
+// or a byte slice the session already had, so a copy of the session, by
+// assignment or by Clone, and any ProviderState or Data slice read from it
+// earlier, stay exactly as they were.
 //
 // The result is what package host/agent calls a HistoryProvider.
 func (p *Plugin) Provider(stateKey string) *Provider {
@@ -132,12 +134,10 @@ func (p *Plugin) session(ctx context.Context, s *session.Session, key string) (a
 	return facts, state, nil
 }
 
-// commit records a slot's state after a successful call.
+// commit records a slot's state after a successful call, in a new State
+// map: copies of s share the old one.
 func (p *Plugin) commit(s *session.Session, key string, state json.RawMessage) {
-	if s.State == nil {
-		s.State = make(map[string]session.ProviderState)
-	}
-	s.State[key] = session.ProviderState{Provider: p.info.Name, StateVersion: p.info.StateVersion, Data: state}
+	s.SetState(key, session.ProviderState{Provider: p.info.Name, StateVersion: p.info.StateVersion, Data: state})
 }
 
 func marshalMessages(ms []abi.Message) ([]json.RawMessage, error) {

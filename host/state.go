@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,9 +18,11 @@ import (
 var applyWindow = window.Apply
 
 // validateState checks a state against the plugin's state_schema, skipping
-// states this plugin already accepted (see validatedStates).
+// states this plugin already accepted: the document of a cached Doc (every
+// Doc the host keeps holds a validated state) or one validatedStates
+// remembers.
 func (p *Plugin) validateState(state json.RawMessage) error {
-	if p.valid.contains(state) {
+	if p.docs.Contains(state) || p.valid.contains(state) {
 		return nil
 	}
 	if err := p.stateSchema.Validate(state); err != nil {
@@ -33,7 +36,7 @@ func (p *Plugin) validateState(state json.RawMessage) error {
 // (nil: the slot does not exist yet), migrating an older state first.
 func (p *Plugin) slotState(ctx context.Context, facts abi.SessionFacts, slot *session.ProviderState) (json.RawMessage, error) {
 	if slot == nil {
-		return p.initial, nil
+		return p.initialState(), nil
 	}
 	key := facts.StateKey
 	if slot.Provider != p.info.Name {
@@ -87,12 +90,12 @@ func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.R
 // applyChange returns the state after a change, validated; changed is false
 // when the response left the state alone.
 //
-// A patch is applied by package statepatch to an indexed document that may
-// own the very bytes the session slot holds (that is what makes an append
-// cost O(appended)). It edits them in place, so it is applied in place only
-// when nothing after it in the call can fail (final); otherwise to a copy,
-// so that a failed call leaves the session's bytes as they were.
-func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateChange, final bool) (json.RawMessage, bool, error) {
+// A patch is applied by package statepatch to the indexed Doc of state,
+// which edits its own buffer in place (that is what makes an append cost
+// O(appended)) and hands out a copy: the returned state is new bytes, and
+// state itself is never written, so a failed call, or a caller who kept
+// the old state, sees it as it was.
+func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateChange) (json.RawMessage, bool, error) {
 	switch {
 	case c.State != nil:
 		if err := p.validateState(c.State); err != nil {
@@ -104,18 +107,11 @@ func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateC
 		if err != nil {
 			return nil, false, invalidOutput(export, "state_patch: current state: %v", err)
 		}
-		if !final {
-			p.docs.Put(doc)
-			doc = doc.Clone()
-		}
+		defer p.docs.Put(doc) // unchanged if Apply fails: Apply is atomic
 		if err := doc.Apply(c.Patch, p.stateSchema); err != nil {
-			p.docs.Put(doc) // unchanged: Apply is atomic
 			return nil, false, invalidOutput(export, "state_patch: %v", err)
 		}
-		next := doc.Bytes()
-		p.docs.Put(doc)
-		p.valid.add(next)
-		return next, true, nil
+		return doc.Bytes(), true, nil
 	}
 	return state, false, nil
 }
@@ -125,9 +121,15 @@ func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateC
 // the plugin stored them and decoded.
 func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.StateSelection) ([]json.RawMessage, []abi.Message, error) {
 	// The indexed document the last patch left in the cache finds the
-	// array's elements without scanning the state. A missing member or null
-	// selects no history.
-	raws, err := p.docs.Elements(state, sel.Pointer)
+	// array's elements without scanning the state. Its views stay valid
+	// while this call holds the Doc. A missing member or null selects no
+	// history.
+	doc, err := p.docs.Take(state)
+	if err != nil {
+		return nil, nil, invalidOutput(export, "from_state: state: %v", err)
+	}
+	defer p.docs.Put(doc)
+	raws, err := doc.Elements(sel.Pointer)
 	if errors.Is(err, statepatch.ErrNotFound) {
 		return nil, nil, nil
 	}
@@ -154,12 +156,17 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.
 	keptRaw := make([]json.RawMessage, 0, len(kept))
 	keptRaw = append(keptRaw, raws[:head]...)
 	keptRaw = append(keptRaw, raws[len(raws)-tail:]...)
-	// Elements are views into the cached document, which the next patch
-	// may edit in place: the caller gets its own copy.
+	// Elements are views into the Doc, which the next patch edits in
+	// place once it is back in the cache: the caller gets its own copy.
 	for i, r := range keptRaw {
 		keptRaw[i] = append(json.RawMessage(nil), r...)
 	}
 	return keptRaw, kept, nil
 }
+
+// initialState is a copy of the plugin's initial state: a new slot's bytes
+// go to the caller, who may edit them, and p.initial is shared by every
+// call.
+func (p *Plugin) initialState() json.RawMessage { return bytes.Clone(p.initial) }
 
 func wrapInvalidState(err error) error { return fmt.Errorf("%w: %w", ErrInvalidState, err) }

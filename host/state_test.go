@@ -2,8 +2,10 @@ package host
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/statepatch"
@@ -30,14 +32,12 @@ func TestSelectFromState(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			raws, msgs, err := p.selectFromState(abi.ExportProvide, json.RawMessage(tt.state), &abi.StateSelection{Pointer: tt.pointer})
 			if tt.wantErr {
-				if !errors.Is(err, ErrInvalidOutput) {
-					t.Fatalf("err = %v, want ErrInvalidOutput", err)
-				}
+				require.ErrorIs(t, err, ErrInvalidOutput)
 				return
 			}
-			if err != nil || len(raws) != tt.want || len(msgs) != tt.want {
-				t.Fatalf("got %d raw, %d messages, err %v; want %d", len(raws), len(msgs), err, tt.want)
-			}
+			require.NoError(t, err)
+			assert.Len(t, raws, tt.want)
+			assert.Len(t, msgs, tt.want)
 		})
 	}
 }

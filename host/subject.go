@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 
@@ -12,9 +11,8 @@ import (
 // as package sdk/sdktest's conformance suite does. They apply state
 // changes exactly as Provider does; a nil state means the initial state.
 //
-// Unlike a session slot, whose bytes the host may extend in place on the
-// next call, the states these methods return are the caller's own copies:
-// a caller may keep any older state and pass it again.
+// As with a session slot, the host never writes into a state it was given
+// or returned: a caller may keep any older state and pass it again.
 
 // ProvideState runs provide and returns the selected history (state
 // references resolved) and the state after the call.
@@ -27,7 +25,7 @@ func (p *Plugin) ProvideState(ctx context.Context, facts abi.SessionFacts, state
 	if err != nil {
 		return nil, nil, err
 	}
-	return res.raw, bytes.Clone(res.state), nil
+	return res.raw, res.state, nil
 }
 
 // StoreState runs store and returns the state after the call.
@@ -40,7 +38,7 @@ func (p *Plugin) StoreState(ctx context.Context, facts abi.SessionFacts, state j
 	if err != nil {
 		return nil, err
 	}
-	return bytes.Clone(next), nil
+	return next, nil
 }
 
 // Call runs one export with a raw request and returns its raw response,
@@ -56,7 +54,7 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 
 func (p *Plugin) rawState(state json.RawMessage) (json.RawMessage, error) {
 	if isNull(state) {
-		return p.initial, nil
+		return p.initialState(), nil
 	}
 	if err := p.validateState(state); err != nil {
 		return nil, &PluginError{Plugin: p.name, Export: "state", Err: wrapInvalidState(err)}

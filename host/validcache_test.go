@@ -1,8 +1,12 @@
 package host
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestValidatedStates(t *testing.T) {
@@ -16,24 +20,47 @@ func TestValidatedStates(t *testing.T) {
 		want  bool
 	}{
 		{name: "same bytes", state: accepted, want: true},
-		{name: "a copy (Session.Clone)", state: append(json.RawMessage(nil), accepted...), want: true},
+		{name: "a copy (Session.Clone)", state: bytes.Clone(accepted), want: true},
 		{name: "same length, other content", state: json.RawMessage(`{"messages":[{"role":"tool"}]}`), want: false},
 		{name: "prefix of the accepted bytes", state: accepted[:len(accepted)-1], want: false},
 		{name: "empty", state: nil, want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := c.contains(tt.state); got != tt.want {
-				t.Fatalf("contains(%s) = %v, want %v", tt.state, got, tt.want)
-			}
+			assert.Equal(t, tt.want, c.contains(tt.state), "contains(%s)", tt.state)
 		})
 	}
 
 	// Bounded: after as many other states as it holds, the first is gone.
 	for i := range len(c.entries) {
-		c.add(json.RawMessage(`{"n":` + string(rune('0'+i%10)) + `}`))
+		c.add(json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)))
 	}
-	if c.contains(accepted) {
-		t.Fatal("the oldest state was still remembered after the cache filled")
+	assert.False(t, c.contains(accepted), "the oldest state was still remembered after the cache filled")
+}
+
+// TestValidatedStatesEditedInPlace edits the very bytes that were accepted:
+// the cache must not vouch for them any more, whatever their address.
+func TestValidatedStatesEditedInPlace(t *testing.T) {
+	var c validatedStates
+	state := json.RawMessage(`{"messages":[{"role":"user"}]}`)
+	c.add(state)
+	copy(state[len(`{"messages":[{"role":"`):], "robo")
+	assert.False(t, c.contains(state), "bytes edited in place after validation were reported valid")
+	assert.True(t, c.contains(json.RawMessage(`{"messages":[{"role":"user"}]}`)), "the accepted content was forgotten")
+}
+
+// BenchmarkValidatedStatesContains is the cost of recognising a
+// half-megabyte state the plugin already accepted: one hash of it.
+func BenchmarkValidatedStatesContains(b *testing.B) {
+	state := json.RawMessage(`{"messages":[` + string(bytes.Repeat([]byte(`"0123456789abcdef",`), 512<<10/19)) + `"x"]}`)
+	var c validatedStates
+	c.add(state)
+	other := bytes.Clone(state)
+	b.SetBytes(int64(len(state)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !c.contains(other) {
+			b.Fatal("not found")
+		}
 	}
 }

@@ -54,10 +54,7 @@ func (p *MemoryProvider) Store(_ context.Context, s *session.Session, request, r
 	if err != nil {
 		return fmt.Errorf("memory provider %q: %w", p.key, err)
 	}
-	if s.State == nil {
-		s.State = map[string]session.ProviderState{}
-	}
-	s.State[p.key] = session.ProviderState{Provider: MemoryProviderName, StateVersion: 1, Data: data}
+	s.SetState(p.key, session.ProviderState{Provider: MemoryProviderName, StateVersion: 1, Data: data})
 	return nil
 }
 
@@ -73,7 +70,7 @@ func (p *MemoryProvider) Messages(s *session.Session) ([]abi.Message, error) {
 // Clear forgets the stored history of session s. Other providers' state is
 // untouched.
 func (p *MemoryProvider) Clear(_ context.Context, s *session.Session) error {
-	delete(s.State, p.key)
+	s.DeleteState(p.key)
 	return nil
 }
 

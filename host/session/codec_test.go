@@ -1,12 +1,11 @@
 package session_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/session"
 )
@@ -24,9 +23,7 @@ const validSession = `{
 
 func TestDecodeSession(t *testing.T) {
 	s, err := session.Decode([]byte(validSession))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := &session.Session{
 		SchemaVersion: 1, SessionID: "s-1", ServiceSessionID: "resp_123", Revision: 7,
 		State: map[string]session.ProviderState{
@@ -34,14 +31,11 @@ func TestDecodeSession(t *testing.T) {
 			"audit":   {Provider: "inmemory", StateVersion: 1, Data: json.RawMessage(`{"messages": []}`)},
 		},
 	}
-	if !reflect.DeepEqual(s, want) {
-		t.Fatalf("DecodeSession = %+v\nwant %+v", s, want)
-	}
+	require.Equal(t, want, s)
 	// What DecodeSession accepts, encoding/json reads identically.
 	var plain session.Session
-	if err := json.Unmarshal([]byte(validSession), &plain); err != nil || !reflect.DeepEqual(&plain, s) {
-		t.Fatalf("json.Unmarshal disagrees: %+v, %v", plain, err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(validSession), &plain))
+	assert.Equal(t, s, &plain, "json.Unmarshal disagrees")
 }
 
 func TestDecodeSessionRefusesWithWhatAndWhere(t *testing.T) {
@@ -70,13 +64,9 @@ func TestDecodeSessionRefusesWithWhatAndWhere(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := session.Decode([]byte(tt.doc))
-			if !errors.Is(err, session.ErrInvalid) {
-				t.Fatalf("DecodeSession = %+v, %v; want ErrInvalidSession", s, err)
-			}
+			require.ErrorIs(t, err, session.ErrInvalid, "DecodeSession = %+v", s)
 			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
+				assert.ErrorContains(t, err, w)
 			}
 		})
 	}
@@ -87,21 +77,15 @@ func TestEncodeSession(t *testing.T) {
 		"h": {Provider: "inmemory", StateVersion: 1, Data: json.RawMessage(`{"messages": []}`)},
 	}}
 	b, err := session.Encode(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	back, err := session.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back.SessionID != "s" || string(back.State["h"].Data) != `{"messages":[]}` {
-		t.Fatalf("round trip gave %+v", back)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "s", back.SessionID)
+	assert.Equal(t, `{"messages":[]}`, string(back.State["h"].Data))
 	bad := []*session.Session{nil, {SessionID: "no version"}, {SchemaVersion: 1, Revision: -1}, {SchemaVersion: 1, State: map[string]session.ProviderState{"h": {StateVersion: 1, Data: json.RawMessage(`{}`)}}}}
 	for i, s := range bad {
-		if _, err := session.Encode(s); !errors.Is(err, session.ErrInvalid) {
-			t.Errorf("EncodeSession(bad[%d]) = %v, want ErrInvalidSession", i, err)
-		}
+		_, err := session.Encode(s)
+		assert.ErrorIs(t, err, session.ErrInvalid, "EncodeSession(bad[%d])", i)
 	}
 }
 
@@ -119,22 +103,15 @@ func FuzzDecodeSession(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := session.Decode(data)
 		if err != nil {
-			if !errors.Is(err, session.ErrInvalid) {
-				t.Fatalf("DecodeSession error %v is not ErrInvalidSession", err)
-			}
+			require.ErrorIs(t, err, session.ErrInvalid)
 			return
 		}
 		b1, err := session.Encode(s)
-		if err != nil {
-			t.Fatalf("accepted session does not encode: %v", err)
-		}
+		require.NoError(t, err, "accepted session does not encode")
 		s2, err := session.Decode(b1)
-		if err != nil {
-			t.Fatalf("encoded session does not decode: %v\n%s", err, b1)
-		}
+		require.NoError(t, err, "encoded session does not decode:\n%s", b1)
 		b2, err := session.Encode(s2)
-		if err != nil || !bytes.Equal(b1, b2) {
-			t.Fatalf("encoding is not a fixed point:\n%s\n%s\n%v", b1, b2, err)
-		}
+		require.NoError(t, err)
+		require.Equal(t, string(b1), string(b2), "encoding is not a fixed point")
 	})
 }

@@ -6,9 +6,11 @@
 package session
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 )
 
 // SchemaVersion is the version of the session layout this host writes.
@@ -21,6 +23,16 @@ const SchemaVersion = 1
 // plugin (a primary and an audit copy) have different keys and never see
 // each other's data. Revision counts committed changes; a session store uses
 // it to refuse a stale write.
+//
+// A Session has value semantics: what you hold never changes under you.
+// The host and the agent record a change by giving the session a new State
+// map (SetState, DeleteState) holding new Data slices; they never write
+// into a map or a byte slice a session already had. So a copy made by
+// plain assignment (old := *s), a ProviderState read from State, or a Data
+// slice stays exactly as it was, whatever runs on s next. Clone is still
+// how to get an independent deep copy whose bytes you mean to edit
+// yourself: editing a Data slice in place edits it for every copy that
+// shares it.
 type Session struct {
 	SchemaVersion    int                      `json:"schema_version"`
 	SessionID        string                   `json:"session_id"`
@@ -29,7 +41,9 @@ type Session struct {
 	State            map[string]ProviderState `json:"state,omitempty"`
 }
 
-// ProviderState is one provider's slot in a session.
+// ProviderState is one provider's slot in a session. It is a value: the
+// host never writes into Data once it is in a session, so a ProviderState
+// you read stays as it was.
 type ProviderState struct {
 	// Provider names the plugin that owns the slot (PluginInfo.Name).
 	Provider string `json:"provider"`
@@ -39,18 +53,43 @@ type ProviderState struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// Clone returns a deep copy, so a run can work on a copy and commit it only
-// when the run succeeds.
+// Clone returns a deep copy: its own State map and its own Data bytes,
+// which the caller may edit without affecting s or any copy of s.
 func (s *Session) Clone() *Session {
 	c := *s
 	if s.State != nil {
 		c.State = make(map[string]ProviderState, len(s.State))
 		for k, v := range s.State {
-			v.Data = append(json.RawMessage(nil), v.Data...)
+			v.Data = bytes.Clone(v.Data)
 			c.State[k] = v
 		}
 	}
 	return &c
+}
+
+// SetState records ps as the slot for key in a new State map, leaving the
+// map s had (which copies of s may share) unchanged. It copies the map,
+// not the states: O(slots), whatever their size.
+func (s *Session) SetState(key string, ps ProviderState) {
+	m := make(map[string]ProviderState, len(s.State)+1)
+	maps.Copy(m, s.State)
+	m[key] = ps
+	s.State = m
+}
+
+// DeleteState removes the slot for key, in a new State map as SetState
+// does.
+func (s *Session) DeleteState(key string) {
+	if _, ok := s.State[key]; !ok {
+		return
+	}
+	m := make(map[string]ProviderState, len(s.State))
+	for k, v := range s.State {
+		if k != key {
+			m[k] = v
+		}
+	}
+	s.State = m
 }
 
 // New returns an empty session with a random id.

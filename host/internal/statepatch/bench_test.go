@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
 )
@@ -47,16 +49,12 @@ var sizes = []int{10, 100, 1000}
 // must not grow with the history.
 func BenchmarkAppend(b *testing.B) {
 	s, err := schema.Compile(json.RawMessage(stateSchema), "state")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	patch := storePatch()
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
 			pristine, err := Parse(history(n))
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			fresh := func() *Doc {
 				d := pristine.Clone()
 				if err := d.Apply(patch, s); err != nil { // index /messages
@@ -89,9 +87,7 @@ func BenchmarkAppendUnchecked(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
 			pristine, err := Parse(history(n))
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			fresh := func() *Doc {
 				d := pristine.Clone()
 				if _, err := d.Elements("/messages"); err != nil { // index it
@@ -120,9 +116,7 @@ func BenchmarkAppendUnchecked(b *testing.B) {
 // session holds, apply, put it back.
 func BenchmarkAppendViaCache(b *testing.B) {
 	s, err := schema.Compile(json.RawMessage(stateSchema), "state")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	patch := storePatch()
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
@@ -155,9 +149,7 @@ func BenchmarkAppendViaCache(b *testing.B) {
 // storage pays once.
 func BenchmarkAppendCold(b *testing.B) {
 	s, err := schema.Compile(json.RawMessage(stateSchema), "state")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	patch := storePatch()
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
@@ -181,9 +173,7 @@ func BenchmarkAppendCold(b *testing.B) {
 // and validate the whole patched state.
 func BenchmarkFullValidation(b *testing.B) {
 	s, err := schema.Compile(json.RawMessage(stateSchema), "state")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
 			raw := history(n)
@@ -202,9 +192,7 @@ func BenchmarkElements(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
 			d, err := Parse(history(n))
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			if _, err := d.Elements("/messages"); err != nil {
 				b.Fatal(err)
 			}

@@ -38,11 +38,14 @@
 // Apply is atomic: if any operation fails, or the patched document is
 // invalid, every splice is undone and the Doc is as before.
 //
-// Because a Doc edits its buffer in place, the slices Bytes, Get and
-// Elements return are views that stay valid only until the next Apply. A
-// Cache keeps Docs between calls, keyed by the identity of the bytes they
-// last returned, so the host can hand a state's bytes back and get the
-// indexed Doc without a scan: whoever stores those bytes (a session) must
-// treat them as owned by that one slot and copy them to keep them (as
-// session.Session.Clone does).
+// A Doc edits its buffer in place and never hands it out: Bytes returns a
+// copy, so a state a caller holds never changes under it. That copy is the
+// one cost of a patch that grows with the state (an allocation and a memcpy
+// of the whole document, which no in-place scheme can avoid: a longer JSON
+// value never has a shorter one as its prefix, so an append rewrites the
+// closing brackets a holder of the old bytes sees); the splice, the index
+// update and the validation stay O(appended). Get and Elements return views that stay valid only until the
+// next Apply. A Cache keeps Docs between calls and finds them by content, so
+// the host can hand a state's bytes back and get the indexed Doc without a
+// scan.
 package statepatch

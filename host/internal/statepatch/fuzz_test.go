@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
 )
@@ -33,26 +35,21 @@ func FuzzApply(f *testing.F) {
 				return
 			}
 		}
-		before := string(d.Bytes())
+		held := d.Bytes() // what a session would hold
+		before := string(held)
 		root, err := decode([]byte(doc))
-		if err != nil {
-			t.Fatalf("Parse accepted %q but the decoder refuses it: %v", doc, err)
-		}
+		require.NoError(t, err, "Parse accepted %q but the decoder refuses it", doc)
 		want, refErr := refApply(root, o)
 		err = d.Apply(o, nil)
-		if (err == nil) != (refErr == nil) {
-			t.Fatalf("Apply error %v, oracle error %v", err, refErr)
-		}
+		require.Equal(t, refErr == nil, err == nil, "Apply error %v, oracle error %v", err, refErr)
+		require.Equal(t, before, string(held), "Apply wrote into bytes the Doc had returned")
 		if err != nil {
-			if string(d.Bytes()) != before {
-				t.Fatalf("failed Apply changed the document:\n%s\nto\n%s", before, d.Bytes())
-			}
+			require.Equal(t, before, string(d.Bytes()), "failed Apply changed the document")
 			return
 		}
-		wantJSON, _ := json.Marshal(want)
-		if !sameJSON(d.Bytes(), wantJSON) {
-			t.Fatalf("Apply gave %s, oracle %s", d.Bytes(), wantJSON)
-		}
+		wantJSON, err := json.Marshal(want)
+		require.NoError(t, err)
+		require.True(t, sameJSON(d.Bytes(), wantJSON), "Apply gave %s, oracle %s", d.Bytes(), wantJSON)
 		assertIndexConsistent(t, d)
 	})
 }
@@ -69,13 +66,10 @@ func FuzzParsePointer(f *testing.F) {
 			return
 		}
 		again, err := ParsePointer(FormatPointer(tokens))
-		if err != nil || len(again) != len(tokens) {
-			t.Fatalf("round trip of %q: %q, %v", p, again, err)
-		}
+		require.NoError(t, err, "round trip of %q", p)
+		require.Len(t, again, len(tokens), "round trip of %q", p)
 		for i := range tokens {
-			if tokens[i] != again[i] {
-				t.Fatalf("round trip of %q: token %d %q became %q", p, i, tokens[i], again[i])
-			}
+			require.Equal(t, tokens[i], again[i], "round trip of %q: token %d", p, i)
 		}
 	})
 }
@@ -94,9 +88,7 @@ func FuzzLocalValidation(f *testing.F) {
 	var compiled []*schema.Schema
 	for i, src := range srcs {
 		s, err := schema.Compile(json.RawMessage(src), fmt.Sprintf("fuzz%d", i))
-		if err != nil {
-			f.Fatal(err)
-		}
+		require.NoError(f, err)
 		compiled = append(compiled, s)
 	}
 	f.Add(uint8(0), `{"messages":[]}`, `[{"op":"add","path":"/messages/-","value":{"role":"user","contents":[]}}]`)
@@ -119,20 +111,16 @@ func FuzzLocalValidation(f *testing.F) {
 			}
 		}
 		plain, err := Parse([]byte(doc))
-		if err != nil {
-			t.Fatalf("schema-valid document does not parse: %v", err)
-		}
+		require.NoError(t, err, "schema-valid document does not parse")
 		if plain.Apply(o, nil) != nil {
 			return
 		}
 		wantValid := s.Validate(plain.Bytes()) == nil
 		d, _ := Parse([]byte(doc))
 		err = d.Apply(o, s)
-		if (err == nil) != wantValid {
-			t.Fatalf("incremental verdict %v, full validation valid=%v; patched: %s", err, wantValid, plain.Bytes())
-		}
-		if err != nil && string(d.Bytes()) != doc {
-			t.Fatalf("refused patch changed the document: %s", d.Bytes())
+		require.Equal(t, wantValid, err == nil, "incremental verdict %v; patched: %s", err, plain.Bytes())
+		if err != nil {
+			require.Equal(t, doc, string(d.Bytes()), "refused patch changed the document")
 		}
 	})
 }

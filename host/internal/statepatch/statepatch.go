@@ -84,8 +84,16 @@ func (d *Doc) resetRoot() {
 	d.root = node{off: start, size: end - start, kind: kindOf(d.buf[start])}
 }
 
-// Bytes returns the document. The slice is valid until the next Apply.
-func (d *Doc) Bytes() json.RawMessage { return d.buf[:len(d.buf):len(d.buf)] }
+// Bytes returns a copy of the document, the caller's to keep. A Doc never
+// hands out its buffer, which it edits in place: a state returned here
+// stays as it is whatever the Doc does next.
+func (d *Doc) Bytes() json.RawMessage { return bytes.Clone(d.buf) }
+
+// Equal reports whether raw is the document, byte for byte.
+func (d *Doc) Equal(raw []byte) bool { return bytes.Equal(d.buf, raw) }
+
+// Len is the document's length in bytes.
+func (d *Doc) Len() int { return len(d.buf) }
 
 // Clone returns an independent copy with the same index state discarded.
 func (d *Doc) Clone() *Doc {
@@ -176,7 +184,7 @@ func (d *Doc) Apply(ops []abi.PatchOp, s *schema.Schema) error {
 		full = full || needFull
 	}
 	if full && s != nil {
-		if err := s.Validate(d.Bytes()); err != nil {
+		if err := s.Validate(d.buf); err != nil {
 			d.rollback()
 			return fmt.Errorf("statepatch: patched state: %w", err)
 		}

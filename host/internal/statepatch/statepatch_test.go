@@ -2,10 +2,11 @@ package statepatch
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
@@ -14,9 +15,7 @@ import (
 func ops(t testing.TB, s string) []abi.PatchOp {
 	t.Helper()
 	var o []abi.PatchOp
-	if err := json.Unmarshal([]byte(s), &o); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(s), &o))
 	return o
 }
 
@@ -56,16 +55,10 @@ func TestApply(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := Parse([]byte(tt.doc))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			o := ops(t, tt.ops)
-			if err := d.Apply(o, nil); err != nil {
-				t.Fatalf("Apply: %v", err)
-			}
-			if got := string(d.Bytes()); got != tt.want {
-				t.Fatalf("got  %s\nwant %s", got, tt.want)
-			}
+			require.NoError(t, d.Apply(o, nil), "Apply")
+			require.Equal(t, tt.want, string(d.Bytes()))
 			// The index the edits left behind must agree with a fresh one.
 			assertIndexConsistent(t, d)
 		})
@@ -77,35 +70,24 @@ func TestApply(t *testing.T) {
 func assertIndexConsistent(t testing.TB, d *Doc) {
 	t.Helper()
 	fresh, err := Parse(d.Bytes())
-	if err != nil {
-		t.Fatalf("patched document is not JSON: %v\n%s", err, d.Bytes())
-	}
+	require.NoError(t, err, "patched document is not JSON:\n%s", d.Bytes())
 	var check func(n *node, abs int, path string)
 	check = func(n *node, abs int, path string) {
 		if !n.indexed {
 			return
 		}
 		got := d.buf[abs : abs+n.size]
-		if !json.Valid(got) {
-			t.Fatalf("index of %q spans %q, not a JSON value", path, got)
-		}
+		require.True(t, json.Valid(got), "index of %q spans %q, not a JSON value", path, got)
 		var f *node
 		ff, err := fresh.walk(mustTokens(t, path))
-		if err != nil {
-			t.Fatalf("fresh walk %q: %v", path, err)
-		}
+		require.NoError(t, err, "fresh walk %q", path)
 		f = ff[len(ff)-1].n
-		if err := fresh.index(f, ff[len(ff)-1].abs); err != nil {
-			t.Fatal(err)
-		}
-		if len(f.kids) != len(n.kids) {
-			t.Fatalf("%q: %d children indexed, fresh index has %d", path, len(n.kids), len(f.kids))
-		}
+		require.NoError(t, fresh.index(f, ff[len(ff)-1].abs))
+		require.Len(t, n.kids, len(f.kids), "%q: children indexed, against a fresh index", path)
 		for i := range n.kids {
 			k, fk := n.kids[i], f.kids[i]
-			if k.key != fk.key || k.koff != fk.koff || k.off != fk.off || k.size != fk.size || k.kind != fk.kind {
-				t.Fatalf("%q child %d: index %+v, fresh %+v", path, i, k, fk)
-			}
+			require.Equal(t, []any{fk.key, fk.koff, fk.off, fk.size, fk.kind}, []any{k.key, k.koff, k.off, k.size, k.kind},
+				"%q child %d: key, koff, off, size, kind against a fresh index", path, i)
 			tok := k.key
 			if n.kind == '[' {
 				tok = fmt.Sprint(i)
@@ -119,9 +101,7 @@ func assertIndexConsistent(t testing.TB, d *Doc) {
 func mustTokens(t testing.TB, p string) []string {
 	t.Helper()
 	tok, err := ParsePointer(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return tok
 }
 
@@ -152,28 +132,18 @@ func TestApplyErrorsLeaveDocUnchanged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := Parse([]byte(doc))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			o := ops(t, tt.ops)
 			if tt.name == "value not json" {
 				o[0].Value = json.RawMessage(`{"a":`)
 				tt.want = "value is not valid JSON"
 			}
 			err = d.Apply(o, nil)
-			if !errors.Is(err, ErrPatch) {
-				t.Fatalf("Apply = %v, want ErrPatch", err)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %q does not contain %q", err, tt.want)
-			}
-			if got := string(d.Bytes()); got != doc {
-				t.Fatalf("document changed by a failed patch:\n%s", got)
-			}
+			require.ErrorIs(t, err, ErrPatch)
+			require.ErrorContains(t, err, tt.want)
+			require.Equal(t, doc, string(d.Bytes()), "document changed by a failed patch")
 			// And the Doc still works.
-			if err := d.Apply(ops(t, `[{"op":"add","path":"/messages/-","value":2}]`), nil); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, d.Apply(ops(t, `[{"op":"add","path":"/messages/-","value":2}]`), nil))
 			assertIndexConsistent(t, d)
 		})
 	}
@@ -181,67 +151,48 @@ func TestApplyErrorsLeaveDocUnchanged(t *testing.T) {
 
 func TestParseRefusesWhatIsNotJSON(t *testing.T) {
 	for _, in := range []string{``, `{`, `{"a":1}x`, `[1,]`, `{"a" 1}`} {
-		if _, err := Parse([]byte(in)); !errors.Is(err, ErrDocument) {
-			t.Errorf("Parse(%q) = %v, want ErrDocument", in, err)
-		}
+		_, err := Parse([]byte(in))
+		assert.ErrorIs(t, err, ErrDocument, "Parse(%q)", in)
 	}
 }
 
 func TestDuplicateMembersRefusedOnPath(t *testing.T) {
 	for _, doc := range []string{`{"a":1,"a":2}`, `{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k3":0}`} {
 		d, err := Parse([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		err = d.Apply(ops(t, `[{"op":"add","path":"/b","value":1}]`), nil)
-		if !errors.Is(err, ErrDocument) || !strings.Contains(err.Error(), "duplicate member") {
-			t.Fatalf("Apply on %s = %v, want a duplicate member error", doc, err)
-		}
+		require.ErrorIs(t, err, ErrDocument, "Apply on %s", doc)
+		require.ErrorContains(t, err, "duplicate member", "Apply on %s", doc)
 	}
 }
 
 func TestElements(t *testing.T) {
 	d, err := Parse([]byte(`{"h":{"messages":[ {"a":1} , "two",[3] ]},"x":[]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got, err := d.Elements("/h/messages")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := []string{`{"a":1}`, `"two"`, `[3]`}
-	if len(got) != len(want) {
-		t.Fatalf("got %d elements, want %d", len(got), len(want))
-	}
+	require.Len(t, got, len(want))
 	for i := range want {
-		if string(got[i]) != want[i] {
-			t.Errorf("element %d = %s, want %s", i, got[i], want[i])
-		}
-		if cap(got[i]) != len(got[i]) {
-			t.Errorf("element %d can be appended into the document (cap %d > len %d)", i, cap(got[i]), len(got[i]))
-		}
+		assert.Equal(t, want[i], string(got[i]), "element %d", i)
+		assert.Equal(t, len(got[i]), cap(got[i]), "element %d can be appended into the document", i)
 	}
-	if e, err := d.Elements("/x"); err != nil || len(e) != 0 {
-		t.Fatalf("Elements(/x) = %v, %v; want empty", e, err)
-	}
-	if _, err := d.Elements("/h"); !errors.Is(err, ErrPatch) {
-		t.Fatalf("Elements of an object = %v, want ErrPatch", err)
-	}
-	if _, err := d.Elements("/nope"); !errors.Is(err, ErrPatch) {
-		t.Fatalf("Elements of a missing path = %v, want ErrPatch", err)
-	}
+	e, err := d.Elements("/x")
+	require.NoError(t, err)
+	require.Empty(t, e)
+	_, err = d.Elements("/h")
+	require.ErrorIs(t, err, ErrPatch, "Elements of an object")
+	_, err = d.Elements("/nope")
+	require.ErrorIs(t, err, ErrPatch, "Elements of a missing path")
 	// After an append the index serves the new element too.
-	if err := d.Apply(ops(t, `[{"op":"add","path":"/h/messages/-","value":4}]`), nil); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = d.Elements("/h/messages")
-	if len(got) != 4 || string(got[3]) != "4" {
-		t.Fatalf("after append: %q", got)
-	}
+	require.NoError(t, d.Apply(ops(t, `[{"op":"add","path":"/h/messages/-","value":4}]`), nil))
+	got, err = d.Elements("/h/messages")
+	require.NoError(t, err)
+	require.Len(t, got, 4, "after append")
+	require.Equal(t, "4", string(got[3]), "after append")
 	v, err := d.Get("/h/messages/0/a")
-	if err != nil || string(v) != "1" {
-		t.Fatalf("Get = %s, %v", v, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "1", string(v))
 }
 
 func TestParsePointer(t *testing.T) {
@@ -262,20 +213,15 @@ func TestParsePointer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			got, err := ParsePointer(tt.in)
-			if (err == nil) != tt.ok {
-				t.Fatalf("ParsePointer(%q) error = %v, want ok=%v", tt.in, err, tt.ok)
-			}
 			if !tt.ok {
-				if !errors.Is(err, ErrPointer) {
-					t.Fatalf("error %v is not ErrPointer", err)
-				}
+				require.ErrorIs(t, err, ErrPointer)
 				return
 			}
-			if fmt.Sprint(got) != fmt.Sprint(tt.want) || len(got) != len(tt.want) {
-				t.Fatalf("got %q, want %q", got, tt.want)
-			}
-			if back := FormatPointer(got); back != tt.in && tt.in != "/a~1b/~0c/~01" {
-				t.Fatalf("FormatPointer = %q, want %q", back, tt.in)
+			require.NoError(t, err)
+			require.Len(t, got, len(tt.want))
+			require.Equal(t, fmt.Sprintf("%q", tt.want), fmt.Sprintf("%q", got))
+			if tt.in != "/a~1b/~0c/~01" {
+				require.Equal(t, tt.in, FormatPointer(got))
 			}
 		})
 	}
@@ -292,9 +238,7 @@ const stateSchema = `{
 
 func TestApplyValidatesOnlyWhatChanged(t *testing.T) {
 	s, err := schema.Compile(json.RawMessage(stateSchema), "state")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const doc = `{"messages":[{"role":"user","contents":[]}],"meta":{}}`
 	tests := []struct {
 		name  string
@@ -313,26 +257,17 @@ func TestApplyValidatesOnlyWhatChanged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := Parse([]byte(doc))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			err = d.Apply(ops(t, tt.ops), s)
 			if tt.valid {
-				if err != nil {
-					t.Fatalf("Apply = %v", err)
-				}
+				require.NoError(t, err)
 				return
 			}
 			var ve *schema.ValidationError
-			if !errors.As(err, &ve) || !errors.Is(err, schema.ErrInvalid) {
-				t.Fatalf("Apply = %v, want a schema.ValidationError", err)
-			}
-			if ve.Problems[0].InstanceLocation != tt.at {
-				t.Fatalf("problem at %q, want %q (%v)", ve.Problems[0].InstanceLocation, tt.at, err)
-			}
-			if string(d.Bytes()) != doc {
-				t.Fatalf("document changed by an invalid patch: %s", d.Bytes())
-			}
+			require.ErrorAs(t, err, &ve)
+			require.ErrorIs(t, err, schema.ErrInvalid)
+			require.Equal(t, tt.at, ve.Problems[0].InstanceLocation, "problem location (%v)", err)
+			require.Equal(t, doc, string(d.Bytes()), "document changed by an invalid patch")
 		})
 	}
 }
@@ -370,9 +305,7 @@ func TestLocalValidationAgreesWithFull(t *testing.T) {
 	}
 	for name, src := range schemasUnderTest {
 		s, err := schema.Compile(json.RawMessage(src), name)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		require.NoError(t, err, name)
 		for _, doc := range docs {
 			if s.Validate(json.RawMessage(doc)) != nil {
 				continue // the premise of a patch is a valid state
@@ -381,18 +314,14 @@ func TestLocalValidationAgreesWithFull(t *testing.T) {
 				t.Run(name+" "+doc+" "+p, func(t *testing.T) {
 					o := ops(t, p)
 					d, err := Parse([]byte(doc))
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 					plain, _ := Parse([]byte(doc))
 					if plain.Apply(o, nil) != nil {
 						return // not applicable regardless of schema
 					}
 					wantValid := s.Validate(plain.Bytes()) == nil
 					err = d.Apply(o, s)
-					if (err == nil) != wantValid {
-						t.Fatalf("incremental verdict %v, full validation valid=%v (patched: %s)", err, wantValid, plain.Bytes())
-					}
+					require.Equal(t, wantValid, err == nil, "incremental verdict %v (patched: %s)", err, plain.Bytes())
 				})
 			}
 		}
