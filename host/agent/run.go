@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/wasmhist/wasmhist/host/session"
@@ -65,7 +66,7 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 	r := &run{
 		a:       a,
 		target:  s,
-		work:    s.Clone(),
+		work:    snapshot(s),
 		store:   a.cfg.Store,
 		maxIter: a.cfg.MaxIterations,
 		emit:    emit,
@@ -407,16 +408,28 @@ func (r *run) storeInto(ctx context.Context, pc ProviderConfig, inputs, results,
 // commit hands a copy of the working session, one revision on, to the
 // Saver and then to the caller. r.mu must be held.
 func (r *run) commit(ctx context.Context) error {
-	next := r.work.Clone()
+	next := snapshot(r.work)
 	next.Revision++
 	if r.a.cfg.Saver != nil {
-		if err := r.a.cfg.Saver.Save(ctx, next.Clone()); err != nil {
+		if err := r.a.cfg.Saver.Save(ctx, snapshot(next)); err != nil {
 			return fmt.Errorf("agent: commit session %q: %w", next.SessionID, err)
 		}
 	}
 	r.work.Revision = next.Revision
 	*r.target = *next
 	return nil
+}
+
+// snapshot copies a session for the run to work on, or to hand out. The
+// state bytes are shared: nothing writes into bytes a session holds (package
+// session's value semantics), so copying them, O(history) on every run and
+// commit, would buy nothing. The map is copied so that a provider that sets
+// a slot in place rather than with Session.SetState still cannot reach the
+// caller's session before the commit.
+func snapshot(s *session.Session) *session.Session {
+	c := *s
+	c.State = maps.Clone(s.State)
+	return &c
 }
 
 func functionCalls(msgs []abi.Message) []abi.Content {
