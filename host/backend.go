@@ -89,16 +89,16 @@ func (nativeBackend) release(context.Context, bool)             {}
 func (b nativeBackend) run(ctx context.Context, export string, input []byte) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("%s: %w: panic: %v", export, ErrTrap, r)
+			out, err = nil, fmt.Errorf("%w: panic: %v", ErrTrap, r)
 		}
 	}()
 	out, err = b.h(ctx, export, input)
 	if err != nil {
 		switch ctx.Err() {
 		case context.DeadlineExceeded:
-			return nil, fmt.Errorf("%s: %w", export, ErrTimeout)
+			return nil, ErrTimeout
 		case context.Canceled:
-			return nil, fmt.Errorf("%s: %w", export, context.Canceled)
+			return nil, context.Canceled
 		}
 		// Whatever the handler returned crosses as the wire error would.
 		return nil, abi.AsError(err)

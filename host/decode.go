@@ -14,7 +14,7 @@ import (
 // ErrInvalidOutput saying where, and never panics (see the fuzz tests).
 
 func invalidOutput(export, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidOutput, export, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", ErrInvalidOutput, fmt.Sprintf(format, args...))
 }
 
 func unmarshalOutput(export string, out []byte, v any) error {

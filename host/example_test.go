@@ -129,7 +129,7 @@ func ExampleLoadOptions_sha256() {
 	// Output:
 	// full sum: inmemory <nil>
 	// prefix: true
-	// host: load inmemory.wasm: host: checksum mismatch: expected <prefix>, got <sum>
+	// host: load inmemory.wasm: checksum mismatch: expected <prefix>, got <sum>
 }
 
 // Limits bound every call of a plugin. Config.Limits are a host's

@@ -103,7 +103,7 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	}
 	sections, err := loader.ReadSections(wasm)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidPlugin, src, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPlugin, err)
 	}
 	var capNames []string
 	for _, f := range h.backends.Funcs() {
@@ -121,7 +121,7 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 		// The caller gave up; the plugin is not to blame.
 		return nil, err
 	case err != nil:
-		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidPlugin, src, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPlugin, err)
 	}
 	p := h.newPlugin(src.String(), opts, grants, limits, newWasmBackend(mod, limits))
 	p.sum = hex.EncodeToString(sum[:])

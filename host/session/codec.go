@@ -20,13 +20,13 @@ import (
 // the same Session; Decode only refuses what it should not accept.
 func Decode(data []byte) (*Session, error) {
 	if err := schema.Project(schemas.Session).Validate(data); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("session: %w: %w", ErrInvalid, err)
 	}
 	var s Session
 	if err := json.Unmarshal(data, &s); err != nil {
 		// Valid against the schema but not representable, e.g. a revision
 		// written as 1.0: the schema calls it an integer, Go's int64 does not.
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("session: %w: %w", ErrInvalid, err)
 	}
 	return &s, nil
 }
@@ -36,14 +36,14 @@ func Decode(data []byte) (*Session, error) {
 // session is refused when it is written rather than when it is read back.
 func Encode(s *Session) ([]byte, error) {
 	if s == nil {
-		return nil, fmt.Errorf("%w: nil session", ErrInvalid)
+		return nil, fmt.Errorf("session: %w: nil session", ErrInvalid)
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("session: %w: %w", ErrInvalid, err)
 	}
 	if err := schema.Project(schemas.Session).Validate(b); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("session: %w: %w", ErrInvalid, err)
 	}
 	return b, nil
 }

@@ -46,5 +46,5 @@ func ExampleDecode() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// host: invalid session: schema session.json: at /revision: must be >= 0 but found -1 (keyword session.json#/properties/revision/minimum)
+	// session: invalid session: schema session.json: at /revision: must be >= 0 but found -1 (keyword session.json#/properties/revision/minimum)
 }

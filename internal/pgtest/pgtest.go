@@ -41,8 +41,8 @@ const port = 5432
 // Server is one running cluster.
 type Server struct {
 	// Dir holds the cluster's data, its log and its socket.
-	Dir string
-	bin string
+	Dir  string
+	bin  string
 	cred *syscall.Credential
 }
 

@@ -143,11 +143,13 @@ func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 		}
 		tctx, stop := cancelOnInterrupt(ctx, e)
 		err := c.turn(tctx, e, cmd, text)
-		cancelled := interrupted(tctx, err)
-		stop()
+		took := stop()
 		switch {
+		case err == nil && took:
+			// Ctrl-C came as the turn ended: the user is at the prompt.
+			return failf(cmd, "%w at the prompt: %s", errInterrupted, c.savedAt())
 		case err == nil:
-		case cancelled && prompt:
+		case interrupted(tctx, err) && prompt:
 			fmt.Fprintf(e.stderr, "wasmhist %s: interrupted: the turn was cancelled; %s\n", cmd, c.savedAt())
 		default:
 			return err

@@ -83,18 +83,28 @@ func main() {
 }
 
 // cancelOnInterrupt returns ctx cancelled, with cause errInterrupted, at
-// the next Ctrl-C; stop ends the watch.
-func cancelOnInterrupt(ctx context.Context, e *env) (_ context.Context, stop func()) {
+// the next Ctrl-C. stop ends the watch and reports whether it took a
+// Ctrl-C; one that arrives after stop stays for the next reader of
+// e.interrupts, so that none is lost between two watches.
+func cancelOnInterrupt(ctx context.Context, e *env) (_ context.Context, stop func() bool) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
+	took := make(chan bool, 1)
 	go func() {
 		select {
 		case <-e.interrupts:
 			cancel(errInterrupted)
+			took <- true
 		case <-done:
+			took <- false
 		}
 	}()
-	return ctx, func() { close(done); cancel(nil) }
+	return ctx, func() bool {
+		close(done)
+		t := <-took
+		cancel(nil)
+		return t
+	}
 }
 
 // interrupted reports whether err or ctx's cause is a Ctrl-C.
@@ -132,7 +142,7 @@ func run(ctx context.Context, args []string, e *env) int {
 		}
 		cctx := ctx
 		if !c.handlesInterrupts {
-			var stop func()
+			var stop func() bool
 			cctx, stop = cancelOnInterrupt(ctx, e)
 			defer stop()
 		}

@@ -6,21 +6,26 @@ package hosterr
 import "errors"
 
 // Host-detected failures. Package host documents each under the same name.
+// Their messages carry no package prefix: the error that reaches a caller
+// is always wrapped once by the operation that failed ("host: load x.wasm:
+// ...", "host: plugin p: store: ...", "session: decode: ..."), as an
+// *os.PathError wraps a bare syscall error, so that no message repeats
+// "host:" at every layer.
 var (
-	ErrTimeout          = errors.New("host: plugin call timed out")
-	ErrMemoryLimit      = errors.New("host: plugin exceeded its memory limit")
-	ErrTrap             = errors.New("host: plugin trapped")
-	ErrOutputTooLarge   = errors.New("host: plugin output too large")
-	ErrInputTooLarge    = errors.New("host: plugin input too large")
-	ErrInvalidOutput    = errors.New("host: invalid plugin output")
-	ErrVersionMismatch  = errors.New("host: ABI version mismatch")
-	ErrChecksumMismatch = errors.New("host: checksum mismatch")
-	ErrCapabilityDenied = errors.New("host: capability denied")
-	ErrMissingExport    = errors.New("host: missing export")
-	ErrUnsupported      = errors.New("host: unsupported by plugin")
-	ErrInvalidConfig    = errors.New("host: invalid config")
-	ErrInvalidPlugin    = errors.New("host: invalid plugin")
-	ErrInvalidSession   = errors.New("host: invalid session")
-	ErrInvalidState     = errors.New("host: invalid state")
-	ErrClosed           = errors.New("host: closed")
+	ErrTimeout          = errors.New("plugin call timed out")
+	ErrMemoryLimit      = errors.New("plugin exceeded its memory limit")
+	ErrTrap             = errors.New("plugin trapped")
+	ErrOutputTooLarge   = errors.New("plugin output too large")
+	ErrInputTooLarge    = errors.New("plugin input too large")
+	ErrInvalidOutput    = errors.New("invalid plugin output")
+	ErrVersionMismatch  = errors.New("ABI version mismatch")
+	ErrChecksumMismatch = errors.New("checksum mismatch")
+	ErrCapabilityDenied = errors.New("capability denied")
+	ErrMissingExport    = errors.New("missing export")
+	ErrUnsupported      = errors.New("unsupported by plugin")
+	ErrInvalidConfig    = errors.New("invalid config")
+	ErrInvalidPlugin    = errors.New("invalid plugin")
+	ErrInvalidSession   = errors.New("invalid session")
+	ErrInvalidState     = errors.New("invalid state")
+	ErrClosed           = errors.New("closed")
 )

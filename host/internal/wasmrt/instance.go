@@ -97,28 +97,28 @@ func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]by
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:
-			return nil, fmt.Errorf("%s: %w", export, hosterr.ErrTimeout)
+			return nil, hosterr.ErrTimeout
 		case sys.ExitCodeContextCanceled:
-			return nil, fmt.Errorf("%s: %w", export, context.Canceled)
+			return nil, context.Canceled
 		}
 	}
 	// The go-sdk flattens errors of the guest runtime's lazy initialisation
 	// to text, so the context is the authority on why a call stopped.
 	switch ctx.Err() {
 	case context.DeadlineExceeded:
-		return nil, fmt.Errorf("%s: %w", export, hosterr.ErrTimeout)
+		return nil, hosterr.ErrTimeout
 	case context.Canceled:
-		return nil, fmt.Errorf("%s: %w", export, context.Canceled)
+		return nil, context.Canceled
 	}
 	if in.mem.Refused() {
-		return nil, fmt.Errorf("%s: %w", export, hosterr.ErrMemoryLimit)
+		return nil, hosterr.ErrMemoryLimit
 	}
 	// A plugin-reported error is the text of error_set, which the go-sdk
 	// returns verbatim; a trap's text comes from the runtime instead.
 	if msg := in.plugin.GetError(); msg != "" && msg == err.Error() {
 		return nil, abi.DecodeError([]byte(msg))
 	}
-	return nil, fmt.Errorf("%s: %w: %s%s", export, hosterr.ErrTrap, firstLine(err.Error()), in.stderrNote())
+	return nil, fmt.Errorf("%w: %s%s", hosterr.ErrTrap, firstLine(err.Error()), in.stderrNote())
 }
 
 func (in *Instance) stderrNote() string {
