@@ -2,8 +2,9 @@ package host
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
@@ -14,8 +15,9 @@ import (
 // ErrInvalidOutput, never a panic. The seeds run with every go test.
 
 func checkDecodeErr(t *testing.T, err error) {
-	if err != nil && !errors.Is(err, ErrInvalidOutput) {
-		t.Fatalf("error %v is not ErrInvalidOutput", err)
+	t.Helper()
+	if err != nil {
+		require.ErrorIs(t, err, ErrInvalidOutput, "a decode error must be ErrInvalidOutput")
 	}
 }
 
@@ -64,9 +66,7 @@ func FuzzDecodeStoreAndClear(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	st, err := schema.Compile(json.RawMessage(`{"type":"object"}`), "fuzz")
-	if err != nil {
-		f.Fatal(err)
-	}
+	require.NoError(f, err)
 	p := &Plugin{stateSchema: st, docs: statepatch.NewCache(4)}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, export := range []string{abi.ExportStore, abi.ExportClear} {
@@ -111,9 +111,7 @@ func FuzzDecodeError(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e := abi.DecodeError(b)
-		if !e.Code.Known() {
-			t.Fatalf("code %q escaped DecodeError", e.Code)
-		}
+		require.True(t, e.Code.Known(), "code %q escaped DecodeError", e.Code)
 	})
 }
 

@@ -1,18 +1,18 @@
 package host_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"reflect"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/session"
 
@@ -44,9 +44,7 @@ func hostilePath(t testing.TB, name string) string {
 func newHost(t testing.TB, cfg host.Config) *host.Host {
 	t.Helper()
 	h, err := host.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { h.Close(context.Background()) })
 	return h
 }
@@ -54,9 +52,7 @@ func newHost(t testing.TB, cfg host.Config) *host.Host {
 func loadHostile(t testing.TB, h *host.Host, name string, opts host.LoadOptions) *host.Plugin {
 	t.Helper()
 	p, err := h.Load(context.Background(), host.File(hostilePath(t, name)), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return p
 }
 
@@ -65,9 +61,7 @@ func user(text string) abi.Message { return abi.NewMessage(abi.RoleUser, text) }
 func sessionJSON(t *testing.T, s *session.Session) []byte {
 	t.Helper()
 	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -106,9 +100,7 @@ func TestHostilePlugin(t *testing.T) {
 				prov = spin.Provider("primary")
 			}
 			s := &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "s-" + tt.trigger}
-			if err := prov.Store(ctx, s, []abi.Message{user("hello")}, nil); err != nil {
-				t.Fatalf("store before: %v", err)
-			}
+			require.NoError(t, prov.Store(ctx, s, []abi.Message{user("hello")}, nil), "store before")
 			before := sessionJSON(t, s)
 
 			var gcs atomic.Int64
@@ -135,40 +127,29 @@ func TestHostilePlugin(t *testing.T) {
 			err := prov.Store(ctx, s, []abi.Message{user("hostile:" + tt.trigger)}, nil)
 			close(stop)
 			<-done
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("got %v, want %v", err, tt.want)
-			}
+			require.ErrorIs(t, err, tt.want)
 			for _, nw := range tt.notWant {
-				if errors.Is(err, nw) {
-					t.Errorf("%v also matches %v", err, nw)
-				}
+				assert.NotErrorIs(t, err, nw)
 			}
 			var pe *host.PluginError
-			if !errors.As(err, &pe) || pe.Plugin != "misbehave" || pe.Export != abi.ExportStore {
-				t.Errorf("error %v is not a PluginError naming misbehave/store", err)
+			if assert.ErrorAs(t, err, &pe, "the error is a PluginError") {
+				assert.Equal(t, "misbehave", pe.Plugin, "the PluginError names the plugin")
+				assert.Equal(t, abi.ExportStore, pe.Export, "the PluginError names the export")
 			}
-			if tt.trigger == "loop" && gcs.Load() == 0 {
-				t.Error("no garbage collection completed during the spin")
+			if tt.trigger == "loop" {
+				assert.NotZero(t, gcs.Load(), "no garbage collection completed during the spin")
 			}
-			if after := sessionJSON(t, s); !bytes.Equal(before, after) {
-				t.Errorf("session changed:\nbefore %s\nafter  %s", before, after)
-			}
+			assert.Equal(t, string(before), string(sessionJSON(t, s)), "session changed")
 
 			// The next call works, on a fresh instance.
-			if err := prov.Store(ctx, s, []abi.Message{user("again")}, nil); err != nil {
-				t.Fatalf("store after: %v", err)
-			}
+			require.NoError(t, prov.Store(ctx, s, []abi.Message{user("again")}, nil), "store after")
 			hist, err := prov.Provide(ctx, s, nil)
-			if err != nil {
-				t.Fatalf("provide after: %v", err)
-			}
+			require.NoError(t, err, "provide after")
 			var texts []string
 			for _, m := range hist {
 				texts = append(texts, m.TextContent())
 			}
-			if got := strings.Join(texts, ","); got != "hello,again" {
-				t.Errorf("history %q, want hello,again", got)
-			}
+			assert.Equal(t, "hello,again", strings.Join(texts, ","), "history")
 		})
 	}
 }
@@ -187,13 +168,9 @@ func TestHostileModules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := h.Load(context.Background(), host.File(hostilePath(t, tt.plugin)), host.LoadOptions{})
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("got %v, want %v", err, tt.want)
-			}
+			require.ErrorIs(t, err, tt.want)
 			for _, m := range tt.mentions {
-				if !strings.Contains(err.Error(), m) {
-					t.Errorf("error %q does not mention %q", err, m)
-				}
+				assert.ErrorContains(t, err, m)
 			}
 		})
 	}
@@ -203,9 +180,7 @@ func TestLoadRefusals(t *testing.T) {
 	h := newHost(t, host.Config{})
 	path := hostilePath(t, "misbehave")
 	wasm, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const zeros = "0000000000000000000000000000000000000000000000000000000000000000"
 	tests := []struct {
 		name     string
@@ -224,22 +199,15 @@ func TestLoadRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := h.Load(context.Background(), tt.src, tt.opts)
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("got %v, want %v", err, tt.want)
-			}
-			if !strings.Contains(err.Error(), tt.mentions) {
-				t.Errorf("error %q does not mention %q", err, tt.mentions)
-			}
+			require.ErrorIs(t, err, tt.want)
+			assert.ErrorContains(t, err, tt.mentions)
 		})
 	}
 	t.Run("pinned", func(t *testing.T) {
 		p, err := h.Load(context.Background(), host.Bytes("m", wasm), host.LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.Load(context.Background(), host.File(path), host.LoadOptions{SHA256: strings.ToUpper(p.SHA256())}); err != nil {
-			t.Fatalf("load with the right pin: %v", err)
-		}
+		require.NoError(t, err)
+		_, err = h.Load(context.Background(), host.File(path), host.LoadOptions{SHA256: strings.ToUpper(p.SHA256())})
+		require.NoError(t, err, "load with the right pin")
 	})
 }
 
@@ -266,15 +234,9 @@ func TestMalformedSessions(t *testing.T) {
 			s := &session.Session{SessionID: "s", State: map[string]session.ProviderState{"k": tt.slot}}
 			before := s.Clone()
 			_, err := p.Provider("k").Provide(context.Background(), s, nil)
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("got %v, want %v", err, tt.want)
-			}
-			if !strings.Contains(err.Error(), tt.mentions) {
-				t.Errorf("error %q does not mention %q", err, tt.mentions)
-			}
-			if !reflect.DeepEqual(before, s) {
-				t.Error("session changed")
-			}
+			require.ErrorIs(t, err, tt.want)
+			assert.ErrorContains(t, err, tt.mentions)
+			assert.Equal(t, before, s, "session changed")
 		})
 	}
 }

@@ -3,11 +3,12 @@ package host_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/session"
 
@@ -62,12 +63,8 @@ func TestNativeDescribeChecks(t *testing.T) {
 			f := &fakePlugin{info: baseInfo()}
 			tt.edit(&f.info)
 			_, err := h.LoadNative(context.Background(), "fake", f.handler, tt.opts)
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("got %v, want %v", err, tt.want)
-			}
-			if !strings.Contains(err.Error(), tt.mentions) {
-				t.Errorf("error %q does not mention %q", err, tt.mentions)
-			}
+			require.ErrorIs(t, err, tt.want)
+			assert.ErrorContains(t, err, tt.mentions)
 		})
 	}
 }
@@ -76,29 +73,26 @@ func TestOptionalExports(t *testing.T) {
 	h := newHost(t, host.Config{})
 	f := &fakePlugin{info: baseInfo(), exports: map[string]func([]byte) ([]byte, error){}}
 	p, err := h.LoadNative(context.Background(), "fake", f.handler, host.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := &session.Session{SessionID: "s"}
-	if _, _, err := p.List(context.Background(), s, "k", "", 10); !errors.Is(err, host.ErrUnsupported) {
-		t.Errorf("list: %v", err)
-	}
-	if err := p.Clear(context.Background(), s, "k"); !errors.Is(err, host.ErrUnsupported) {
-		t.Errorf("clear: %v", err)
-	}
+	_, _, err = p.List(context.Background(), s, "k", "", 10)
+	assert.ErrorIs(t, err, host.ErrUnsupported, "list")
+	assert.ErrorIs(t, p.Clear(context.Background(), s, "k"), host.ErrUnsupported, "clear")
 	f.exports[abi.ExportList] = func([]byte) ([]byte, error) {
 		return []byte(`{"messages":[{"role":"user","contents":[{"type":"text","text":"hi"}]}],"next_cursor":"2"}`), nil
 	}
 	msgs, next, err := p.List(context.Background(), s, "k", "", 10)
-	if err != nil || len(msgs) != 1 || msgs[0].TextContent() != "hi" || next != "2" {
-		t.Errorf("list: %v %q %v", msgs, next, err)
+	assert.NoError(t, err, "list")
+	if assert.Len(t, msgs, 1, "list") {
+		assert.Equal(t, "hi", msgs[0].TextContent(), "list")
 	}
+	assert.Equal(t, "2", next, "list cursor")
 	f.exports[abi.ExportList] = func([]byte) ([]byte, error) {
 		return []byte(`{"messages":[{"role":"wizard","contents":[]}]}`), nil
 	}
-	if _, _, err := p.List(context.Background(), s, "k", "", 10); !errors.Is(err, host.ErrInvalidOutput) || !strings.Contains(err.Error(), "messages[0]") {
-		t.Errorf("list with a bad message: %v", err)
-	}
+	_, _, err = p.List(context.Background(), s, "k", "", 10)
+	assert.ErrorIs(t, err, host.ErrInvalidOutput, "list with a bad message")
+	assert.ErrorContains(t, err, "messages[0]", "list with a bad message")
 }
 
 // TestMigrateAndPatch: an older slot is migrated before the call, and a
@@ -120,38 +114,30 @@ func TestMigrateAndPatch(t *testing.T) {
 		},
 	}}
 	p, err := h.LoadNative(context.Background(), "fake", f.handler, host.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := &session.Session{SessionID: "s", State: map[string]session.ProviderState{
 		"k": {Provider: "fake", StateVersion: 1, Data: json.RawMessage(`{"old":true}`)},
 	}}
 	hist, err := p.Provider("k").Provide(context.Background(), s, []abi.Message{user("new")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if migrated != 1 || len(hist) != 1 || hist[0].TextContent() != "old" {
-		t.Fatalf("migrated %d, history %v", migrated, hist)
-	}
+	require.NoError(t, err)
+	require.Equal(t, 1, migrated, "migrations")
+	require.Len(t, hist, 1, "history")
+	require.Equal(t, "old", hist[0].TextContent(), "history")
 	slot := s.State["k"]
 	var st struct {
 		V int `json:"v"`
 	}
 	json.Unmarshal(slot.Data, &st)
-	if slot.StateVersion != 2 || st.V != 3 {
-		t.Errorf("slot after provide: %+v", slot)
-	}
+	assert.Equal(t, 2, slot.StateVersion, "slot after provide: %+v", slot)
+	assert.Equal(t, 3, st.V, "slot after provide: %+v", slot)
 	// A patch that breaks the schema is invalid output, and changes nothing.
 	f.exports[abi.ExportProvide] = func([]byte) ([]byte, error) {
 		return []byte(`{"state_patch":[{"op":"replace","path":"/messages","value":"x"}]}`), nil
 	}
 	before := s.Clone()
-	if _, err := p.Provider("k").Provide(context.Background(), s, nil); !errors.Is(err, host.ErrInvalidOutput) {
-		t.Fatalf("bad patch: %v", err)
-	}
-	if string(before.State["k"].Data) != string(s.State["k"].Data) {
-		t.Error("bad patch changed the session")
-	}
+	_, err = p.Provider("k").Provide(context.Background(), s, nil)
+	require.ErrorIs(t, err, host.ErrInvalidOutput, "bad patch")
+	assert.Equal(t, string(before.State["k"].Data), string(s.State["k"].Data), "bad patch changed the session")
 }
 
 func TestSpans(t *testing.T) {
@@ -162,17 +148,11 @@ func TestSpans(t *testing.T) {
 		abi.ExportStore: func([]byte) ([]byte, error) { return nil, abi.Errorf(abi.CodeUnavailable, "db down") },
 	}}
 	p, err := h.LoadNative(context.Background(), "fake", f.handler, host.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	err = p.Provider("k").Store(context.Background(), &session.Session{SessionID: "s"}, []abi.Message{user("x")}, nil)
-	if !errors.Is(err, abi.ErrUnavailable) {
-		t.Fatalf("store: %v", err)
-	}
+	require.ErrorIs(t, err, abi.ErrUnavailable, "store")
 	spans := rec.Ended()
-	if len(spans) != 2 {
-		t.Fatalf("%d spans, want describe and store", len(spans))
-	}
+	require.Len(t, spans, 2, "want describe and store spans")
 	attrs := map[attribute.Key]attribute.Value{}
 	for _, kv := range spans[1].Attributes() {
 		attrs[kv.Key] = kv.Value
@@ -183,19 +163,11 @@ func TestSpans(t *testing.T) {
 		"wasmhist.outcome": "plugin_error:unavailable",
 	}
 	for k, v := range want {
-		if attrs[k].AsString() != v {
-			t.Errorf("%s = %q, want %q", k, attrs[k].AsString(), v)
-		}
+		assert.Equal(t, v, attrs[k].AsString(), "attribute %s", k)
 	}
-	if attrs["wasmhist.bytes_in"].AsInt64() == 0 {
-		t.Error("bytes_in not recorded")
-	}
-	if _, ok := attrs["wasmhist.duration_ms"]; !ok {
-		t.Error("duration not recorded")
-	}
-	if spans[1].Status().Code.String() != "Error" {
-		t.Errorf("status %v", spans[1].Status())
-	}
+	assert.NotZero(t, attrs["wasmhist.bytes_in"].AsInt64(), "bytes_in not recorded")
+	assert.Contains(t, attrs, attribute.Key("wasmhist.duration_ms"), "duration not recorded")
+	assert.Equal(t, "Error", spans[1].Status().Code.String(), "status %v", spans[1].Status())
 }
 
 // TestHammerWasm runs many sessions through one WebAssembly plugin at once:
@@ -213,18 +185,18 @@ func TestHammerWasm(t *testing.T) {
 			s := &session.Session{SessionID: fmt.Sprint("s", w)}
 			prov := p.Provider("k")
 			for r := range rounds {
-				if err := prov.Store(context.Background(), s, []abi.Message{user(fmt.Sprint(w, "-", r))}, nil); err != nil {
-					t.Error(err)
+				// assert, not require: FailNow must not run off the test's goroutine.
+				err := prov.Store(context.Background(), s, []abi.Message{user(fmt.Sprint(w, "-", r))}, nil)
+				if !assert.NoError(t, err, "worker %d: store", w) {
 					return
 				}
 			}
 			hist, err := prov.Provide(context.Background(), s, nil)
-			if err != nil {
-				t.Error(err)
+			if !assert.NoError(t, err, "worker %d: provide", w) {
 				return
 			}
-			if len(hist) != rounds || hist[rounds-1].TextContent() != fmt.Sprint(w, "-", rounds-1) {
-				t.Errorf("worker %d: history %v", w, hist)
+			if assert.Len(t, hist, rounds, "worker %d: history", w) {
+				assert.Equal(t, fmt.Sprint(w, "-", rounds-1), hist[rounds-1].TextContent(), "worker %d: last message", w)
 			}
 		}()
 	}

@@ -75,21 +75,15 @@ func TestAgentFailureMidLoop(t *testing.T) {
 				require.ErrorIs(t, err, errServiceDown)
 				if !perCall {
 					// Atomic: byte-identical when re-serialized.
-					if after := mustJSON(t, s); after != before {
-						t.Fatalf("failed run changed the session:\n%s\n%s", before, after)
-					}
+					require.Equal(t, before, mustJSON(t, s), "a failed run leaves the session unchanged")
 					return
 				}
 				// The first call succeeded and stays stored.
 				for _, p := range []*MemoryProvider{primary, audit} {
 					assert.Equal(t, "user:q1 call:c1", stored(t, p, s))
 				}
-				if s.Revision != 1 {
-					t.Errorf("revision %d, want 1", s.Revision)
-				}
-				if string(s.State["other"].Data) != `{"keep":true}` {
-					t.Errorf("unrelated state changed: %s", s.State["other"].Data)
-				}
+				assert.Equal(t, int64(1), s.Revision, "revision")
+				assert.Equal(t, `{"keep":true}`, string(s.State["other"].Data), "unrelated state is left alone")
 			})
 		}
 	}
@@ -123,8 +117,9 @@ func TestAgentTerminatedLoop(t *testing.T) {
 				s := session.New()
 				res, err := runAgent(ctx, t, a, s, streaming, "q1", nil)
 				require.NoError(t, err)
-				if !streaming && (!res.Terminated || res.Iterations != 1) {
-					t.Errorf("Terminated=%v Iterations=%d, want true 1", res.Terminated, res.Iterations)
+				if !streaming {
+					assert.True(t, res.Terminated, "Terminated")
+					assert.Equal(t, 1, res.Iterations, "Iterations")
 				}
 				assert.Equal(t, "call:c1 result:c1", render(res.Messages))
 				assert.Equal(t, tc.want, stored(t, primary, s))
@@ -132,14 +127,13 @@ func TestAgentTerminatedLoop(t *testing.T) {
 				// Resume: the next run's request must satisfy a strict
 				// service (the fake validates every request), whichever
 				// way the previous run stored its end.
-				if _, err := runAgent(ctx, t, a, s, streaming, "q2", nil); err != nil {
-					t.Fatalf("resume: %v", err)
-				}
+				_, err = runAgent(ctx, t, a, s, streaming, "q2", nil)
+				require.NoError(t, err, "resume")
 				reqs := svc.requests()
 				require.NoError(t, openaitest.ValidateHistory(reqs[len(reqs)-1].Messages), "resumed request rejected")
-				msgs, _ := primary.Messages(s)
-				if err := openaitest.ValidateHistory(msgs); err != nil && !tc.perCall {
-					t.Fatalf("stored history is not replayable: %v", err)
+				if !tc.perCall {
+					msgs, _ := primary.Messages(s)
+					require.NoError(t, openaitest.ValidateHistory(msgs), "stored history is not replayable")
 				}
 			})
 		}
@@ -201,9 +195,7 @@ func TestAgentParallelToolsInCallOrder(t *testing.T) {
 	res, err := a.Run(ctx, session.New(), []abi.Message{abi.NewMessage(abi.RoleUser, "go")}, nil)
 	require.NoError(t, err)
 	require.Equal(t, "call:x+call:y result:x result:y asst:done", render(res.Messages))
-	if r := res.Messages[1].Contents[0].Result; string(r) != `"A"` {
-		t.Fatalf("first result %s, want \"A\"", r)
-	}
+	require.Equal(t, `"A"`, string(res.Messages[1].Contents[0].Result), "first result")
 }
 
 func TestAgentToolErrors(t *testing.T) {
@@ -230,9 +222,7 @@ func TestAgentToolErrors(t *testing.T) {
 			require.NoError(t, err)
 			res, err := a.Run(context.Background(), session.New(), []abi.Message{abi.NewMessage(abi.RoleUser, "go")}, nil)
 			require.NoError(t, err)
-			if e := res.Messages[1].Contents[0].Error; !strings.Contains(e, tc.wantErr) {
-				t.Fatalf("tool error %q, want it to mention %q", e, tc.wantErr)
-			}
+			require.Contains(t, res.Messages[1].Contents[0].Error, tc.wantErr, "tool error")
 		})
 	}
 }
@@ -249,9 +239,7 @@ func TestAgentMaxIterations(t *testing.T) {
 			s := session.New()
 			_, err = runAgent(context.Background(), t, a, s, streaming, "q", nil)
 			require.NoError(t, err)
-			if n := len(svc.requests()); n != 2 {
-				t.Fatalf("%d model calls, want 2", n)
-			}
+			require.Len(t, svc.requests(), 2, "model calls")
 			// The last call's tool call was never run: its text stays,
 			// the call goes.
 			require.Equal(t, "user:q asst:thinking+call:k1 result:k1 asst:thinking", stored(t, primary, s))
@@ -306,13 +294,9 @@ func TestAgentStreamStopEarly(t *testing.T) {
 					break
 				}
 			}
-			if !stopped {
-				t.Fatal("the stop condition never held")
-			}
+			require.True(t, stopped, "the stop condition never held")
 			require.Equal(t, tc.want, stored(t, primary, s))
-			if s.Revision == 0 {
-				t.Fatal("nothing committed")
-			}
+			require.NotZero(t, s.Revision, "nothing committed")
 		})
 	}
 }
@@ -333,12 +317,12 @@ func TestStreamAggregation(t *testing.T) {
 	}
 	r := a.response()
 	require.Equal(t, "asst:Hello+call:a asst:second", render(r.Messages))
-	if r.Messages[0].Contents[0].Text != "hmm" || r.Messages[0].MessageID != "1" {
-		t.Fatalf("reasoning not folded: %+v", r.Messages[0])
-	}
-	if r.ConversationID != "conv" || r.Usage.TotalTokens != 7 || r.FinishReason != "stop" {
-		t.Fatalf("response %+v", r)
-	}
+	require.Equal(t, "hmm", r.Messages[0].Contents[0].Text, "reasoning folded")
+	require.Equal(t, "1", r.Messages[0].MessageID)
+	require.Equal(t, "conv", r.ConversationID)
+	require.NotNil(t, r.Usage)
+	require.Equal(t, int64(7), r.Usage.TotalTokens, "usage summed")
+	require.Equal(t, "stop", r.FinishReason)
 }
 
 // A primary and an audit copy of the same provider implementation keep
@@ -370,8 +354,9 @@ func TestAgentPrimaryAndAuditNeverMix(t *testing.T) {
 	// Only the (cleared) primary loads: the audit copy never reaches the model.
 	assert.Equal(t, "user:user likes tea user:q2", render(reqs[len(reqs)-2].Messages))
 	src := reqs[len(reqs)-2].Messages[0].Source
-	if src == nil || src.Type != abi.SourceContextProvider || src.ID != "facts" {
-		t.Errorf("context message source %+v", src)
+	if assert.NotNil(t, src, "context message source") {
+		assert.Equal(t, abi.SourceContextProvider, src.Type)
+		assert.Equal(t, "facts", src.ID)
 	}
 }
 
@@ -449,9 +434,7 @@ func TestAgentHistoryIsStampedAndInstructionsSent(t *testing.T) {
 	sent := svc.requests()[1].Messages
 	require.Equal(t, "system:be brief user:q1 asst:a user:q2", render(sent))
 	for i, want := range []*abi.Source{nil, {Type: abi.SourceChatHistory, ID: "p"}, {Type: abi.SourceChatHistory, ID: "p"}, {Type: abi.SourceExternal}} {
-		if mustJSON(t, sent[i].Source) != mustJSON(t, want) {
-			t.Errorf("message %d source %+v, want %+v", i, sent[i].Source, want)
-		}
+		assert.Equal(t, want, sent[i].Source, "message %d source", i)
 	}
 	// Instructions are never stored; history is not stored twice.
 	require.Equal(t, "user:q1 asst:a user:q2 asst:a", stored(t, p, s))
@@ -480,22 +463,16 @@ func TestAgentConflictModes(t *testing.T) {
 				_, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, q)}, nil)
 				require.NoError(t, err)
 			}
-			if s.ServiceSessionID != "conv-1" {
-				t.Errorf("service session id %q", s.ServiceSessionID)
-			}
+			assert.Equal(t, "conv-1", s.ServiceSessionID, "service session id")
 			assert.Equal(t, tc.wantPrimary, stored(t, primary, s))
-			if got := stored(t, audit, s); !strings.HasSuffix(got, "user:q2 call:c2 result:c2 asst:answer to c2") {
-				t.Errorf("audit %q", got)
-			}
+			got := stored(t, audit, s)
+			assert.True(t, strings.HasSuffix(got, "user:q2 call:c2 result:c2 asst:answer to c2"), "audit %q ends with the second run", got)
 			// The second run continues the service conversation without
 			// loading history.
 			reqs := svc.requests()
-			if r := reqs[2]; render(r.Messages) != "user:q2" || r.ConversationID != "conv-1" {
-				t.Errorf("second run's first call: %q %q", render(r.Messages), r.ConversationID)
-			}
-			if w := logs.warnings(); len(w) != tc.wantWarnings {
-				t.Errorf("warnings %q", w)
-			}
+			assert.Equal(t, "user:q2", render(reqs[2].Messages), "second run's first call")
+			assert.Equal(t, "conv-1", reqs[2].ConversationID, "second run's first call")
+			assert.Len(t, logs.warnings(), tc.wantWarnings, "warnings")
 		})
 	}
 }
@@ -512,9 +489,8 @@ func TestAgentPerCallServiceEdgeCases(t *testing.T) {
 		s.ServiceSessionID = "conv-9"
 		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
 		require.NoError(t, err)
-		if s.ServiceSessionID != "conv-9" || svc.requests()[0].ConversationID != "conv-9" {
-			t.Fatalf("service session id %q, first call %q", s.ServiceSessionID, svc.requests()[0].ConversationID)
-		}
+		require.Equal(t, "conv-9", s.ServiceSessionID, "service session id")
+		require.Equal(t, "conv-9", svc.requests()[0].ConversationID, "first call")
 		require.Equal(t, "user:q call:c1 result:c1 asst:answer to c1", stored(t, primary, s))
 	})
 	t.Run("store false cannot continue a service conversation", func(t *testing.T) {
@@ -536,8 +512,8 @@ func TestAgentPerCallServiceEdgeCases(t *testing.T) {
 		require.NoError(t, err)
 		// Without an id the loop has to send the whole conversation.
 		assert.Equal(t, "user:q call:c1 result:c1", render(svc.requests()[1].Messages))
-		if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "no conversation id") {
-			t.Errorf("warnings %q", w)
+		if w := logs.warnings(); assert.Len(t, w, 1, "warnings") {
+			assert.Contains(t, w[0], "no conversation id")
 		}
 		assert.Equal(t, "user:q call:c1 result:c1 asst:answer to c1", stored(t, primary, s))
 	})
@@ -555,9 +531,8 @@ func TestAgentPerCallServiceEdgeCases(t *testing.T) {
 		s := session.New()
 		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
 		require.NoError(t, err)
-		if fmt.Sprint(revisions) != "[1 2]" || s.Revision != 2 {
-			t.Fatalf("revisions %v, session %d", revisions, s.Revision)
-		}
+		require.Equal(t, []int64{1, 2}, revisions, "revisions committed")
+		require.Equal(t, int64(2), s.Revision, "session revision")
 	})
 }
 
@@ -585,16 +560,14 @@ func TestAgentUseClientAsIs(t *testing.T) {
 		stack := &wrappedClient{Client: svc.client()}
 		a, err := New(Config{Model: stack, Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: true, UseClientAsIs: true, Logger: logs.logger()})
 		require.NoError(t, err)
-		if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "PersistPerServiceCall") {
-			t.Fatalf("warnings %q", w)
-		}
+		w := logs.warnings()
+		require.Len(t, w, 1, "warnings")
+		require.Contains(t, w[0], "PersistPerServiceCall")
 		s := session.New()
 		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
 		require.NoError(t, err)
 		require.Equal(t, "", stored(t, primary, s))
-		if stack.calls.Load() != 2 {
-			t.Fatalf("the caller's stack was bypassed")
-		}
+		require.Equal(t, int32(2), stack.calls.Load(), "calls through the caller's stack")
 	})
 	t.Run("with the middleware: per-call persistence", func(t *testing.T) {
 		logs := &logCapture{}
@@ -610,15 +583,11 @@ func TestAgentUseClientAsIs(t *testing.T) {
 				return nil
 			})})
 		require.NoError(t, err)
-		if w := logs.warnings(); len(w) != 0 {
-			t.Fatalf("warnings %q", w)
-		}
+		require.Empty(t, logs.warnings(), "warnings")
 		s := session.New()
 		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
 		require.NoError(t, err)
-		if fmt.Sprint(persisted) != "[user:q call:c1 user:q call:c1 result:c1 asst:answer to c1]" {
-			t.Fatalf("commits %q", persisted)
-		}
+		require.Equal(t, []string{"user:q call:c1", "user:q call:c1 result:c1 asst:answer to c1"}, persisted, "commits")
 	})
 	t.Run("per-run with the stack as is", func(t *testing.T) {
 		primary := NewMemoryProvider("primary")
@@ -647,7 +616,5 @@ func TestAgentSaverFailureLeavesSessionUnchanged(t *testing.T) {
 	before := mustJSON(t, s)
 	_, err = a.Run(context.Background(), s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
 	require.ErrorIs(t, err, errDisk)
-	if mustJSON(t, s) != before {
-		t.Fatal("session changed although saving failed")
-	}
+	require.Equal(t, before, mustJSON(t, s), "session changed although saving failed")
 }

@@ -2,9 +2,11 @@ package schema
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCompileRefusesWhatItCannotResolveLocally(t *testing.T) {
@@ -23,12 +25,8 @@ func TestCompileRefusesWhatItCannotResolveLocally(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Compile(json.RawMessage(tt.schema), "test")
-			if !errors.Is(err, ErrBadSchema) {
-				t.Fatalf("Compile = %v, want ErrBadSchema", err)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %q does not mention %q", err, tt.want)
-			}
+			require.ErrorIs(t, err, ErrBadSchema)
+			require.ErrorContains(t, err, tt.want)
 		})
 	}
 }
@@ -38,23 +36,15 @@ func TestCompileResolvesProjectSchemas(t *testing.T) {
 		"type": "object",
 		"properties": {"messages": {"type": "array", "items": {"$ref": "https://wasmhist.dev/schemas/v1/message.json"}}}
 	}`), "state")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Validate(json.RawMessage(`{"messages": [{"role": "user", "contents": [{"type": "text", "text": "hi"}]}]}`)); err != nil {
-		t.Fatalf("valid state refused: %v", err)
-	}
+	require.NoError(t, err)
+	err = s.Validate(json.RawMessage(`{"messages": [{"role": "user", "contents": [{"type": "text", "text": "hi"}]}]}`))
+	require.NoError(t, err, "valid state refused")
 	err = s.Validate(json.RawMessage(`{"messages": [{"role": "user", "contents": []}, {"role": "robot", "contents": []}]}`))
 	var ve *ValidationError
-	if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Validate = %v, want *ValidationError wrapping ErrInvalid", err)
-	}
-	if got := ve.Problems[0].InstanceLocation; got != "/messages/1/role" {
-		t.Fatalf("instance location = %q, want /messages/1/role (error: %v)", got, err)
-	}
-	if !strings.Contains(ve.Problems[0].KeywordLocation, "message.json#/properties/role/enum") {
-		t.Fatalf("keyword location = %q, want the role enum of message.json", ve.Problems[0].KeywordLocation)
-	}
+	require.ErrorAs(t, err, &ve, "want a *ValidationError")
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Equal(t, "/messages/1/role", ve.Problems[0].InstanceLocation, "instance location (error: %v)", err)
+	require.Contains(t, ve.Problems[0].KeywordLocation, "message.json#/properties/role/enum", "keyword location: want the role enum of message.json")
 }
 
 func TestValidateSaysWhereAndWhat(t *testing.T) {
@@ -77,18 +67,13 @@ func TestValidateSaysWhereAndWhat(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := sess.Validate(json.RawMessage(tt.doc))
 			var ve *ValidationError
-			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
-				t.Fatalf("Validate = %v, want *ValidationError wrapping ErrInvalid", err)
-			}
+			require.ErrorAs(t, err, &ve, "want a *ValidationError")
+			require.ErrorIs(t, err, ErrInvalid)
 			p := ve.Problems[0]
-			if p.InstanceLocation != tt.at {
-				t.Errorf("instance location = %q, want %q (%v)", p.InstanceLocation, tt.at, err)
-			}
-			if !strings.HasSuffix(p.KeywordLocation, tt.keyword) {
-				t.Errorf("keyword location = %q, want suffix %q (%v)", p.KeywordLocation, tt.keyword, err)
-			}
-			if tt.keyword == "" && !strings.Contains(p.Message, "not valid JSON") {
-				t.Errorf("message = %q, want a JSON syntax complaint", p.Message)
+			assert.Equal(t, tt.at, p.InstanceLocation, "instance location (%v)", err)
+			assert.True(t, strings.HasSuffix(p.KeywordLocation, tt.keyword), "keyword location = %q, want suffix %q (%v)", p.KeywordLocation, tt.keyword, err)
+			if tt.keyword == "" {
+				assert.Contains(t, p.Message, "not valid JSON", "want a JSON syntax complaint")
 			}
 		})
 	}
@@ -97,23 +82,15 @@ func TestValidateSaysWhereAndWhat(t *testing.T) {
 func TestValidateKeepsBigIntegersExact(t *testing.T) {
 	// 2^53+1 rounds to 2^53 as a float64 and would pass maximum 2^53.
 	s, err := Compile(json.RawMessage(`{"type": "integer", "maximum": 9007199254740992}`), "big")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Validate(json.RawMessage(`9007199254740993`)); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Validate(2^53+1) = %v, want ErrInvalid", err)
-	}
-	if err := s.Validate(json.RawMessage(`9007199254740992`)); err != nil {
-		t.Fatalf("Validate(2^53) = %v", err)
-	}
+	require.NoError(t, err)
+	require.ErrorIs(t, s.Validate(json.RawMessage(`9007199254740993`)), ErrInvalid, "Validate(2^53+1)")
+	require.NoError(t, s.Validate(json.RawMessage(`9007199254740992`)), "Validate(2^53)")
 }
 
 func TestFormatsAreAsserted(t *testing.T) {
 	msg := Project("message.json")
 	err := msg.Validate(json.RawMessage(`{"role":"user","contents":[],"created_at":"yesterday"}`))
-	if !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Validate = %v, want ErrInvalid for a bad date-time", err)
-	}
+	require.ErrorIs(t, err, ErrInvalid, "want ErrInvalid for a bad date-time")
 }
 
 func TestValidateValue(t *testing.T) {
@@ -122,45 +99,26 @@ func TestValidateValue(t *testing.T) {
 		StateKey  string `json:"state_key"`
 	}
 	s := Project("session-facts.json")
-	if err := s.ValidateValue(facts{SessionID: "s", StateKey: "k"}); err != nil {
-		t.Fatalf("ValidateValue(struct) = %v", err)
-	}
-	if err := s.ValidateValue(facts{SessionID: "s"}); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("ValidateValue(empty state_key) = %v, want ErrInvalid", err)
-	}
-	if err := s.ValidateValue(map[string]any{"session_id": "s", "state_key": "k"}); err != nil {
-		t.Fatalf("ValidateValue(map) = %v", err)
-	}
-	if err := s.ValidateValue(map[string]any{"session_id": 1, "state_key": "k"}); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("ValidateValue(bad map) = %v, want ErrInvalid", err)
-	}
+	require.NoError(t, s.ValidateValue(facts{SessionID: "s", StateKey: "k"}), "ValidateValue(struct)")
+	require.ErrorIs(t, s.ValidateValue(facts{SessionID: "s"}), ErrInvalid, "ValidateValue(empty state_key)")
+	require.NoError(t, s.ValidateValue(map[string]any{"session_id": "s", "state_key": "k"}), "ValidateValue(map)")
+	require.ErrorIs(t, s.ValidateValue(map[string]any{"session_id": 1, "state_key": "k"}), ErrInvalid, "ValidateValue(bad map)")
 }
 
 func TestProjectSchemasAllCompile(t *testing.T) {
 	for _, n := range []string{"message.json", "session.json", "plugin-info.json", "store-response.json"} {
-		if Project(n) == nil {
-			t.Errorf("Project(%q) = nil", n)
-		}
+		assert.NotNil(t, Project(n), "Project(%q)", n)
 	}
-	if Project("nope.json") != nil {
-		t.Error("Project(nope.json) != nil")
-	}
+	assert.Nil(t, Project("nope.json"), "Project(nope.json)")
 }
 
 func TestErrorListIsBounded(t *testing.T) {
 	s, err := Compile(json.RawMessage(`{"type":"array","items":{"type":"string"}}`), "strings")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	err = s.Validate(json.RawMessage(`[1,2,3,4,5,6,7,8]`))
 	var ve *ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("Validate = %v", err)
-	}
-	if len(ve.Problems) != maxProblems || ve.More != 8-maxProblems {
-		t.Fatalf("problems = %d, more = %d; want %d and %d", len(ve.Problems), ve.More, maxProblems, 8-maxProblems)
-	}
-	if !strings.Contains(err.Error(), "and 3 more") {
-		t.Fatalf("error %q does not count the rest", err)
-	}
+	require.ErrorAs(t, err, &ve)
+	require.Len(t, ve.Problems, maxProblems, "problems")
+	require.Equal(t, 8-maxProblems, ve.More, "more")
+	require.ErrorContains(t, err, "and 3 more", "the error counts the rest")
 }

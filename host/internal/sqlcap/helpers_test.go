@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 )
@@ -19,9 +21,7 @@ func newStore(t testing.TB, l Limits) *Store {
 func newStoreOpts(t testing.TB, o Options) *Store {
 	t.Helper()
 	s, err := NewStore(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -47,17 +47,13 @@ func backendsOf(s *Store) *capability.Backends {
 func (c *testCall) do(ctx context.Context, req abi.SQLRequest) (*abi.SQLResponse, error) {
 	c.t.Helper()
 	b, err := json.Marshal(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	require.NoError(c.t, err)
 	out, err := Func.Call(ctx, c.call, b)
 	if err != nil {
 		return nil, err
 	}
 	var resp abi.SQLResponse
-	if err := json.Unmarshal(out, &resp); err != nil {
-		c.t.Fatalf("result is not JSON: %v\n%s", err, out)
-	}
+	require.NoError(c.t, json.Unmarshal(out, &resp), "result is not JSON: %s", out)
 	return &resp, nil
 }
 
@@ -69,17 +65,13 @@ func (c *testCall) must(ctx context.Context, sql ...string) *abi.SQLResponse {
 		req.Statements = append(req.Statements, abi.SQLStatement{SQL: q})
 	}
 	resp, err := c.do(ctx, req)
-	if err != nil {
-		c.t.Fatalf("%v: %v", sql, err)
-	}
+	require.NoError(c.t, err, "%v", sql)
 	return resp
 }
 
 func (c *testCall) end(ctx context.Context, ok bool) {
 	c.t.Helper()
-	if err := c.call.End(ctx, ok); err != nil {
-		c.t.Fatalf("end: %v", err)
-	}
+	require.NoError(c.t, c.call.End(ctx, ok), "end")
 }
 
 // oneCall runs sql in one committed call.
@@ -102,17 +94,11 @@ func req(sql string, args ...any) abi.SQLRequest {
 func checkIntegrity(t testing.TB, path string) {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer db.Close()
 	var res string
-	if err := db.QueryRow("PRAGMA integrity_check").Scan(&res); err != nil {
-		t.Fatal(err)
-	}
-	if res != "ok" {
-		t.Fatalf("integrity_check of %s: %s", path, res)
-	}
+	require.NoError(t, db.QueryRow("PRAGMA integrity_check").Scan(&res))
+	require.Equal(t, "ok", res, "integrity_check of %s", path)
 }
 
 func fmtInt(n int) string { return strconv.Itoa(n) }

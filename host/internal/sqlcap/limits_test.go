@@ -2,11 +2,13 @@ package sqlcap
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
@@ -45,22 +47,16 @@ func TestLimits(t *testing.T) {
 			c.must(ctx, "INSERT INTO t VALUES (-1)") // must not survive the call
 			start := time.Now()
 			_, err := c.do(ctx, tt.req)
-			if !errors.Is(err, abi.ErrResourceExhausted) {
-				t.Fatalf("err = %v, want resource exhausted", err)
-			}
-			if d := time.Since(start); d > 5*time.Second {
-				t.Errorf("refusal took %s", d)
-			}
+			require.ErrorIs(t, err, abi.ErrResourceExhausted)
+			assert.LessOrEqual(t, time.Since(start), 5*time.Second, "refusal took too long")
 			_, err = c.do(ctx, req("SELECT 1"))
-			if tt.poisons != (err != nil) {
-				t.Errorf("next request: err = %v, want poisoned %v", err, tt.poisons)
-			}
+			assert.Equal(t, tt.poisons, err != nil, "next request poisoned (err = %v)", err)
 			// The plugin's export fails, so the call ends not ok.
 			c.end(ctx, false)
 			got := oneCall(t, admin, p, "SELECT count(*), min(x), max(x) FROM t").Results[0].Rows[0]
-			if string(got[0]) != "150" || string(got[1]) != "1" || string(got[2]) != "150" {
-				t.Errorf("table after refusal: count, min, max = %s", got)
-			}
+			assert.Equal(t, "150", string(got[0]), "table after refusal: count")
+			assert.Equal(t, "1", string(got[1]), "table after refusal: min")
+			assert.Equal(t, "150", string(got[2]), "table after refusal: max")
 		})
 	}
 	checkIntegrity(t, p)
@@ -77,15 +73,11 @@ func TestPoisonedCallNeverCommits(t *testing.T) {
 	oneCall(t, admin, p, "CREATE TABLE t(x)")
 	c := begin(t, s, p)
 	c.must(ctx, "INSERT INTO t VALUES (1)")
-	if _, err := c.do(ctx, req("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c")); err == nil {
-		t.Fatal("runaway query succeeded")
-	}
-	if err := c.call.End(ctx, true); !errors.Is(err, abi.ErrResourceExhausted) {
-		t.Errorf("end of a call that swallowed the failure: err = %v, want resource exhausted", err)
-	}
-	if got := oneCall(t, admin, p, "SELECT count(*) FROM t").Results[0].Rows[0][0]; string(got) != "0" {
-		t.Errorf("rows = %s, want 0", got)
-	}
+	_, err := c.do(ctx, req("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"))
+	require.Error(t, err, "runaway query succeeded")
+	assert.ErrorIs(t, c.call.End(ctx, true), abi.ErrResourceExhausted, "end of a call that swallowed the failure")
+	got := oneCall(t, admin, p, "SELECT count(*) FROM t").Results[0].Rows[0][0]
+	assert.Equal(t, "0", string(got), "rows")
 }
 
 // TestCallDeadline: the export call's own deadline interrupts a statement
@@ -99,13 +91,10 @@ func TestCallDeadline(t *testing.T) {
 	c := begin(t, s, p)
 	c.must(ctx, "INSERT INTO t VALUES (1)")
 	_, err := c.do(ctx, req("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"))
-	if !errors.Is(err, abi.ErrResourceExhausted) {
-		t.Fatalf("err = %v, want resource exhausted", err)
-	}
+	require.ErrorIs(t, err, abi.ErrResourceExhausted)
 	c.end(ctx, false)
-	if got := oneCall(t, s, p, "SELECT count(*) FROM t").Results[0].Rows[0][0]; string(got) != "0" {
-		t.Errorf("rows = %s, want 0", got)
-	}
+	got := oneCall(t, s, p, "SELECT count(*) FROM t").Results[0].Rows[0][0]
+	assert.Equal(t, "0", string(got), "rows")
 }
 
 // TestWritersHammer runs many concurrent export calls on one database, some
@@ -138,11 +127,14 @@ func TestWritersHammer(t *testing.T) {
 					}})
 					ok = err == nil
 				}
-				if err != nil && (write || !errors.Is(err, abi.ErrUnavailable)) {
-					t.Errorf("call failed: %v", err)
+				// assert, not require: FailNow must not run off the test's goroutine.
+				// A read that upgrades may lose the race for the write lock.
+				if write {
+					assert.NoError(t, err, "call failed")
+				} else if err != nil {
+					assert.ErrorIs(t, err, abi.ErrUnavailable, "call failed")
 				}
-				if err := c.call.End(ctx, ok); err != nil {
-					t.Errorf("end: %v", err)
+				if err := c.call.End(ctx, ok); !assert.NoError(t, err, "end") {
 					ok = false
 				}
 				if ok {
@@ -157,13 +149,9 @@ func TestWritersHammer(t *testing.T) {
 	got := oneCall(t, s, p, "SELECT (SELECT n FROM counter), (SELECT count(*) FROM log), (SELECT max(n) FROM log)").Results[0].Rows[0]
 	want := []string{itoaTest(committed), itoaTest(committed), itoaTest(committed)}
 	for i := range want {
-		if string(got[i]) != want[i] {
-			t.Fatalf("counter, log rows, max = %s; want %d committed everywhere", got, committed)
-		}
+		require.Equal(t, want[i], string(got[i]), "counter, log rows, max = %s; want %d committed everywhere", got, committed)
 	}
-	if committed < workers*perWorker/2 {
-		t.Errorf("only %d of %d calls committed", committed, workers*perWorker)
-	}
+	assert.GreaterOrEqual(t, committed, workers*perWorker/2, "only %d of %d calls committed", committed, workers*perWorker)
 	checkIntegrity(t, p)
 }
 

@@ -3,11 +3,12 @@ package sqlcap
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
@@ -38,9 +39,8 @@ func TestValuesRoundTrip(t *testing.T) {
 	}
 	t.Run("infinity", func(t *testing.T) {
 		got := oneCall(t, s, p, "SELECT 9e999, -9e999").Results[0].Rows[0]
-		if string(got[0]) != `"+Inf"` || string(got[1]) != `"-Inf"` {
-			t.Errorf("infinities = %s", got)
-		}
+		assert.Equal(t, `"+Inf"`, string(got[0]), "positive infinity")
+		assert.Equal(t, `"-Inf"`, string(got[1]), "negative infinity")
 	})
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,20 +49,14 @@ func TestValuesRoundTrip(t *testing.T) {
 				{SQL: "INSERT INTO v(id, x) VALUES (?, ?)", Args: []any{i + 1, tt.arg}},
 				{SQL: "SELECT x FROM v WHERE id = ?", Args: []any{i + 1}},
 			}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			c.end(ctx, true)
 			ins, sel := resp.Results[0], resp.Results[1]
-			if ins.RowsAffected != 1 || ins.LastInsertID != int64(i+1) {
-				t.Errorf("insert: rows_affected %d, last_insert_id %d; want 1, %d", ins.RowsAffected, ins.LastInsertID, i+1)
-			}
-			if len(sel.Columns) != 1 || sel.Columns[0] != "x" || len(sel.Rows) != 1 {
-				t.Fatalf("select: %+v", sel)
-			}
-			if got := string(sel.Rows[0][0]); got != tt.want {
-				t.Errorf("value = %s, want %s", got, tt.want)
-			}
+			assert.Equal(t, int64(1), ins.RowsAffected, "insert: rows_affected")
+			assert.Equal(t, int64(i+1), ins.LastInsertID, "insert: last_insert_id")
+			require.Equal(t, []string{"x"}, sel.Columns, "select: columns")
+			require.Len(t, sel.Rows, 1, "select: rows")
+			assert.Equal(t, tt.want, string(sel.Rows[0][0]), "value")
 		})
 	}
 }
@@ -88,15 +82,12 @@ func TestTransactionPerExportCall(t *testing.T) {
 			c := begin(t, s, p)
 			// Two requests: both belong to the call's one transaction.
 			for range 2 {
-				if _, err := c.do(ctx, abi.SQLRequest{Write: tt.write, Statements: []abi.SQLStatement{{SQL: "INSERT INTO t VALUES (1)"}}}); err != nil {
-					t.Fatal(err)
-				}
+				_, err := c.do(ctx, abi.SQLRequest{Write: tt.write, Statements: []abi.SQLStatement{{SQL: "INSERT INTO t VALUES (1)"}}})
+				require.NoError(t, err)
 			}
 			c.end(ctx, tt.ok)
 			got := oneCall(t, s, p, "SELECT count(*) FROM t").Results[0].Rows[0][0]
-			if string(got) != fmt.Sprint(tt.want) {
-				t.Errorf("rows after call = %s, want %d", got, tt.want)
-			}
+			assert.Equal(t, fmt.Sprint(tt.want), string(got), "rows after call")
 		})
 	}
 }
@@ -104,9 +95,7 @@ func TestTransactionPerExportCall(t *testing.T) {
 func TestNotGranted(t *testing.T) {
 	call := capability.NewCall("nogrant", nil, nil)
 	_, err := Func.Call(context.Background(), call, []byte(`{"statements":[{"sql":"SELECT 1"}]}`))
-	if !errors.Is(err, abi.ErrPermissionDenied) {
-		t.Fatalf("err = %v, want permission denied", err)
-	}
+	require.ErrorIs(t, err, abi.ErrPermissionDenied)
 }
 
 func TestAuthorizer(t *testing.T) {
@@ -145,9 +134,7 @@ func TestAuthorizer(t *testing.T) {
 			c := begin(t, s, p)
 			_, err := c.do(ctx, req(tt.sql))
 			c.end(ctx, true)
-			if !errors.Is(err, abi.ErrPermissionDenied) {
-				t.Fatalf("err = %v, want permission denied", err)
-			}
+			require.ErrorIs(t, err, abi.ErrPermissionDenied)
 		})
 	}
 	t.Run("deny load_extension through a view", func(t *testing.T) {
@@ -155,9 +142,7 @@ func TestAuthorizer(t *testing.T) {
 		c := begin(t, s, p)
 		_, err := c.do(ctx, req("SELECT * FROM lv"))
 		c.end(ctx, true)
-		if err == nil || !strings.Contains(err.Error(), "load_extension") {
-			t.Fatalf("err = %v, want a refusal of load_extension", err)
-		}
+		require.ErrorContains(t, err, "load_extension", "want a refusal of load_extension")
 	})
 	allowed := []struct {
 		name, sql string
@@ -183,9 +168,7 @@ func TestAuthorizer(t *testing.T) {
 		})
 	}
 	// The refusals left both databases as they were.
-	if got := oneCall(t, s, other, "SELECT x FROM secret").Results[0].Rows; len(got) != 1 {
-		t.Errorf("other database rows = %s", got)
-	}
+	assert.Len(t, oneCall(t, s, other, "SELECT x FROM secret").Results[0].Rows, 1, "other database rows")
 	checkIntegrity(t, p)
 	checkIntegrity(t, other)
 }
@@ -213,16 +196,13 @@ func TestJSONColumns(t *testing.T) {
 			resp, err := c.do(ctx, abi.SQLRequest{Statements: []abi.SQLStatement{
 				{SQL: "SELECT id, body FROM m WHERE id = ?", Args: []any{tt.id}, JSONColumns: []string{"body"}}}})
 			c.end(ctx, err == nil)
-			if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
-				t.Fatalf("err = %v, want %v", err, tt.err)
-			}
-			if err != nil {
+			if tt.err != nil {
+				require.ErrorIs(t, err, tt.err)
 				return
 			}
+			require.NoError(t, err)
 			row, _ := json.Marshal(resp.Results[0].Rows[0])
-			if string(row) != tt.want {
-				t.Errorf("row = %s, want %s", row, tt.want)
-			}
+			assert.Equal(t, tt.want, string(row), "row")
 		})
 	}
 }

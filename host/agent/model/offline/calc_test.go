@@ -1,7 +1,6 @@
 package offline
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -38,9 +37,8 @@ func TestEvaluate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			v, err := Evaluate(tt.expr)
 			if tt.wantErr != "" {
-				if !errors.Is(err, ErrExpression) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want ErrExpression with %q", err, tt.wantErr)
-				}
+				require.ErrorIs(t, err, ErrExpression)
+				require.ErrorContains(t, err, tt.wantErr)
 				return
 			}
 			require.NoError(t, err)
@@ -55,8 +53,8 @@ func FuzzEvaluate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		v, err := Evaluate(s)
-		if err == nil && FormatNumber(v) == "" {
-			t.Fatalf("%q: empty result", s)
+		if err == nil {
+			require.NotEmpty(t, FormatNumber(v), "%q: empty result", s)
 		}
 	})
 }

@@ -3,8 +3,7 @@ package offline_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"reflect"
+
 	"strings"
 	"testing"
 	"time"
@@ -113,16 +112,14 @@ func TestAnswers(t *testing.T) {
 					calls = append(calls, c.Name+":"+string(c.Arguments))
 				}
 			}
-			if !reflect.DeepEqual(calls, tt.wantCalls) {
-				t.Errorf("calls %q, want %q", calls, tt.wantCalls)
-			}
+			assert.Equal(t, tt.wantCalls, calls, "calls")
 			wantFinish := "stop"
 			if len(tt.wantCalls) > 0 {
 				wantFinish = "tool_calls"
 			}
-			if res.FinishReason != wantFinish || res.ConversationID != "" || m.Role != abi.RoleAssistant {
-				t.Errorf("finish %q conversation %q role %q", res.FinishReason, res.ConversationID, m.Role)
-			}
+			assert.Equal(t, wantFinish, res.FinishReason, "finish")
+			assert.Empty(t, res.ConversationID, "conversation")
+			assert.Equal(t, abi.RoleAssistant, m.Role, "role")
 		})
 	}
 }
@@ -172,24 +169,18 @@ func TestToolLoop(t *testing.T) {
 					m, finish := call(t, streaming, model.Request{Messages: history, Tools: specs()})
 					history = append(history, m)
 					if len(m.CallIDs()) == 0 {
-						if finish != "stop" {
-							t.Fatalf("finish %q", finish)
-						}
+						require.Equal(t, "stop", finish, "finish without calls")
 						final = m
 						break
 					}
-					if finish != "tool_calls" {
-						t.Fatalf("finish %q with calls", finish)
-					}
+					require.Equal(t, "tool_calls", finish, "finish with calls")
 					history = append(history, runTools(t, m))
 				}
 				require.Equal(t, tt.wantText, final.TextContent())
 				// The conversation must be one a strict OpenAI-compatible
 				// service accepts when replayed.
 				require.NoError(t, openaitest.ValidateHistory(history), "history rejected")
-				if len(history) != 5 {
-					t.Fatalf("want system, user, call, result, answer; got %d messages", len(history))
-				}
+				require.Len(t, history, 5, "want system, user, call, result, answer")
 			})
 		}
 	}
@@ -236,9 +227,8 @@ func TestStreamMatchesComplete(t *testing.T) {
 		res, err := offline.New().Complete(context.Background(), req)
 		require.NoError(t, err)
 		m, finish := call(t, true, req)
-		if !reflect.DeepEqual(m, res.Messages[0]) || finish != res.FinishReason {
-			t.Fatalf("request %d: stream %+v (%s) differs from complete %+v (%s)", i, m, finish, res.Messages[0], res.FinishReason)
-		}
+		require.Equal(t, res.Messages[0], m, "request %d: stream message differs from complete", i)
+		require.Equal(t, res.FinishReason, finish, "request %d: stream finish differs from complete", i)
 	}
 }
 
@@ -246,17 +236,13 @@ func TestDeterministic(t *testing.T) {
 	req := model.Request{Messages: []abi.Message{user("what is 1+1 and what time is it")}, Tools: specs()}
 	a, _ := offline.New().Complete(context.Background(), req)
 	b, _ := offline.New().Complete(context.Background(), req)
-	if !reflect.DeepEqual(a, b) {
-		t.Fatalf("same request, different responses:\n%+v\n%+v", a, b)
-	}
+	require.Equal(t, a, b, "same request, different responses")
 	other, _ := offline.New().Complete(context.Background(), model.Request{Messages: []abi.Message{user("what is 1+2")}, Tools: specs()})
-	if other.Messages[0].MessageID == a.Messages[0].MessageID || other.Messages[0].CallIDs()[0] == a.Messages[0].CallIDs()[0] {
-		t.Fatal("different requests share ids")
-	}
+	require.NotEqual(t, a.Messages[0].MessageID, other.Messages[0].MessageID, "different requests share message ids")
+	require.NotEqual(t, a.Messages[0].CallIDs()[0], other.Messages[0].CallIDs()[0], "different requests share call ids")
 	ids := a.Messages[0].CallIDs()
-	if len(ids) != 2 || ids[0] == ids[1] {
-		t.Fatalf("call ids %q not distinct", ids)
-	}
+	require.Len(t, ids, 2, "call ids")
+	require.NotEqual(t, ids[0], ids[1], "call ids not distinct")
 }
 
 func TestErrors(t *testing.T) {
@@ -273,9 +259,8 @@ func TestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := offline.New().Complete(tt.ctx, tt.req); !errors.Is(err, tt.wantIs) {
-				t.Errorf("complete: %v, want %v", err, tt.wantIs)
-			}
+			_, cerr := offline.New().Complete(tt.ctx, tt.req)
+			assert.ErrorIs(t, cerr, tt.wantIs, "complete")
 			var err error
 			for _, e := range offline.New().Stream(tt.ctx, tt.req) {
 				err = e
@@ -291,7 +276,5 @@ func TestStreamEarlyStop(t *testing.T) {
 		n++
 		break
 	}
-	if n != 1 {
-		t.Fatalf("got %d updates after break", n)
-	}
+	require.Equal(t, 1, n, "updates after break")
 }

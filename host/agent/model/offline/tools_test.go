@@ -3,10 +3,10 @@ package offline
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,47 +28,40 @@ func TestClock(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Clock(fixedNow).Func(context.Background(), json.RawMessage(tt.args))
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
+				require.ErrorContains(t, err, tt.wantErr)
 				return
 			}
-			if err != nil || got != tt.want {
-				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
-			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
 		})
 	}
 }
 
 func TestCalculator(t *testing.T) {
 	got, err := Calculator().Func(context.Background(), json.RawMessage(`{"expression":"6*7"}`))
-	if err != nil || got != (CalculatorResult{Expression: "6*7", Result: "42"}) {
-		t.Fatalf("got %+v, %v", got, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, CalculatorResult{Expression: "6*7", Result: "42"}, got)
 	_, err = Calculator().Func(context.Background(), json.RawMessage(`{"expression":"1/0"}`))
 	require.ErrorIs(t, err, ErrExpression)
 }
 
 func TestToolSpecs(t *testing.T) {
 	tools := Tools(nil)
-	if len(tools) != 2 || tools[0].Name != ClockTool || tools[1].Name != CalculatorTool {
-		t.Fatalf("tools %+v", tools)
-	}
+	require.Len(t, tools, 2)
+	require.Equal(t, ClockTool, tools[0].Name)
+	require.Equal(t, CalculatorTool, tools[1].Name)
 	for _, tool := range tools {
 		spec := tool.Spec()
 		var schema map[string]any
-		if err := json.Unmarshal(spec.Parameters, &schema); err != nil || schema["type"] != "object" {
-			t.Errorf("%s: parameters %s are not an object schema (%v)", spec.Name, spec.Parameters, err)
+		if err := json.Unmarshal(spec.Parameters, &schema); assert.NoError(t, err, "%s: parameters %s", spec.Name, spec.Parameters) {
+			assert.Equal(t, "object", schema["type"], "%s: parameters %s are not an object schema", spec.Name, spec.Parameters)
 		}
-		if spec.Description == "" || tool.Func == nil {
-			t.Errorf("%s: incomplete", spec.Name)
-		}
+		assert.NotEmpty(t, spec.Description, "%s: description", spec.Name)
+		assert.NotNil(t, tool.Func, "%s: func", spec.Name)
 	}
 	// The default clock is the real one.
 	res, err := tools[0].Func(context.Background(), nil)
 	require.NoError(t, err)
 	got, _ := time.Parse(time.RFC3339, res.(ClockResult).RFC3339)
-	if d := time.Since(got); d < -time.Minute || d > time.Minute {
-		t.Fatalf("default clock is %v off", d)
-	}
+	require.WithinDuration(t, time.Now(), got, time.Minute, "default clock")
 }

@@ -3,7 +3,6 @@ package openai_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -105,16 +104,10 @@ func TestChatComplete(t *testing.T) {
 			wantText:   "hello",
 			wantFinish: "stop",
 			check: func(t *testing.T, r openaitest.Request) {
-				if r.Has("store") {
-					t.Errorf("store sent although unset: %s", r.Body)
-				}
-				if r.Has("tools") {
-					t.Errorf("tools sent although none given: %s", r.Body)
-				}
+				assert.False(t, r.Has("store"), "store sent although unset: %s", r.Body)
+				assert.False(t, r.Has("tools"), "tools sent although none given: %s", r.Body)
 				assert.Equal(t, "Bearer sk-test", r.Header.Get("Authorization"))
-				if r.Chat.Model != "test-model" {
-					t.Errorf("model %q", r.Chat.Model)
-				}
+				assert.Equal(t, "test-model", r.Chat.Model, "model")
 			},
 		},
 		{
@@ -123,9 +116,8 @@ func TestChatComplete(t *testing.T) {
 			req:      model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "hi")}, Store: model.Bool(false)},
 			wantText: "x", wantFinish: "stop",
 			check: func(t *testing.T, r openaitest.Request) {
-				if v, _ := r.Field("store"); string(v) != "false" {
-					t.Errorf("store = %s, want false", v)
-				}
+				v, _ := r.Field("store")
+				assert.Equal(t, "false", string(v), "store")
 			},
 		},
 		{
@@ -134,9 +126,8 @@ func TestChatComplete(t *testing.T) {
 			req:      model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "hi")}, Store: model.Bool(true)},
 			wantText: "x", wantFinish: "stop",
 			check: func(t *testing.T, r openaitest.Request) {
-				if v, _ := r.Field("store"); string(v) != "true" {
-					t.Errorf("store = %s, want true", v)
-				}
+				v, _ := r.Field("store")
+				assert.Equal(t, "true", string(v), "store")
 			},
 		},
 		{
@@ -149,10 +140,11 @@ func TestChatComplete(t *testing.T) {
 			wantCalls:  []string{"c1", "c2"},
 			wantFinish: "tool_calls",
 			check: func(t *testing.T, r openaitest.Request) {
-				if len(r.Chat.Tools) != 1 || r.Chat.Tools[0].Function.Name != "clock" ||
-					!strings.Contains(string(r.Chat.Tools[0].Function.Parameters), `"tz"`) ||
-					r.Chat.Tools[0].Function.Description != "current time" {
-					t.Errorf("tools not sent as given: %s", r.Body)
+				if assert.Len(t, r.Chat.Tools, 1, "tools not sent as given: %s", r.Body) {
+					f := r.Chat.Tools[0].Function
+					assert.Equal(t, "clock", f.Name, "tool name")
+					assert.Contains(t, string(f.Parameters), `"tz"`, "tool parameters")
+					assert.Equal(t, "current time", f.Description, "tool description")
 				}
 			},
 		},
@@ -168,15 +160,13 @@ func TestChatComplete(t *testing.T) {
 				}
 				assert.Equal(t, "system,user,assistant,tool,tool,assistant,user", strings.Join(roles, ","))
 				a := r.Chat.Messages[2]
-				if a.Text() != "checking" || len(a.ToolCalls) != 2 || a.ToolCalls[0].Function.Arguments != `{"tz":"UTC"}` {
-					t.Errorf("assistant call message %+v", a)
+				assert.Equal(t, "checking", a.Text(), "assistant call message text")
+				if assert.Len(t, a.ToolCalls, 2, "assistant call message calls") {
+					assert.Equal(t, `{"tz":"UTC"}`, a.ToolCalls[0].Function.Arguments, "assistant call message arguments")
 				}
-				if r.Chat.Messages[3].ToolCallID != "c2" || r.Chat.Messages[3].Text() != "13:00" {
-					t.Errorf("string result not sent unquoted: %+v", r.Chat.Messages[3])
-				}
-				if r.Chat.Messages[4].Text() != `{"time":"12:00"}` {
-					t.Errorf("object result not sent as JSON: %s", r.Chat.Messages[4].Content)
-				}
+				assert.Equal(t, "c2", r.Chat.Messages[3].ToolCallID, "first tool result")
+				assert.Equal(t, "13:00", r.Chat.Messages[3].Text(), "string result sent unquoted")
+				assert.Equal(t, `{"time":"12:00"}`, r.Chat.Messages[4].Text(), "object result sent as JSON")
 			},
 		},
 	}
@@ -187,20 +177,16 @@ func TestChatComplete(t *testing.T) {
 			s.Enqueue(tt.reply)
 			res, err := newChat(s).Complete(context.Background(), tt.req)
 			require.NoError(t, err)
-			if len(res.Messages) != 1 {
-				t.Fatalf("got %d messages", len(res.Messages))
-			}
+			require.Len(t, res.Messages, 1)
 			m := res.Messages[0]
-			if m.Role != abi.RoleAssistant || m.MessageID == "" {
-				t.Errorf("role %q id %q", m.Role, m.MessageID)
-			}
+			assert.Equal(t, abi.RoleAssistant, m.Role, "role")
+			assert.NotEmpty(t, m.MessageID, "message id")
 			assert.Equal(t, tt.wantText, m.TextContent())
 			assert.Equal(t, strings.Join(tt.wantCalls, ","), strings.Join(m.CallIDs(), ","))
-			if res.FinishReason != tt.wantFinish || res.ConversationID != "" {
-				t.Errorf("finish %q conversation %q", res.FinishReason, res.ConversationID)
-			}
-			if res.Usage == nil || res.Usage.TotalTokens != 15 {
-				t.Errorf("usage %+v", res.Usage)
+			assert.Equal(t, tt.wantFinish, res.FinishReason, "finish")
+			assert.Empty(t, res.ConversationID, "conversation")
+			if assert.NotNil(t, res.Usage, "usage") {
+				assert.Equal(t, int64(15), res.Usage.TotalTokens, "usage")
 			}
 			tt.check(t, s.LastRequest())
 		})
@@ -213,9 +199,9 @@ func TestChatCallArguments(t *testing.T) {
 	res, err := newChat(s).Complete(context.Background(), model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "t")}})
 	require.NoError(t, err)
 	args := res.Messages[0].Contents[0].Arguments
-	if _, err := json.Marshal(res.Messages[0]); err != nil || string(args) != `"{\"tz\":"` {
-		t.Fatalf("broken arguments not kept as a JSON string: %s (%v)", args, err)
-	}
+	_, err = json.Marshal(res.Messages[0])
+	require.NoError(t, err, "the message does not marshal")
+	require.Equal(t, `"{\"tz\":"`, string(args), "broken arguments kept as a JSON string")
 }
 
 func TestChatErrors(t *testing.T) {
@@ -261,21 +247,17 @@ func TestChatErrors(t *testing.T) {
 					_, err = c.Complete(context.Background(), tt.req)
 				}
 				require.Error(t, err, "no error")
-				if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
-					t.Fatalf("error %v is not %v", err, tt.wantIs)
+				if tt.wantIs != nil {
+					require.ErrorIs(t, err, tt.wantIs)
 				}
 				if tt.wantStatus != 0 {
 					var ae *openai.APIError
-					if !errors.As(err, &ae) || ae.StatusCode != tt.wantStatus {
-						t.Fatalf("error %v: want *APIError with status %d", err, tt.wantStatus)
-					}
-					if !strings.Contains(err.Error(), tt.wantMsg) || !strings.Contains(err.Error(), "chat completions") {
-						t.Fatalf("error %q lacks the operation or %q", err, tt.wantMsg)
-					}
+					require.ErrorAs(t, err, &ae)
+					require.Equal(t, tt.wantStatus, ae.StatusCode, "status")
+					require.ErrorContains(t, err, tt.wantMsg)
+					require.ErrorContains(t, err, "chat completions", "the error names the operation")
 				}
-				if sent := len(s.Requests()) > 0; sent != tt.wantSent {
-					t.Fatalf("request sent: %v, want %v", sent, tt.wantSent)
-				}
+				require.Equal(t, tt.wantSent, len(s.Requests()) > 0, "request sent")
 			})
 		}
 	}
@@ -298,30 +280,26 @@ func TestChatStream(t *testing.T) {
 				deltas = append(deltas, c.Text)
 			case abi.ContentFunctionCall:
 				callUpdates++
-				if !json.Valid(c.Arguments) || c.Name != "clock" {
-					t.Errorf("call not whole: %+v", c)
-				}
+				assert.True(t, json.Valid(c.Arguments), "call not whole: %+v", c)
+				assert.Equal(t, "clock", c.Name, "call not whole: %+v", c)
 			}
 		}
 	}
-	if strings.Join(deltas, "|") != "Let me |check." {
-		t.Errorf("deltas %q", deltas)
-	}
-	if callUpdates != 2 {
-		t.Errorf("%d calls", callUpdates)
-	}
+	assert.Equal(t, []string{"Let me ", "check."}, deltas, "deltas")
+	assert.Equal(t, 2, callUpdates, "calls")
 	msg, last, err := collect(t, newChatReplay(t, s))
 	require.NoError(t, err)
-	if msg.TextContent() != "Let me check." || strings.Join(msg.CallIDs(), ",") != "c1,c2" ||
-		string(msg.Contents[1].Arguments) != `{"tz":"UTC"}` {
-		t.Errorf("aggregated %+v", msg)
+	assert.Equal(t, "Let me check.", msg.TextContent(), "aggregated text")
+	if assert.Equal(t, "c1,c2", strings.Join(msg.CallIDs(), ","), "aggregated calls") {
+		assert.Equal(t, `{"tz":"UTC"}`, string(msg.Contents[1].Arguments), "aggregated arguments")
 	}
-	if last.FinishReason != "tool_calls" || last.Usage == nil || last.Usage.TotalTokens != 15 {
-		t.Errorf("last %+v", last)
+	assert.Equal(t, "tool_calls", last.FinishReason, "finish")
+	if assert.NotNil(t, last.Usage, "usage") {
+		assert.Equal(t, int64(15), last.Usage.TotalTokens, "usage")
 	}
-	if r := s.LastRequest(); r.Has("store") || !r.Chat.Stream {
-		t.Errorf("request %s", r.Body)
-	}
+	r := s.LastRequest()
+	assert.False(t, r.Has("store"), "store sent although unset: %s", r.Body)
+	assert.True(t, r.Chat.Stream, "request not streamed: %s", r.Body)
 }
 
 // newChatReplay streams the same scripted reply again.
@@ -351,13 +329,11 @@ func TestStreamEarlyStopReleasesConnection(t *testing.T) {
 					break
 				}
 			}
-			if len(got) != 1 || got[0] != "first " {
-				t.Fatalf("got %q", got)
-			}
+			require.Equal(t, []string{"first "}, got)
 			select {
 			case <-s.Disconnected():
 			case <-time.After(10 * time.Second):
-				t.Fatal("the connection stayed open after the consumer stopped")
+				require.FailNow(t, "the connection stayed open after the consumer stopped")
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package openai_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -35,12 +34,10 @@ func run(t *testing.T, c model.Client, streaming bool, req model.Request) (*mode
 func TestResponsesStoresByDefault(t *testing.T) {
 	var c model.Client = newResponses(openaitest.NewServer(t))
 	hs, ok := c.(model.HistoryStorer)
-	if !ok || !hs.StoresHistoryByDefault() {
-		t.Fatal("Responses must report that it stores history by default")
-	}
-	if _, ok := model.Client(&openai.Chat{}).(model.HistoryStorer); ok {
-		t.Fatal("Chat must not claim to store history")
-	}
+	require.True(t, ok, "Responses must implement HistoryStorer")
+	require.True(t, hs.StoresHistoryByDefault(), "Responses must report that it stores history by default")
+	_, ok = model.Client(&openai.Chat{}).(model.HistoryStorer)
+	require.False(t, ok, "Chat must not claim to store history")
 }
 
 func TestResponsesConversation(t *testing.T) {
@@ -60,19 +57,19 @@ func TestResponsesConversation(t *testing.T) {
 			})
 			require.NoError(t, err)
 			m := r1.Messages[0]
-			if m.TextContent() != "Let me check." || strings.Join(m.CallIDs(), ",") != "c1" || string(m.Contents[1].Arguments) != `{"tz":"UTC"}` {
-				t.Fatalf("turn 1 message %+v", m)
-			}
-			if r1.ConversationID == "" || !s.StoredResponse(r1.ConversationID) || r1.FinishReason != "tool_calls" {
-				t.Fatalf("turn 1: conversation %q finish %q", r1.ConversationID, r1.FinishReason)
-			}
+			require.Equal(t, "Let me check.", m.TextContent(), "turn 1 text")
+			require.Equal(t, "c1", strings.Join(m.CallIDs(), ","), "turn 1 calls")
+			require.Equal(t, `{"tz":"UTC"}`, string(m.Contents[1].Arguments), "turn 1 arguments")
+			require.NotEmpty(t, r1.ConversationID, "turn 1 conversation")
+			require.True(t, s.StoredResponse(r1.ConversationID), "turn 1 response not stored")
+			require.Equal(t, "tool_calls", r1.FinishReason, "turn 1 finish")
 			req1 := s.LastRequest()
-			if req1.Has("store") || req1.Has("previous_response_id") {
-				t.Fatalf("turn 1 sent unset fields: %s", req1.Body)
-			}
-			if tl := req1.Responses.Tools; len(tl) != 1 || tl[0].Name != "clock" || tl[0].Type != "function" {
-				t.Fatalf("tools %s", req1.Body)
-			}
+			require.False(t, req1.Has("store"), "turn 1 sent unset store: %s", req1.Body)
+			require.False(t, req1.Has("previous_response_id"), "turn 1 sent unset previous_response_id: %s", req1.Body)
+			tl := req1.Responses.Tools
+			require.Len(t, tl, 1, "tools %s", req1.Body)
+			require.Equal(t, "clock", tl[0].Name, "tool name")
+			require.Equal(t, "function", tl[0].Type, "tool type")
 
 			// Turn 2: only the tool result, continuing the conversation.
 			r2, err := run(t, c, streaming, model.Request{
@@ -80,17 +77,17 @@ func TestResponsesConversation(t *testing.T) {
 				ConversationID: r1.ConversationID,
 			})
 			require.NoError(t, err)
-			if r2.Messages[0].TextContent() != "It is noon." || r2.ConversationID == r1.ConversationID || r2.FinishReason != "stop" {
-				t.Fatalf("turn 2 %+v", r2)
-			}
+			require.Equal(t, "It is noon.", r2.Messages[0].TextContent(), "turn 2 text")
+			require.NotEqual(t, r1.ConversationID, r2.ConversationID, "turn 2 conversation")
+			require.Equal(t, "stop", r2.FinishReason, "turn 2 finish")
 			req2 := s.LastRequest()
-			if v, _ := req2.Field("previous_response_id"); string(v) != `"`+r1.ConversationID+`"` {
-				t.Fatalf("previous_response_id %s", v)
-			}
+			prev, _ := req2.Field("previous_response_id")
+			require.Equal(t, `"`+r1.ConversationID+`"`, string(prev), "previous_response_id")
 			items, _ := req2.Responses.Items()
-			if len(items) != 1 || items[0].Type != "function_call_output" || items[0].CallID != "c1" || string(items[0].Output) != `"12:00"` {
-				t.Fatalf("turn 2 input %s", req2.Responses.Input)
-			}
+			require.Len(t, items, 1, "turn 2 input %s", req2.Responses.Input)
+			require.Equal(t, "function_call_output", items[0].Type, "turn 2 input type")
+			require.Equal(t, "c1", items[0].CallID, "turn 2 input call")
+			require.Equal(t, `"12:00"`, string(items[0].Output), "turn 2 input output")
 
 			// Turn 3: not stored.
 			r3, err := run(t, c, streaming, model.Request{
@@ -99,12 +96,9 @@ func TestResponsesConversation(t *testing.T) {
 				Store:          model.Bool(false),
 			})
 			require.NoError(t, err)
-			if r3.ConversationID != "" {
-				t.Fatalf("unstored response returned conversation id %q", r3.ConversationID)
-			}
-			if v, _ := s.LastRequest().Field("store"); string(v) != "false" {
-				t.Fatalf("store %s", v)
-			}
+			require.Empty(t, r3.ConversationID, "unstored response returned a conversation id")
+			store, _ := s.LastRequest().Field("store")
+			require.Equal(t, "false", string(store), "store")
 		})
 	}
 }
@@ -191,18 +185,16 @@ func TestResponsesErrors(t *testing.T) {
 				req := tt.setup(s)
 				_, err := run(t, newResponses(s), streaming, req)
 				require.Error(t, err, "no error")
-				if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
-					t.Fatalf("%v is not %v", err, tt.wantIs)
+				if tt.wantIs != nil {
+					require.ErrorIs(t, err, tt.wantIs)
 				}
 				if tt.wantStatus != 0 {
 					var ae *openai.APIError
-					if !errors.As(err, &ae) || ae.StatusCode != tt.wantStatus || ae.Op != "responses" {
-						t.Fatalf("error %v: want *APIError %d from responses", err, tt.wantStatus)
-					}
+					require.ErrorAs(t, err, &ae)
+					require.Equal(t, tt.wantStatus, ae.StatusCode, "status")
+					require.Equal(t, "responses", ae.Op, "operation")
 				}
-				if !strings.Contains(err.Error(), tt.wantMsg) {
-					t.Fatalf("error %q lacks %q", err, tt.wantMsg)
-				}
+				require.ErrorContains(t, err, tt.wantMsg)
 			})
 		}
 	}
@@ -217,21 +209,18 @@ func TestResponsesConversationsAPI(t *testing.T) {
 			s.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "clock"}), openaitest.Text("noon"))
 			r1, err := run(t, c, streaming, model.Request{Messages: []abi.Message{abi.NewMessage(abi.RoleUser, "time?")}, ConversationID: conv})
 			require.NoError(t, err)
-			if r1.ConversationID != conv {
-				t.Fatalf("conversation id %q, want %q", r1.ConversationID, conv)
-			}
+			require.Equal(t, conv, r1.ConversationID, "conversation id")
 			req := s.LastRequest()
-			if req.Has("previous_response_id") || req.Responses.ConversationID() != conv {
-				t.Fatalf("request %s", req.Body)
-			}
+			require.False(t, req.Has("previous_response_id"), "request %s", req.Body)
+			require.Equal(t, conv, req.Responses.ConversationID(), "request %s", req.Body)
 			// The service holds the call: sending only its result works.
 			r2, err := run(t, c, streaming, model.Request{
 				Messages:       []abi.Message{{Role: abi.RoleTool, Contents: []abi.Content{result("c1", `"12:00"`)}}},
 				ConversationID: r1.ConversationID,
 			})
-			if err != nil || r2.Messages[0].TextContent() != "noon" || r2.ConversationID != conv {
-				t.Fatalf("turn 2: %+v, %v", r2, err)
-			}
+			require.NoError(t, err, "turn 2")
+			require.Equal(t, "noon", r2.Messages[0].TextContent(), "turn 2 text")
+			require.Equal(t, conv, r2.ConversationID, "turn 2 conversation")
 		})
 	}
 }

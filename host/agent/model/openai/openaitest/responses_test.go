@@ -75,19 +75,16 @@ func TestResponses(t *testing.T) {
 					s.Enqueue(*st.reply)
 				}
 				r := post(t, s, "/responses", strings.ReplaceAll(st.body, "{prev}", prev))
-				if r.status != st.wantStatus || !strings.Contains(string(r.raw), st.wantInBody) {
-					t.Fatalf("step %d: status %d body %s; want %d with %q", i, r.status, r.raw, st.wantStatus, st.wantInBody)
-				}
-				if r.status >= 400 && errMessage(r) == "" {
-					t.Fatalf("step %d: error body is not OpenAI-shaped: %s", i, r.raw)
+				require.Equal(t, st.wantStatus, r.status, "step %d: status; body %s", i, r.raw)
+				require.Contains(t, string(r.raw), st.wantInBody, "step %d: body", i)
+				if r.status >= 400 {
+					require.NotEmpty(t, errMessage(r), "step %d: error body is not OpenAI-shaped: %s", i, r.raw)
 				}
 				if id, _ := r.body["id"].(string); id != "" {
 					prev = id
 				}
 			}
-			if s.Pending() != 0 {
-				t.Fatalf("%d scripted replies unused", s.Pending())
-			}
+			require.Equal(t, 0, s.Pending(), "scripted replies unused")
 		})
 	}
 }
@@ -117,22 +114,17 @@ func TestConversation(t *testing.T) {
 	s := NewServer(t)
 	r := post(t, s, "/conversations", `{}`)
 	conv, _ := r.body["id"].(string)
-	if conv == "" {
-		t.Fatalf("no conversation id: %s", r.raw)
-	}
+	require.NotEmpty(t, conv, "no conversation id: %s", r.raw)
 	s.Enqueue(Calls(ToolCall{ID: "c1", Name: "clock"}), Text("noon"))
-	if r := post(t, s, "/responses", `{"model":"m","conversation":"`+conv+`","input":"time?"}`); r.status != 200 {
-		t.Fatalf("first turn: %s", r.raw)
-	}
+	r = post(t, s, "/responses", `{"model":"m","conversation":"`+conv+`","input":"time?"}`)
+	require.Equal(t, 200, r.status, "first turn: %s", r.raw)
 	// The conversation now holds an unanswered call: a turn without its
 	// output is refused, one with it is accepted.
-	if r := post(t, s, "/responses", `{"model":"m","conversation":{"id":"`+conv+`"},"input":"hm"}`); r.status != 400 {
-		t.Fatalf("unanswered call accepted: %s", r.raw)
-	}
+	r = post(t, s, "/responses", `{"model":"m","conversation":{"id":"`+conv+`"},"input":"hm"}`)
+	require.Equal(t, 400, r.status, "unanswered call accepted: %s", r.raw)
 	r = post(t, s, "/responses", `{"model":"m","conversation":"`+conv+`","input":[{"type":"function_call_output","call_id":"c1","output":"12:00"}]}`)
-	if r.status != 200 || !strings.Contains(string(r.raw), `"conversation":{"id":"`+conv) {
-		t.Fatalf("second turn: %s", r.raw)
-	}
+	require.Equal(t, 200, r.status, "second turn: %s", r.raw)
+	require.Contains(t, string(r.raw), `"conversation":{"id":"`+conv, "second turn")
 }
 
 func TestResponsesStream(t *testing.T) {
@@ -144,15 +136,11 @@ func TestResponsesStream(t *testing.T) {
 		"event: response.created", "event: response.output_text.delta", "event: response.function_call_arguments.done",
 		"event: response.output_item.done", "event: response.completed",
 	} {
-		if !strings.Contains(joined, want) {
-			t.Fatalf("stream lacks %q:\n%s", want, joined)
-		}
+		require.Contains(t, joined, want, "stream lacks %q", want)
 	}
 	data := sseData(t, r.raw)
-	if strings.Count(joined, "event: response.completed") != 1 || !strings.Contains(data[len(data)-1], `"type":"response.completed"`) {
-		t.Fatalf("stream does not end with one response.completed:\n%s", joined)
-	}
-	if !s.StoredResponse("resp_1") {
-		t.Fatal("streamed response not stored")
-	}
+	require.Equal(t, 1, strings.Count(joined, "event: response.completed"), "stream does not have one response.completed:\n%s", joined)
+	require.NotEmpty(t, data, "stream has no data")
+	require.Contains(t, data[len(data)-1], `"type":"response.completed"`, "stream does not end with response.completed")
+	require.True(t, s.StoredResponse("resp_1"), "streamed response not stored")
 }

@@ -111,14 +111,10 @@ func TestChat(t *testing.T) {
 			s := NewServer(t)
 			s.Enqueue(tt.queue...)
 			r := post(t, s, "/chat/completions", tt.body)
-			if r.status != tt.wantStatus {
-				t.Fatalf("status %d, want %d: %s", r.status, tt.wantStatus, r.raw)
-			}
-			if !strings.Contains(string(r.raw), tt.wantInBody) {
-				t.Fatalf("body %s lacks %q", r.raw, tt.wantInBody)
-			}
-			if r.status >= 400 && errMessage(r) == "" {
-				t.Fatalf("error body is not OpenAI-shaped: %s", r.raw)
+			require.Equal(t, tt.wantStatus, r.status, "status; body %s", r.raw)
+			require.Contains(t, string(r.raw), tt.wantInBody, "body")
+			if r.status >= 400 {
+				require.NotEmpty(t, errMessage(r), "error body is not OpenAI-shaped: %s", r.raw)
 			}
 			require.Equal(t, tt.wantQueue, s.Pending())
 			require.Equal(t, tt.body, string(s.LastRequest().Body))
@@ -132,21 +128,16 @@ func TestRequestRecording(t *testing.T) {
 	post(t, s, "/chat/completions", `{"model":"m","messages":[{"role":"user","content":"u"}]}`)
 	post(t, s, "/chat/completions", `{"model":"m","store":false,"messages":[{"role":"user","content":"u"}]}`)
 	reqs := s.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("recorded %d requests, want 2", len(reqs))
-	}
-	if reqs[0].Has("store") {
-		t.Fatal("first request has no store field but Has says it does")
-	}
-	if v, ok := reqs[1].Field("store"); !ok || string(v) != "false" {
-		t.Fatalf("second request store = %s, %v", v, ok)
-	}
-	if reqs[1].Chat == nil || reqs[1].Chat.Store == nil || *reqs[1].Chat.Store {
-		t.Fatal("decoded chat request lost store=false")
-	}
-	if !reqs[0].Contains(`"role":"user"`) || reqs[0].Contains("sentinel") {
-		t.Fatal("Contains does not search the raw body")
-	}
+	require.Len(t, reqs, 2, "recorded requests")
+	require.False(t, reqs[0].Has("store"), "first request has no store field but Has says it does")
+	v, ok := reqs[1].Field("store")
+	require.True(t, ok, "second request has a store field")
+	require.Equal(t, "false", string(v), "second request store")
+	require.NotNil(t, reqs[1].Chat, "decoded chat request")
+	require.NotNil(t, reqs[1].Chat.Store, "decoded chat request lost store=false")
+	require.False(t, *reqs[1].Chat.Store, "decoded chat request lost store=false")
+	require.True(t, reqs[0].Contains(`"role":"user"`), "Contains does not search the raw body")
+	require.False(t, reqs[0].Contains("sentinel"), "Contains finds what the raw body lacks")
 }
 
 func TestAPIKey(t *testing.T) {
@@ -154,17 +145,14 @@ func TestAPIKey(t *testing.T) {
 	s.RequireAPIKey("sk-test")
 	s.Enqueue(Text("ok"))
 	body := `{"model":"m","messages":[{"role":"user","content":"u"}]}`
-	if r := post(t, s, "/chat/completions", body); r.status != 401 {
-		t.Fatalf("without key: status %d, want 401", r.status)
-	}
+	r := post(t, s, "/chat/completions", body)
+	require.Equal(t, 401, r.status, "without key")
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer sk-test")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("with key: status %d, want 200", resp.StatusCode)
-	}
+	require.Equal(t, 200, resp.StatusCode, "with key")
 }
 
 func TestHandler(t *testing.T) {
@@ -174,12 +162,10 @@ func TestHandler(t *testing.T) {
 		return Text("echo: " + r.Chat.Messages[len(r.Chat.Messages)-1].Text())
 	})
 	body := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"ping"}]}]}`
-	if r := post(t, s, "/chat/completions", body); !strings.Contains(string(r.raw), "queued first") {
-		t.Fatalf("queue not used before the handler: %s", r.raw)
-	}
-	if r := post(t, s, "/chat/completions", body); !strings.Contains(string(r.raw), "echo: ping") {
-		t.Fatalf("handler not used: %s", r.raw)
-	}
+	r := post(t, s, "/chat/completions", body)
+	require.Contains(t, string(r.raw), "queued first", "queue not used before the handler")
+	r = post(t, s, "/chat/completions", body)
+	require.Contains(t, string(r.raw), "echo: ping", "handler not used")
 }
 
 func TestChatStream(t *testing.T) {
@@ -187,9 +173,8 @@ func TestChatStream(t *testing.T) {
 	s.Enqueue(Reply{Text: "one two", ToolCalls: []ToolCall{{ID: "c1", Name: "clock", Arguments: `{"tz":"UTC"}`}}})
 	r := post(t, s, "/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"u"}]}`)
 	data := sseData(t, r.raw)
-	if len(data) == 0 || data[len(data)-1] != "[DONE]" {
-		t.Fatalf("stream does not end with [DONE]: %q", data)
-	}
+	require.NotEmpty(t, data, "stream does not end with [DONE]")
+	require.Equal(t, "[DONE]", data[len(data)-1], "stream does not end with [DONE]: %q", data)
 	var text, args, finish string
 	var usage bool
 	for _, d := range data[:len(data)-1] {
@@ -209,9 +194,7 @@ func TestChatStream(t *testing.T) {
 			} `json:"choices"`
 			Usage *struct{} `json:"usage"`
 		}
-		if err := json.Unmarshal([]byte(d), &c); err != nil {
-			t.Fatalf("chunk %q: %v", d, err)
-		}
+		require.NoError(t, json.Unmarshal([]byte(d), &c), "chunk %q", d)
 		usage = usage || c.Usage != nil
 		for _, ch := range c.Choices {
 			text += ch.Delta.Content
@@ -223,9 +206,10 @@ func TestChatStream(t *testing.T) {
 			}
 		}
 	}
-	if text != "one two" || args != `{"tz":"UTC"}` || finish != "tool_calls" || !usage {
-		t.Fatalf("text %q args %q finish %q usage %v", text, args, finish, usage)
-	}
+	require.Equal(t, "one two", text, "text")
+	require.Equal(t, `{"tz":"UTC"}`, args, "arguments")
+	require.Equal(t, "tool_calls", finish, "finish")
+	require.True(t, usage, "no usage chunk")
 }
 
 func TestHoldOpenReportsDisconnect(t *testing.T) {
@@ -252,7 +236,7 @@ func TestHoldOpenReportsDisconnect(t *testing.T) {
 			select {
 			case <-s.Disconnected():
 			case <-time.After(10 * time.Second):
-				t.Fatal("server never saw the client go away")
+				require.FailNow(t, "server never saw the client go away")
 			}
 		})
 	}

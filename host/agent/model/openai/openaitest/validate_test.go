@@ -2,8 +2,6 @@ package openaitest
 
 import (
 	"encoding/json"
-	"errors"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,12 +63,10 @@ func TestValidateChatMessages(t *testing.T) {
 				return
 			}
 			var ae *APIError
-			if !errors.As(err, &ae) || ae.Status != 400 || ae.Type != "invalid_request_error" {
-				t.Fatalf("want a 400 *APIError, got %#v", err)
-			}
-			if !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("error %q does not contain %q", err, tt.wantErr)
-			}
+			require.ErrorAs(t, err, &ae, "want a 400 *APIError")
+			require.Equal(t, 400, ae.Status, "status")
+			require.Equal(t, "invalid_request_error", ae.Type, "type")
+			require.ErrorContains(t, err, tt.wantErr)
 		})
 	}
 }
@@ -130,12 +126,8 @@ func TestValidateHistory(t *testing.T) {
 				return
 			}
 			var ae *APIError
-			if !errors.As(err, &ae) {
-				t.Fatalf("want an *APIError in the chain, got %v", err)
-			}
-			if !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("error %q does not contain %q", err, tt.wantErr)
-			}
+			require.ErrorAs(t, err, &ae, "want an *APIError in the chain")
+			require.ErrorContains(t, err, tt.wantErr)
 		})
 	}
 }
