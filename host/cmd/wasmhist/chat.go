@@ -270,6 +270,16 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 		}
 		c.db = ""
 	}
+	if c.db != "" {
+		if err = checkDatabase(cmd, c.db); err != nil {
+			return nil, err
+		}
+	}
+	if c.file != nil {
+		if err = checkSessionFile(cmd, c.file); err != nil {
+			return nil, err
+		}
+	}
 
 	cfg := agent.Config{
 		Model:        client,
@@ -342,6 +352,9 @@ func runAdvice(err error, l host.Limits) string {
 	if a := limitAdvice(err, l); a != "" {
 		return a
 	}
+	if a := pluginAdvice(err); a != "" {
+		return a
+	}
 	switch {
 	case errors.Is(err, agent.ErrStaleRevision):
 		return "another process saved the session meanwhile; run the command again to continue from its version"
@@ -352,7 +365,7 @@ func runAdvice(err error, l host.Limits) string {
 	case errors.Is(err, context.Canceled):
 		return "interrupted"
 	default:
-		return "check the model settings (--model, --base-url, OPENAI_API_KEY) and the plugin"
+		return describePlace(failurePlace(err))
 	}
 }
 

@@ -42,7 +42,7 @@ func (f sessionFile) load(cmd string) (*session.Session, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, failf(cmd, "session file %s: %w: check the path, or start the session with 'wasmhist chat --session %s'", f.path, os.ErrNotExist, f.path)
 		}
-		return nil, failf(cmd, "reading session file %s: %w", f.path, err)
+		return nil, failf(cmd, "reading session file %s: %w: check the path; its directory must be a directory you can write", f.path, err)
 	}
 	s, err := decodeSession(b)
 	if err != nil {

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// countingModel is an OpenAI-compatible server that fails every call and
+// counts them.
+func countingModel(t *testing.T) (baseURL string, calls *atomic.Int32) {
+	t.Helper()
+	calls = new(atomic.Int32)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, `{"error":{"message":"no"}}`, http.StatusInternalServerError)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String() + "/v1", calls
+}
+
+// TestStorageCheckedBeforeTheModel: storage that cannot work is refused
+// with advice about the storage, before any model call is made.
+func TestStorageCheckedBeforeTheModel(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.db")
+	require.NoError(t, os.WriteFile(text, []byte("these are notes, not a database\n"), 0o644))
+	readOnlyDB := filepath.Join(dir, "ro.db")
+	require.NoError(t, os.WriteFile(readOnlyDB, []byte("SQLite format 3\x00 and the rest"), 0o444))
+	readOnlySession := filepath.Join(dir, "ro.json")
+	require.NoError(t, os.WriteFile(readOnlySession, []byte(`{"schema_version":1,"session_id":"ro","revision":0}`), 0o444))
+	notADir := filepath.Join(dir, "plain")
+	require.NoError(t, os.WriteFile(notADir, nil, 0o644))
+
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"db is a directory", []string{"--plugin", "sqlite", "--db", dir}, []string{"is a directory", "--db"}},
+		{"db is not SQLite", []string{"--plugin", "sqlite", "--db", text}, []string{"is not an SQLite database"}},
+		{"db is read-only", []string{"--plugin", "sqlite", "--db", readOnlyDB}, []string{"is read-only (mode 0444)", "chmod u+w"}},
+		{"session file is read-only", []string{"--session", readOnlySession}, []string{"session file", "is read-only (mode 0444)"}},
+		{"session directory cannot exist", []string{"--session", filepath.Join(notADir, "s.json")}, []string{"not a directory", "check the path"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			base, calls := countingModel(t)
+			args := append([]string{"chat", "-m", "hi", "--model", "openai-chat", "--base-url", base}, tc.args...)
+			line := invocation{}.failsWithOneLine(t, exitFail, args, tc.want...)
+			assert.NotContains(t, line, "model settings", "the advice is about storage")
+			assert.Zero(t, calls.Load(), "no model call before the storage is known good")
+		})
+	}
+	fi, err := os.Stat(readOnlySession)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o444), fi.Mode().Perm(), "the read-only session file is left as it was")
+}
+
+// TestAdviceFitsThePlace: a model failure gets model advice, a plugin
+// crash plugin advice.
+func TestAdviceFitsThePlace(t *testing.T) {
+	base, _ := countingModel(t)
+	invocation{}.failsWithOneLine(t, exitFail, []string{"chat", "-m", "hi", "--model", "openai-chat", "--base-url", base},
+		"the model call failed: check the model settings")
+}
