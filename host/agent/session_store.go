@@ -39,18 +39,10 @@ type SessionStore interface {
 	Load(ctx context.Context, sessionID string) (*session.Session, error)
 }
 
-// FileStore keeps each session as one JSON file in a directory. Writes are
-// atomic (a temporary file is written, synced and renamed over the old one,
-// then the directory is synced), so a crash leaves the old or the new
-// session, never a torn one. Save refuses stale revisions: of two writers
-// that loaded the same revision, the second to save gets ErrStaleRevision.
-//
-// The revision check and the rename are serialized within the process; two
-// processes writing one directory are not (use a store backed by a
-// database for that).
+// FileStore keeps each session as one JSON file in a directory, named
+// after its session id; see SessionFile for how each file is written.
 type FileStore struct {
 	dir string
-	mu  sync.Mutex
 }
 
 var _ SessionStore = (*FileStore)(nil)
@@ -63,63 +55,119 @@ func NewFileStore(dir string) (*FileStore, error) {
 	return &FileStore{dir: dir}, nil
 }
 
-func (f *FileStore) path(id string) (string, error) {
+func (f *FileStore) file(id string) (*SessionFile, error) {
 	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, `/\`) || strings.ContainsRune(id, 0) {
-		return "", fmt.Errorf("agent: file store: invalid session id %q", id)
+		return nil, fmt.Errorf("agent: file store: invalid session id %q", id)
 	}
-	return filepath.Join(f.dir, id+".json"), nil
+	return NewSessionFile(filepath.Join(f.dir, id+".json")), nil
 }
 
 // Load implements SessionStore.
-func (f *FileStore) Load(_ context.Context, id string) (*session.Session, error) {
-	p, err := f.path(id)
+func (f *FileStore) Load(ctx context.Context, id string) (*session.Session, error) {
+	sf, err := f.file(id)
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
+	return sf.Load(ctx)
+}
+
+// Save implements SessionSaver.
+func (f *FileStore) Save(ctx context.Context, s *session.Session) error {
+	sf, err := f.file(s.SessionID)
+	if err != nil {
+		return err
+	}
+	return sf.Save(ctx, s)
+}
+
+// SessionFile keeps one session in one JSON file at a path of the
+// caller's choosing; the file's name need not be the session id.
+//
+// Writes are atomic (a temporary file is written, synced and renamed over
+// the old one, then the directory is synced), so a crash leaves the old or
+// the new session, never a torn one. Save refuses stale revisions: of two
+// writers that loaded the same revision, the second to save gets
+// ErrStaleRevision, whether they are in one process or in several on one
+// machine (the check and the rename run under an exclusive lock on the
+// directory). A file without write permission is the owner's "do not
+// change this": Save refuses it rather than replacing it, and a replaced
+// file keeps its mode.
+//
+// The JSON is written compact: a plugin's state is raw JSON whose bytes
+// (tool results among them) are replayed to models as they were stored,
+// and indenting the file would re-indent them.
+type SessionFile struct {
+	path string
+	mu   sync.Mutex
+}
+
+var _ SessionSaver = (*SessionFile)(nil)
+
+// NewSessionFile returns the session file at path. Nothing is read or
+// created until Load or Save.
+func NewSessionFile(path string) *SessionFile { return &SessionFile{path: path} }
+
+// Path is where the session is kept.
+func (f *SessionFile) Path() string { return f.path }
+
+// Load reads the session, or returns an error wrapping ErrSessionNotFound
+// when the file does not exist.
+func (f *SessionFile) Load(_ context.Context) (*session.Session, error) {
+	b, err := os.ReadFile(f.path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("agent: file store: load %q: %w", id, ErrSessionNotFound)
+		return nil, fmt.Errorf("agent: session file %s: %w", f.path, ErrSessionNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("agent: file store: load %q: %w", id, err)
+		return nil, fmt.Errorf("agent: session file %s: %w", f.path, err)
 	}
 	var s session.Session
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("agent: file store: load %q: %w", id, err)
+		return nil, fmt.Errorf("agent: session file %s: %w", f.path, err)
 	}
 	return &s, nil
 }
 
 // Save implements SessionSaver.
-func (f *FileStore) Save(ctx context.Context, s *session.Session) error {
-	p, err := f.path(s.SessionID)
+func (f *SessionFile) Save(ctx context.Context, s *session.Session) error {
+	data, err := json.Marshal(s)
 	if err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return fmt.Errorf("agent: file store: save %q: %w", s.SessionID, err)
+		return fmt.Errorf("agent: session file %s: save: %w", f.path, err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	old, err := f.Load(ctx, s.SessionID)
+	unlock, err := lockDir(filepath.Dir(f.path))
+	if err != nil {
+		return fmt.Errorf("agent: session file %s: save: %w", f.path, err)
+	}
+	defer unlock()
+	mode := os.FileMode(0o600)
+	switch fi, err := os.Stat(f.path); {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("agent: session file %s: save: %w", f.path, err)
+	case fi.Mode().Perm()&0o200 == 0:
+		return fmt.Errorf("agent: session file %s: save: the file is read-only (mode %04o): %w", f.path, fi.Mode().Perm(), os.ErrPermission)
+	default:
+		mode = fi.Mode().Perm()
+	}
+	old, err := f.Load(ctx)
 	switch {
 	case errors.Is(err, ErrSessionNotFound):
 	case err != nil:
 		return err
 	case old.Revision >= s.Revision:
-		return fmt.Errorf("agent: file store: save %q at revision %d: stored revision is %d: %w",
-			s.SessionID, s.Revision, old.Revision, ErrStaleRevision)
+		return fmt.Errorf("agent: session file %s: save %q at revision %d: stored revision is %d: %w",
+			f.path, s.SessionID, s.Revision, old.Revision, ErrStaleRevision)
 	}
-	if err := writeFileAtomic(p, data); err != nil {
-		return fmt.Errorf("agent: file store: save %q: %w", s.SessionID, err)
+	if err := writeFileAtomic(f.path, data, mode); err != nil {
+		return fmt.Errorf("agent: session file %s: save: %w", f.path, err)
 	}
 	return nil
 }
 
 // writeFileAtomic replaces path with data so that a crash leaves either the
 // old file or the new one.
-func writeFileAtomic(path string, data []byte) error {
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -127,6 +175,10 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	defer os.Remove(tmp.Name()) // no-op after a successful rename
 	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -53,8 +53,6 @@ func TestErrorsAreOneLine(t *testing.T) {
 	dir := t.TempDir()
 	badSession := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(badSession, []byte(`{"schema_version": 1, "session_id": "bad", "revision": -1}`), 0o600))
-	renamed := filepath.Join(dir, "renamed.json")
-	require.NoError(t, os.WriteFile(renamed, []byte(`{"schema_version": 1, "session_id": "other", "revision": 3}`), 0o600))
 	third := filepath.Join(dir, "third.json")
 	require.NoError(t, os.WriteFile(third, []byte(`{"schema_version": 1, "session_id": "third", "revision": 1, "state": {"history": {"provider": "recent", "state_version": 1, "data": {}}}}`), 0o600))
 	noPlugins := []string{pluginDirEnv + "=" + t.TempDir()}
@@ -74,11 +72,10 @@ func TestErrorsAreOneLine(t *testing.T) {
 		{"plugin file missing", nil, exitFail, []string{"inspect", "nothere.wasm"}, []string{"nothere.wasm", "check the path"}},
 		{"not a plugin", nil, exitFail, []string{"inspect", badSession}, []string{"plugin file " + badSession, "is not a WebAssembly module"}},
 		{"bad session file", nil, exitFail, []string{"chat", "--session", badSession, "-m", "hi"}, []string{badSession, "/revision", "wasmhist session validate"}},
-		{"renamed session file", nil, exitFail, []string{"history", "--session", renamed}, []string{`holds session "other"`, "rename it back to other.json"}},
 		{"third-party plugin not named", nil, exitUsage, []string{"history", "--session", third}, []string{`plugin "recent", which is not built in`, "--plugin"}},
 		{"third-party plugin not named, chat", nil, exitUsage, []string{"chat", "--session", third, "-m", "hi"}, []string{`plugin "recent", which is not built in`, "--plugin"}},
 		{"sqlite without a database", nil, exitUsage, []string{"chat", "--plugin", "sqlite", "-m", "hi"}, []string{"plugin sqlite keeps history in a database", "--session FILE", "--db PATH"}},
-		{"session name", nil, exitUsage, []string{"chat", "--session", "chat.txt", "-m", "hi"}, []string{"<session id>.json"}},
+		{"session name", nil, exitUsage, []string{"chat", "--session", ".json", "-m", "hi"}, []string{"name a file"}},
 		{"history without session", nil, exitUsage, []string{"history"}, []string{"wasmhist history --session FILE"}},
 		{"history of missing session", nil, exitFail, []string{"history", "--session", filepath.Join(dir, "none.json")}, []string{"none.json", "does not exist", "wasmhist chat --session"}},
 		{"unknown model", nil, exitUsage, []string{"chat", "--model", "gpt", "-m", "hi"}, []string{`--model "gpt"`, "offline, openai-chat, openai-responses"}},

@@ -11,27 +11,28 @@ import (
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
-// sessionFile is a --session FILE: a agent.FileStore holds sessions as
-// <dir>/<session id>.json, so the file's base name is the session id.
+// sessionFile is a --session FILE, kept by an agent.SessionFile: any name
+// will do, so a copied session file resumes. A new session's id is the
+// file's name without its extension.
 type sessionFile struct {
 	path string
 	dir  string
-	id   string
+	name string // the base name without its extension
 }
 
 func parseSessionFile(cmd, path string) (sessionFile, error) {
 	base := filepath.Base(path)
-	id, ok := strings.CutSuffix(base, ".json")
-	if !ok || id == "" || strings.HasPrefix(id, ".") {
-		return sessionFile{}, usagef(cmd, "session file %q: the name must be <session id>.json (the file store names each file after its session): use for example --session %s.json", path, strings.TrimSuffix(base, ".json"))
+	name := strings.TrimSuffix(base, filepath.Ext(base))
+	if name == "" || strings.HasPrefix(base, ".") || strings.HasSuffix(path, string(filepath.Separator)) {
+		return sessionFile{}, usagef(cmd, "session file %q: name a file, such as --session chat.json", path)
 	}
-	return sessionFile{path: path, dir: filepath.Dir(path), id: id}, nil
+	return sessionFile{path: path, dir: filepath.Dir(path), name: name}, nil
 }
 
 // dbPath is the default database of a plugin that stores through sql:
 // beside the session file, with the same base name.
 func (f sessionFile) dbPath() string {
-	return filepath.Join(f.dir, f.id+".db")
+	return filepath.Join(f.dir, f.name+".db")
 }
 
 // load reads and validates the session file. A missing file is reported
@@ -48,10 +49,6 @@ func (f sessionFile) load(cmd string) (*session.Session, error) {
 	if err != nil {
 		return nil, failf(cmd, "session file %s is not a valid session: %w: run 'wasmhist session validate %s', then fix or remove the file", f.path, err, f.path)
 	}
-	if s.SessionID != f.id {
-		return nil, failf(cmd, "session file %s holds session %q, but the file store expects %q in it (the file was renamed?): rename it back to %s.json",
-			f.path, s.SessionID, f.id, s.SessionID)
-	}
 	return s, nil
 }
 
@@ -61,19 +58,18 @@ func (f sessionFile) open(cmd string) (s *session.Session, created bool, err err
 	s, err = f.load(cmd)
 	if errors.Is(err, os.ErrNotExist) {
 		s = session.New()
-		s.SessionID = f.id
+		s.SessionID = f.name
 		return s, true, nil
 	}
 	return s, false, err
 }
 
-// store is the host's file store over the session file's directory.
-func (f sessionFile) store(cmd string) (*agent.FileStore, error) {
-	st, err := agent.NewFileStore(f.dir)
-	if err != nil {
-		return nil, failf(cmd, "session directory %s: %w", f.dir, err)
+// store is what saves the session file.
+func (f sessionFile) store(cmd string) (*agent.SessionFile, error) {
+	if err := os.MkdirAll(f.dir, 0o700); err != nil {
+		return nil, failf(cmd, "session directory %s: %w: choose a writable place", f.dir, err)
 	}
-	return st, nil
+	return agent.NewSessionFile(f.path), nil
 }
 
 // describe is what the commands print about where a session lives.

@@ -73,3 +73,18 @@ func TestAdviceFitsThePlace(t *testing.T) {
 	invocation{}.failsWithOneLine(t, exitFail, []string{"chat", "-m", "hi", "--model", "openai-chat", "--base-url", base},
 		"the model call failed: check the model settings")
 }
+
+// TestCopiedSessionResumes: a session file copied under another name
+// resumes, with its history, and the copy goes its own way.
+func TestCopiedSessionResumes(t *testing.T) {
+	dir := t.TempDir()
+	inv := invocation{dir: dir}
+	inv.ok(t, "chat", "--session", "chat.json", "-m", "I like Italian food")
+	b, err := os.ReadFile(filepath.Join(dir, "chat.json"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "try.json"), b, 0o600))
+	out := inv.ok(t, "chat", "--session", "try.json", "-m", "What food do I like?")
+	assert.Contains(t, out, "Italian")
+	assert.Contains(t, out, "try.json (session ")
+	assert.Contains(t, out, "revision 2)")
+}
