@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/wasmhist/wasmhist/host/internal/wasmrt"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -50,6 +51,17 @@ func (cfg Config) withDefaults() Config {
 	}
 	return cfg
 }
+
+// DefaultCacheDir is where a Host caches compiled plugins when
+// Config.CacheDir is empty: os.UserCacheDir()/wasmhist/compile, or
+// os.TempDir()/wasmhist/compile when there is no user cache directory.
+// Compiled code goes in a subdirectory per runtime version (CacheSubdir).
+func DefaultCacheDir() string { return defaultCacheDir() }
+
+// CacheSubdir is the subdirectory of a cache directory that this build
+// of the host reads and writes: compiled code is valid only for the
+// runtime versions that wrote it, so each set of versions has its own.
+func CacheSubdir() string { return wasmrt.CacheKey() }
 
 func defaultCacheDir() string {
 	base, err := os.UserCacheDir()

@@ -237,7 +237,7 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 		return nil, err
 	}
 
-	if c.host, err = newHost(ctx, cmd, ps); err != nil {
+	if c.host, err = newHost(ctx, e, cmd, ps); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -255,7 +255,7 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 			return nil, err
 		}
 	}
-	if c.plugin, err = loadPlugin(ctx, c.host, cmd, path, grants, ps); err != nil {
+	if c.plugin, err = loadPlugin(ctx, e, c.host, cmd, path, grants, ps); err != nil {
 		return nil, err
 	}
 	if err = checkSlot(cmd, c.session, c.plugin, sessionPath); err != nil {
@@ -430,7 +430,7 @@ func warnLogger(w io.Writer, cmd string) *slog.Logger {
 
 // isTerminal reports whether r is an interactive terminal, where a prompt
 // helps; piped input gets none, so output stays clean for scripts.
-func isTerminal(r io.Reader) bool {
+func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
 	if !ok {
 		return false

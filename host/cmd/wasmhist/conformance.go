@@ -44,7 +44,7 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := newHost(ctx, cmd, ps)
+	h, err := newHost(ctx, e, cmd, ps)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,9 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 
 	// Load once up front, so that a plugin that cannot load at all gets
 	// one clear error rather than the same failure in every case.
+	stop := compileNote(e, cmd, path)
 	first, err := h.Load(ctx, host.File(path), opts)
+	stop()
 	if err != nil {
 		l, _ := ps.limits(cmd)
 		return failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err, l))

@@ -83,12 +83,12 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := newHost(ctx, cmd, ps)
+	h, err := newHost(ctx, e, cmd, ps)
 	if err != nil {
 		return err
 	}
 	defer h.Close(context.WithoutCancel(ctx))
-	p, err := loadPlugin(ctx, h, cmd, path, grants, ps)
+	p, err := loadPlugin(ctx, e, h, cmd, path, grants, ps)
 	if err != nil {
 		return err
 	}

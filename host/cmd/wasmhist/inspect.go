@@ -56,7 +56,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return failf(cmd, "plugin file %s: %w: check the path", path, err)
 	}
-	h, err := newHost(ctx, cmd, ps)
+	h, err := newHost(ctx, e, cmd, ps)
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer cleanup()
-	p, err := loadPlugin(ctx, h, cmd, path, grants, ps)
+	p, err := loadPlugin(ctx, e, h, cmd, path, grants, ps)
 	if err != nil {
 		return err
 	}

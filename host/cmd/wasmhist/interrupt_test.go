@@ -113,11 +113,11 @@ func (s *screen) String() string {
 
 // startInTerminal starts the command with the pseudo-terminal as its
 // controlling terminal and standard streams.
-func startInTerminal(t *testing.T, tty *os.File, args ...string) *exec.Cmd {
+func startInTerminal(t *testing.T, tty *os.File, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), pluginDirEnv+"="+pluginDir, "OPENAI_API_KEY=")
+	cmd.Env = append(append(os.Environ(), pluginDirEnv+"="+pluginDir, "OPENAI_API_KEY="), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	require.NoError(t, cmd.Start())
@@ -170,7 +170,7 @@ func TestInterruptAtPromptEndsChat(t *testing.T) {
 	master, tty := openPTY(t)
 	scr := newScreen(master)
 	file := filepath.Join(t.TempDir(), "chat.json")
-	cmd := startInTerminal(t, tty, "chat", "--session", file)
+	cmd := startInTerminal(t, tty, nil, "chat", "--session", file)
 	scr.waitFor(t, "you> ", 1)
 	_, err := master.Write([]byte("I like Italian food\r"))
 	require.NoError(t, err)
@@ -191,7 +191,7 @@ func TestInterruptDuringCallCancelsIt(t *testing.T) {
 	master, tty := openPTY(t)
 	scr := newScreen(master)
 	file := filepath.Join(t.TempDir(), "chat.json")
-	cmd := startInTerminal(t, tty, "chat", "--session", file, "--model", "openai-chat", "--base-url", base)
+	cmd := startInTerminal(t, tty, nil, "chat", "--session", file, "--model", "openai-chat", "--base-url", base)
 	scr.waitFor(t, "you> ", 1)
 	_, err := master.Write([]byte("hello\r"))
 	require.NoError(t, err)

@@ -148,12 +148,15 @@ func moduleRoot(dir string) string {
 
 // newHost returns a host with default limits. Its log is discarded: every
 // failure reaches the user as the command's one-line error instead.
-func newHost(ctx context.Context, cmd string, ps *pluginSettings) (*host.Host, error) {
+func newHost(ctx context.Context, e *env, cmd string, ps *pluginSettings) (*host.Host, error) {
 	l, err := ps.limits(cmd)
 	if err != nil {
 		return nil, err
 	}
-	h, err := host.New(ctx, host.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: l})
+	dir := cacheDir(e)
+	// Best effort: a cache that cannot be pruned still works.
+	pruneCache(dir, maxCacheBytes)
+	h, err := host.New(ctx, host.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: l, CacheDir: dir})
 	if err != nil {
 		return nil, failf(cmd, "starting the host: %w", err)
 	}
@@ -162,8 +165,10 @@ func newHost(ctx context.Context, cmd string, ps *pluginSettings) (*host.Host, e
 
 // loadPlugin loads the plugin at path with the given grants and turns load
 // errors into advice.
-func loadPlugin(ctx context.Context, h *host.Host, cmd, path string, grants []host.Grant, ps *pluginSettings) (*host.Plugin, error) {
+func loadPlugin(ctx context.Context, e *env, h *host.Host, cmd, path string, grants []host.Grant, ps *pluginSettings) (*host.Plugin, error) {
+	stop := compileNote(e, cmd, path)
 	p, err := h.Load(ctx, host.File(path), host.LoadOptions{Grants: grants, Config: ps.config.raw})
+	stop()
 	if err != nil {
 		l, _ := ps.limits(cmd)
 		return nil, failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err, l))

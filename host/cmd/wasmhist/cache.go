@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/wasmhist/wasmhist/host"
+)
+
+// cacheDirEnv overrides where compiled plugins are cached.
+const cacheDirEnv = "WASMHIST_CACHE_DIR"
+
+// maxCacheBytes bounds the compile cache. A compiled plugin takes about
+// 11 MB (the Extism kernel's code included), so this keeps the last
+// twenty or so builds; whatever is evicted is compiled again (about 1.5 s)
+// on its next load.
+const maxCacheBytes = 256 << 20
+
+// cacheDir is the compile cache the commands use.
+func cacheDir(e *env) string {
+	if d := e.getenv(cacheDirEnv); d != "" {
+		return d
+	}
+	return host.DefaultCacheDir()
+}
+
+// cacheFile is one file of the compile cache.
+type cacheFile struct {
+	path    string
+	size    int64
+	modTime time.Time
+}
+
+// cacheFiles lists the regular files under dir, newest first. A missing
+// dir is an empty cache.
+func cacheFiles(dir string) ([]cacheFile, error) {
+	var out []cacheFile
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir && os.IsNotExist(err) {
+				return filepath.SkipAll
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, cacheFile{path: p, size: fi.Size(), modTime: fi.ModTime()})
+		return nil
+	})
+	slices.SortFunc(out, func(a, b cacheFile) int { return b.modTime.Compare(a.modTime) })
+	return out, err
+}
+
+// pruneCache keeps the cache under limit bytes: the code of other runtime
+// versions goes first (no build of this host can use it), then the oldest
+// files. It is best effort: a file another process removed meanwhile is
+// not an error.
+func pruneCache(dir string, limit int64) (removed int, err error) {
+	files, err := cacheFiles(dir)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, f := range files {
+		total += f.size
+	}
+	current := filepath.Join(dir, host.CacheSubdir())
+	// Other versions first, then oldest first, within each group.
+	slices.SortStableFunc(files, func(a, b cacheFile) int {
+		ca, cb := isUnder(a.path, current), isUnder(b.path, current)
+		switch {
+		case ca != cb && !ca:
+			return -1
+		case ca != cb:
+			return 1
+		}
+		return a.modTime.Compare(b.modTime)
+	})
+	for _, f := range files {
+		if total <= limit {
+			break
+		}
+		if err := os.Remove(f.path); err == nil || os.IsNotExist(err) {
+			total -= f.size
+			removed++
+		}
+	}
+	return removed, nil
+}
+
+func isUnder(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !filepath.IsAbs(rel) && (len(rel) < 3 || rel[:3] != "../")
+}
+
+// cacheReport is what 'cache' prints; its JSON form is --json's.
+type cacheReport struct {
+	Dir      string   `json:"dir"`
+	Current  string   `json:"current_subdir"`
+	Files    int      `json:"files"`
+	Bytes    int64    `json:"bytes"`
+	Limit    int64    `json:"limit_bytes"`
+	Versions []string `json:"versions"`
+}
+
+func runCache(_ context.Context, e *env, args []string) error {
+	const cmd = "cache"
+	fs := flagSet(e, cmd, "[show | clear] [--json]",
+		"Shows or clears the compile cache: the machine code of plugins compiled by earlier runs,\n"+
+			"so that a plugin loads in tens of milliseconds instead of seconds. It lives in\n"+
+			host.DefaultCacheDir()+" (or $"+cacheDirEnv+"), one subdirectory per runtime version,\n"+
+			"and is kept under "+byteSize(maxCacheBytes).String()+": the commands remove other versions' code, then the oldest.\n"+
+			"'clear' removes all of it; the next load of each plugin compiles it again.")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	action := "show"
+	switch len(pos) {
+	case 0:
+	case 1:
+		action = pos[0]
+	default:
+		return usagef(cmd, "want at most one of show or clear, got %d arguments", len(pos))
+	}
+	dir := cacheDir(e)
+	switch action {
+	case "show":
+	case "clear":
+		if err := os.RemoveAll(dir); err != nil {
+			return failf(cmd, "clearing %s: %w: check its permissions", dir, err)
+		}
+		fmt.Fprintf(e.stdout, "cleared %s\n", dir)
+		return nil
+	default:
+		return usagef(cmd, "unknown action %q: use 'wasmhist cache show' or 'wasmhist cache clear'", action)
+	}
+	files, err := cacheFiles(dir)
+	if err != nil {
+		return failf(cmd, "reading %s: %w: check its permissions", dir, err)
+	}
+	r := cacheReport{Dir: dir, Current: host.CacheSubdir(), Files: len(files), Limit: maxCacheBytes, Versions: []string{}}
+	for _, f := range files {
+		r.Bytes += f.size
+	}
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, en := range entries {
+			if en.IsDir() {
+				r.Versions = append(r.Versions, en.Name())
+			}
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(e.stdout, "dir:      %s\n", r.Dir)
+	fmt.Fprintf(e.stdout, "current:  %s\n", r.Current)
+	fmt.Fprintf(e.stdout, "size:     %s in %d files (kept under %s)\n", byteSize(r.Bytes), r.Files, byteSize(r.Limit))
+	for _, v := range r.Versions {
+		note := "another runtime version: removed first when over the limit"
+		if v == r.Current {
+			note = "this build's"
+		}
+		fmt.Fprintf(e.stdout, "version:  %s (%s)\n", v, note)
+	}
+	return nil
+}
+
+// compileNote prints, on a terminal, that a slow load is a first compile
+// that later runs will not repeat; stop cancels it when the load was
+// quick.
+func compileNote(e *env, cmd, plugin string) (stop func()) {
+	if !isTerminal(e.stderr) {
+		return func() {}
+	}
+	t := time.AfterFunc(compileNoteAfter, func() {
+		fmt.Fprintf(e.stderr, "wasmhist %s: compiling %s for this machine; later runs load it from the cache in %s\n", cmd, filepath.Base(plugin), cacheDir(e))
+	})
+	return func() { t.Stop() }
+}
+
+// compileNoteAfter is how long a load takes before compileNote speaks: a
+// warm load takes tens of milliseconds, a first compile a second or more.
+const compileNoteAfter = 400 * time.Millisecond

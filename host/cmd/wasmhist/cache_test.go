@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/host"
+)
+
+// TestCacheShowAndClear: a load fills the cache the command reports, and
+// clear empties it.
+func TestCacheShowAndClear(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	inv := invocation{env: []string{cacheDirEnv + "=" + dir}}
+	inv.ok(t, "chat", "-m", "hi")
+	var r cacheReport
+	require.NoError(t, json.Unmarshal([]byte(inv.ok(t, "cache", "--json")), &r))
+	assert.Equal(t, dir, r.Dir)
+	assert.Equal(t, host.CacheSubdir(), r.Current)
+	assert.Positive(t, r.Files)
+	assert.Greater(t, r.Bytes, int64(1<<20), "a compiled plugin is megabytes")
+	assert.Equal(t, []string{host.CacheSubdir()}, r.Versions)
+	out := inv.ok(t, "cache")
+	assert.Contains(t, out, "this build's")
+
+	assert.Contains(t, inv.ok(t, "cache", "clear"), "cleared "+dir)
+	_, err := os.Stat(dir)
+	assert.True(t, os.IsNotExist(err), "the cache is gone")
+	invocation{}.failsWithOneLine(t, exitUsage, []string{"cache", "burn"}, `unknown action "burn"`)
+}
+
+// TestCacheIsBounded: past the bound, another runtime version's code goes
+// first and this build's stays.
+func TestCacheIsBounded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	stale := filepath.Join(dir, "wazero-v0.0.1_extism-v0.0.1_linux-amd64")
+	require.NoError(t, os.MkdirAll(stale, 0o755))
+	for _, name := range []string{"a", "b"} {
+		f, err := os.Create(filepath.Join(stale, name))
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(maxCacheBytes/2+1)) // sparse: no disk is used
+		require.NoError(t, f.Close())
+	}
+	inv := invocation{env: []string{cacheDirEnv + "=" + dir}}
+	inv.ok(t, "chat", "-m", "hi") // prunes, then compiles into this build's subdirectory
+	inv.ok(t, "chat", "-m", "hi") // prunes again, now over the bound
+	files, err := cacheFiles(dir)
+	require.NoError(t, err)
+	var total int64
+	current := 0
+	for _, f := range files {
+		total += f.size
+		if isUnder(f.path, filepath.Join(dir, host.CacheSubdir())) {
+			current++
+		}
+	}
+	assert.LessOrEqual(t, total, int64(maxCacheBytes))
+	assert.Positive(t, current, "this build's code is kept")
+}
+
+// TestCompileNoteOnTerminal: the first, slow compile of a plugin is
+// announced on a terminal; a warm load is silent.
+func TestCompileNoteOnTerminal(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	run := func() string {
+		master, tty := openPTY(t)
+		scr := newScreen(master)
+		cmd := startInTerminal(t, tty, []string{cacheDirEnv + "=" + dir}, "chat", "-m", "hi")
+		require.Equal(t, 0, exitCode(t, cmd), "screen:\n%s", scr)
+		scr.waitFor(t, "assistant: ", 1)
+		return scr.String()
+	}
+	assert.Contains(t, run(), "compiling inmemory.wasm for this machine")
+	assert.NotContains(t, run(), "compiling", "a warm load says nothing")
+}
