@@ -34,6 +34,9 @@ type chatSetup struct {
 	file     *sessionFile // nil: the session lives only in this process
 	db       string       // the plugin's database, when it uses sql
 	limits   host.Limits  // what the plugin's calls run under
+
+	everyStatus bool    // --status: the status lines after every answer
+	shown       *status // the status lines last printed
 }
 
 func runChat(ctx context.Context, e *env, args []string) error {
@@ -49,6 +52,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	sessionPath := fs.String("session", "", "session `FILE` (NAME.json): created when missing, resumed otherwise")
 	dbPath := fs.String("db", "", "SQLite database `PATH` granted to a plugin that wants sql (default: the session file with .db)")
 	perCall := fs.Bool("per-service-call", false, "persist after every model call instead of once per run")
+	everyStatus := fs.Bool("status", false, "print where the history and the session are after every answer, not only when that changes")
 	mc := modelFlags(fs)
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
@@ -64,6 +68,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer c.host.Close(context.WithoutCancel(ctx))
+	c.everyStatus = *everyStatus
 
 	if message.set {
 		return c.oneTurn(ctx, e, cmd, message.text)
@@ -335,16 +340,33 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 	if c.copyOnly {
 		where += " (a copy: the model service keeps the conversation)"
 	}
-	fmt.Fprintf(e.stdout, "history: %s\n", where)
+	// The status lines say where things are; after the first turn they
+	// are printed again only when that changed (a revision alone does
+	// not count), or every turn with --status.
+	st := status{history: where, service: c.session.ServiceSessionID}
 	if c.file != nil {
-		fmt.Fprintf(e.stdout, "session: %s\n", c.file.describe(c.session))
+		st.session = c.file.describe(c.session)
 	} else {
-		fmt.Fprintf(e.stdout, "session: %s, revision %d, not saved (pass --session FILE to keep it)\n", c.session.SessionID, c.session.Revision)
+		st.session = fmt.Sprintf("%s, revision %d, not saved (pass --session FILE to keep it)", c.session.SessionID, c.session.Revision)
 	}
-	if c.session.ServiceSessionID != "" {
-		fmt.Fprintf(e.stdout, "service conversation: %s\n", c.session.ServiceSessionID)
+	if c.everyStatus || c.shown == nil || c.shown.history != st.history {
+		fmt.Fprintf(e.stdout, "history: %s\n", st.history)
 	}
+	if c.everyStatus || c.shown == nil || c.shown.service != st.service {
+		fmt.Fprintf(e.stdout, "session: %s\n", st.session)
+		if st.service != "" {
+			fmt.Fprintf(e.stdout, "service conversation: %s\n", st.service)
+		}
+	}
+	c.shown = &st
 	return nil
+}
+
+// status is what the status lines after an answer say.
+type status struct {
+	history string // where the history goes
+	session string // where the session is, and its revision
+	service string // the service's conversation id, if any
 }
 
 // runAdvice says what to do about a failed run.

@@ -57,3 +57,16 @@ func TestLongStdinLine(t *testing.T) {
 	line := invocation{stdin: in}.failsWithOneLine(t, exitFail, []string{"chat"}, "line 2 of standard input is longer than 8 MiB")
 	require.NotContains(t, line, "token too long")
 }
+
+// TestStatusLinesWhenChanged: after the first answer the status lines
+// come back only when where things are changed, or with --status.
+func TestStatusLinesWhenChanged(t *testing.T) {
+	in := "I like Italian food\nWhat food do I like?\nWhat is 6*7?\n"
+	out := invocation{stdin: in}.ok(t, "chat", "--session", "s.json")
+	assert.Equal(t, 3, strings.Count(out, "assistant: "))
+	assert.Equal(t, 1, strings.Count(out, "history: "), out)
+	assert.Equal(t, 1, strings.Count(out, "session: "), out)
+	out = invocation{stdin: in}.ok(t, "chat", "--session", "s.json", "--status")
+	assert.Equal(t, 3, strings.Count(out, "history: "), out)
+	assert.Equal(t, 3, strings.Count(out, "session: "), out)
+}
