@@ -216,6 +216,7 @@ func oneLine(s string) string {
 type flags struct {
 	*flag.FlagSet
 	help func()
+	e    *env
 }
 
 // flagSet returns a flag set for cmd whose --help prints the synopsis, the
@@ -238,7 +239,8 @@ func flagSet(e *env, cmd, synopsis, description string) *flags {
 			fs.SetOutput(io.Discard)
 		}
 	}
-	return &flags{FlagSet: fs, help: help}
+	fs.String(configFileFlag, "", "read flag values from a JSON `FILE` of flag names and values, such as {\"plugin\": \"sqlite\", \"timeout\": \"10s\"}; the command line wins (default $"+configFileEnv+")")
+	return &flags{FlagSet: fs, help: help, e: e}
 }
 
 // given reports whether the flag called name was set on the command line,
@@ -254,6 +256,9 @@ func (fs *flags) given(name string) bool {
 // is how people type), and returns the positional arguments. A parse error
 // becomes a usage error; --help prints the usage and returns flag.ErrHelp.
 func parse(fs *flags, cmd string, args []string) ([]string, error) {
+	if err := applyConfigFile(fs, cmd, args); err != nil {
+		return nil, err
+	}
 	var positional []string
 	for {
 		err := fs.Parse(args)
