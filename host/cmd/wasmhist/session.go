@@ -2,69 +2,320 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
+// sessionCommand is one subcommand of 'wasmhist session'.
+type sessionCommand struct {
+	name, args, summary string
+	run                 func(ctx context.Context, e *env, args []string) error
+}
+
+func sessionCommands() []sessionCommand {
+	return []sessionCommand{
+		{"validate", "FILE", "check that FILE is a session its plugins can resume", runSessionValidate},
+	}
+}
+
 func runSession(ctx context.Context, e *env, args []string) error {
-	fs := flagSet(e, "session", "validate FILE",
-		"Works with session files. 'validate' checks that FILE is a session this host can resume:\n"+
-			"valid JSON matching the session schema (schemas/session.json), and says what is wrong and where.")
+	// The subcommand comes first, and its flags are its own: parse the
+	// session command's flags (only --help) only when no subcommand leads.
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		for _, c := range sessionCommands() {
+			if c.name == args[0] {
+				return c.run(ctx, e, args[1:])
+			}
+		}
+		return usagef("session", "unknown subcommand %q: use one of %s (see 'wasmhist session --help')", args[0], sessionCommandNames())
+	}
+	fs := flagSet(e, "session", "<subcommand> [flags] [arguments]", sessionHelp())
 	pos, err := parse(fs, "session", args)
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return usagef("session", "no subcommand: use 'wasmhist session validate FILE'")
+	if len(pos) > 0 {
+		return runSession(ctx, e, pos)
 	}
-	switch pos[0] {
-	case "validate":
-		return runSessionValidate(ctx, e, pos[1:])
-	default:
-		return usagef("session", "unknown subcommand %q: use 'wasmhist session validate FILE'", pos[0])
-	}
+	return usagef("session", "no subcommand: use one of %s, such as 'wasmhist session validate FILE' (see 'wasmhist session --help')", sessionCommandNames())
 }
 
-func runSessionValidate(_ context.Context, e *env, args []string) error {
-	const cmd = "session validate"
-	fs := flagSet(e, cmd, "FILE",
-		"Checks that FILE is a valid session: JSON matching schemas/session.json, at the schema version\n"+
-			"this host writes. Prints OK and a summary, or one line saying what is wrong and where.")
-	pos, err := parse(fs, cmd, args)
-	if err != nil {
-		return err
+func sessionHelp() string {
+	var b strings.Builder
+	b.WriteString("Works with session files.\n\nSubcommands:\n")
+	for _, c := range sessionCommands() {
+		fmt.Fprintf(&b, "  %-15s %s\n", c.name+" "+c.args, c.summary)
 	}
+	b.WriteString("\nRun 'wasmhist session <subcommand> --help' for a subcommand's flags.")
+	return b.String()
+}
+
+func sessionCommandNames() string {
+	var names []string
+	for _, c := range sessionCommands() {
+		names = append(names, c.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// onePath returns the single FILE argument of a session subcommand.
+func onePath(cmd, what string, pos []string) (string, error) {
 	if len(pos) != 1 {
-		return usagef(cmd, "want exactly one FILE, got %d arguments: use 'wasmhist session validate FILE'", len(pos))
+		return "", usagef(cmd, "want exactly one %s, got %d arguments: use 'wasmhist %s %s'", what, len(pos), cmd, what)
 	}
-	path := pos[0]
+	return pos[0], nil
+}
+
+// readSessionFile reads and validates the session at path against the
+// session schema, and returns it with the bytes as stored.
+func readSessionFile(cmd, path string) (*session.Session, []byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return failf(cmd, "reading %s: %w: check the path", path, err)
+		return nil, nil, failf(cmd, "reading %s: %w: check the path", path, err)
 	}
 	s, err := decodeSession(b)
 	if err != nil {
-		return failf(cmd, "%s is not a valid session: %w: fix the file at the place named, or start a new session", path, err)
+		return nil, nil, failf(cmd, "%s is not a valid session: %w: fix the file at the place named, or start a new session", path, err)
 	}
+	return s, b, nil
+}
+
+// slotKeys returns the session's state keys in order.
+func slotKeys(s *session.Session) []string {
 	keys := make([]string, 0, len(s.State))
 	for k := range s.State {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	return keys
+}
+
+// slotPlugins are the plugins of a session's slots, loaded as history
+// loads the plugin of its slot: a built-in plugin by the name the slot
+// records, any other through --plugin, with the sql capability granted on
+// the session's database.
+type slotPlugins struct {
+	host *host.Host
+	db   string
+	// byName holds the loaded plugins by their name.
+	byName map[string]*host.Plugin
+	// missing says why a slot's plugin was not loaded, by plugin name.
+	missing map[string]string
+}
+
+// loadSlotPlugins loads the plugin of every slot of s. A plugin that
+// cannot be found is recorded in missing rather than failing; every
+// other failure (a bad --plugin, a plugin that does not load) is an error.
+func loadSlotPlugins(ctx context.Context, e *env, cmd string, f sessionFile, s *session.Session, pluginSpec, dbPath string, ps *pluginSettings) (_ *slotPlugins, err error) {
+	sp := &slotPlugins{db: dbPath, byName: map[string]*host.Plugin{}, missing: map[string]string{}}
+	if sp.db == "" {
+		sp.db = f.dbPath()
+	}
+	grants, err := dbGrants(cmd, sp.db)
+	if err != nil {
+		return nil, err
+	}
+	if sp.host, err = newHost(ctx, cmd, ps); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			sp.close(ctx)
+		}
+	}()
+	if pluginSpec != "" {
+		path, err := resolvePlugin(e, cmd, pluginSpec)
+		if err != nil {
+			return nil, err
+		}
+		p, err := loadPlugin(ctx, sp.host, cmd, path, grants, ps)
+		if err != nil {
+			return nil, err
+		}
+		name := p.Info().Name
+		if len(s.State) > 0 && !slices.ContainsFunc(slotKeys(s), func(k string) bool { return s.State[k].Provider == name }) {
+			return nil, usagef(cmd, "--plugin %s is plugin %q, which keeps no slot of session %s (%s): pass the plugin of one of its slots, or drop --plugin",
+				pluginSpec, name, f.path, describeSlots(s))
+		}
+		sp.byName[name] = p
+	}
+	for _, k := range slotKeys(s) {
+		name := s.State[k].Provider
+		if _, ok := sp.byName[name]; ok {
+			continue
+		}
+		if _, ok := sp.missing[name]; ok {
+			continue
+		}
+		if !slices.Contains(builtinPlugins, name) {
+			sp.missing[name] = fmt.Sprintf("plugin %s not found; pass --plugin", name)
+			continue
+		}
+		path, err := resolvePlugin(e, cmd, name)
+		if errors.Is(err, errPluginNotFound) {
+			sp.missing[name] = fmt.Sprintf("plugin %s not found (not built); run `make plugins`, set %s, or pass --plugin", name, pluginDirEnv)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		p, err := loadPlugin(ctx, sp.host, cmd, path, grants, ps)
+		if err != nil {
+			return nil, err
+		}
+		if p.Info().Name != name {
+			return nil, failf(cmd, "built-in plugin %s at %s calls itself %q: rebuild the plugins with `make plugins`", name, path, p.Info().Name)
+		}
+		sp.byName[name] = p
+	}
+	return sp, nil
+}
+
+func (sp *slotPlugins) close(ctx context.Context) {
+	sp.host.Close(context.WithoutCancel(ctx))
+}
+
+// plugin returns the plugin of the slot at key, or why there is none.
+func (sp *slotPlugins) plugin(s *session.Session, key string) (*host.Plugin, string) {
+	name := s.State[key].Provider
+	if p, ok := sp.byName[name]; ok {
+		return p, ""
+	}
+	return nil, sp.missing[name]
+}
+
+// errNoDatabase is a plugin's database that does not exist: reading it
+// would create an empty one and find nothing, which is not what the
+// session holds.
+var errNoDatabase = errors.New("database does not exist")
+
+// checkDB refuses to run a plugin that keeps history in a database when
+// that database does not exist.
+func (sp *slotPlugins) checkDB(p *host.Plugin) error {
+	if !wantsSQL(p) {
+		return nil
+	}
+	if _, err := os.Stat(sp.db); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("plugin %s keeps history in database %s, which %w: pass --db with the database the session was chatted with", p.Info().Name, sp.db, errNoDatabase)
+	}
+	return nil
+}
+
+// readSlot has the plugin read the slot at key as a run would: every page
+// of its list export when it has one (the state is validated against the
+// plugin's state_schema and every stored message is decoded), else its
+// provide export with no request. It returns the number of messages
+// listed, or -1 when the plugin cannot list. s is not changed.
+func (sp *slotPlugins) readSlot(ctx context.Context, p *host.Plugin, s *session.Session, key string) (int, error) {
+	if err := sp.checkDB(p); err != nil {
+		return 0, err
+	}
+	if !slices.Contains(p.Exports(), abi.ExportList) {
+		_, err := p.Provider(key).Provide(ctx, s.Clone(), nil)
+		return -1, err
+	}
+	n, cursor := 0, ""
+	for {
+		page, next, err := p.List(ctx, s, key, cursor, historyPage)
+		if err != nil {
+			if n > 0 {
+				return n, fmt.Errorf("reading the stored messages from number %d on: %w", n+1, err)
+			}
+			return n, err
+		}
+		n += len(page)
+		if next == "" {
+			return n, nil
+		}
+		if next == cursor {
+			return n, fmt.Errorf("plugin %s returned the same list cursor %q twice: the plugin's list export is broken", p.Info().Name, next)
+		}
+		cursor = next
+	}
+}
+
+// describeSlots is "history (inmemory, state version 1), ..." or "none".
+func describeSlots(s *session.Session) string {
 	var slots []string
-	for _, k := range keys {
+	for _, k := range slotKeys(s) {
 		st := s.State[k]
 		slots = append(slots, fmt.Sprintf("%s (%s, state version %d)", k, st.Provider, st.StateVersion))
 	}
 	if len(slots) == 0 {
-		slots = append(slots, "none")
+		return "none"
 	}
-	fmt.Fprintf(e.stdout, "OK: %s: session %s, schema version %d, revision %d, state slots: %s\n",
-		path, s.SessionID, s.SchemaVersion, s.Revision, strings.Join(slots, ", "))
+	return strings.Join(slots, ", ")
+}
+
+func runSessionValidate(ctx context.Context, e *env, args []string) error {
+	const cmd = "session validate"
+	fs := flagSet(e, cmd, "FILE [flags]",
+		"Checks that FILE is a session chat can resume: JSON matching schemas/session.json, at the\n"+
+			"schema version this host writes, and every state slot read by its plugin (its state checked\n"+
+			"against the plugin's state_schema, its stored messages decoded). The plugin of a slot is the\n"+
+			"built-in one it names, or --plugin. Prints OK and a summary, or one line saying what is wrong\n"+
+			"and where. A slot whose plugin is not found is not checked, and the OK line says so.")
+	pluginSpec := fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the built-in plugin each slot names)")
+	dbPath := fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)")
+	ps := pluginFlags(fs)
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	path, err := onePath(cmd, "FILE", pos)
+	if err != nil {
+		return err
+	}
+	s, _, err := readSessionFile(cmd, path)
+	if err != nil {
+		return err
+	}
+	f, err := parseSessionFile(cmd, path)
+	if err != nil {
+		return err
+	}
+	var checked, problems []string
+	if len(s.State) > 0 {
+		sp, err := loadSlotPlugins(ctx, e, cmd, f, s, *pluginSpec, *dbPath, ps)
+		if err != nil {
+			return err
+		}
+		defer sp.close(ctx)
+		for _, k := range slotKeys(s) {
+			p, why := sp.plugin(s, k)
+			if p == nil {
+				checked = append(checked, fmt.Sprintf("%s: state not checked: %s", k, why))
+				continue
+			}
+			n, err := sp.readSlot(ctx, p, s, k)
+			switch {
+			case err != nil:
+				problems = append(problems, fmt.Sprintf("slot %q (data at /state/%s/data) is not readable by plugin %s: %v", k, k, describePlugin(p), err))
+			case n < 0:
+				checked = append(checked, fmt.Sprintf("%s: state read by plugin %s %s (it cannot list messages)", k, p.Info().Name, p.Info().Version))
+			default:
+				checked = append(checked, fmt.Sprintf("%s: %d stored messages read by plugin %s %s", k, n, p.Info().Name, p.Info().Version))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return failf(cmd, "%s is not a session chat can resume: %s: repair or clear the state at the place named, or start a new session",
+			path, strings.Join(problems, "; "))
+	}
+	line := fmt.Sprintf("OK: %s: session %s, schema version %d, revision %d, state slots: %s",
+		path, s.SessionID, s.SchemaVersion, s.Revision, describeSlots(s))
+	if len(checked) > 0 {
+		line += "; " + strings.Join(checked, "; ")
+	}
+	fmt.Fprintln(e.stdout, line)
 	return nil
 }
 

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// inmemorySession is a session file whose history slot holds the inmemory
+// plugin's state {"messages": [...]} as given.
+func inmemorySession(id, state string) string {
+	return `{"schema_version":1,"session_id":"` + id + `","revision":3,"state":{"history":{"provider":"inmemory","state_version":1,"data":` + state + `}}}`
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+}
+
+func TestSessionValidateReadsState(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := invocation{dir: dir}
+
+	writeFile(t, filepath.Join(dir, "good.json"), inmemorySession("good",
+		`{"messages":[{"role":"user","contents":[{"type":"text","text":"hi"}]},{"role":"assistant","contents":[{"type":"text","text":"hello"}]}]}`))
+	out := r.ok(t, "session", "validate", "good.json")
+	assert.Contains(t, out, "OK: good.json: session good")
+	assert.Contains(t, out, "history: 2 stored messages read by plugin inmemory")
+
+	writeFile(t, filepath.Join(dir, "schema.json"), inmemorySession("schema", `{"messages":{"role":"user"}}`))
+	r.failsWithOneLine(t, exitFail, []string{"session", "validate", "schema.json"},
+		"wasmhist session validate: schema.json", `slot "history"`, "/state/history/data", "state_schema", "/messages")
+
+	writeFile(t, filepath.Join(dir, "wizard.json"), inmemorySession("wizard",
+		`{"messages":[{"role":"user","contents":[{"type":"text","text":"hi"}]},{"role":"wizard","contents":[{"type":"text","text":"poof"}]}]}`))
+	r.failsWithOneLine(t, exitFail, []string{"session", "validate", "wizard.json"},
+		"wasmhist session validate: wizard.json", `slot "history"`, "messages[1]", "wizard")
+
+	// A slot whose plugin is not built in is not checked, and the OK line
+	// says so.
+	writeFile(t, filepath.Join(dir, "third.json"), `{"schema_version":1,"session_id":"third","revision":1,"state":{"history":{"provider":"recent","state_version":1,"data":{}}}}`)
+	out = r.ok(t, "session", "validate", "third.json")
+	assert.Contains(t, out, "OK: third.json")
+	assert.Contains(t, out, "history: state not checked: plugin recent not found; pass --plugin")
+
+	// --plugin naming a plugin of no slot is a usage error.
+	r.failsWithOneLine(t, exitUsage, []string{"session", "validate", "good.json", "--plugin", "sqlite"},
+		`plugin "sqlite", which keeps no slot`)
+}
+
+func TestSessionValidateSQLite(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := invocation{dir: dir}
+	r.ok(t, "chat", "--plugin", "sqlite", "--session", "chat.json", "-m", "I like tea")
+	out := r.ok(t, "session", "validate", "chat.json")
+	assert.Contains(t, out, "history: 2 stored messages read by plugin sqlite")
+
+	// Without its database the session's history is not there.
+	require.NoError(t, os.Rename(filepath.Join(dir, "chat.db"), filepath.Join(dir, "moved.db")))
+	r.failsWithOneLine(t, exitFail, []string{"session", "validate", "chat.json"}, "chat.db", "does not exist", "--db")
+	_, err := os.Stat(filepath.Join(dir, "chat.db"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "validate created the database")
+	out = r.ok(t, "session", "validate", "chat.json", "--db", "moved.db")
+	assert.True(t, strings.HasPrefix(out, "OK: chat.json"), out)
+}
