@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
@@ -23,6 +28,8 @@ type sessionCommand struct {
 func sessionCommands() []sessionCommand {
 	return []sessionCommand{
 		{"validate", "FILE", "check that FILE is a session its plugins can resume", runSessionValidate},
+		{"list", "[DIR]", "list the session files in DIR (default .)", runSessionList},
+		{"show", "FILE", "summarize a session: id, revision, each slot's plugin, state and messages", runSessionShow},
 	}
 }
 
@@ -322,3 +329,211 @@ func runSessionValidate(ctx context.Context, e *env, args []string) error {
 // decodeSession is host.DecodeSession: it says where a document is wrong
 // (a JSON pointer), which is what a person fixing a file needs.
 func decodeSession(b []byte) (*session.Session, error) { return session.Decode(b) }
+
+// sessionEntry is one session file in the output of 'session list'.
+type sessionEntry struct {
+	File             string      `json:"file"`
+	SessionID        string      `json:"session_id"`
+	Revision         int64       `json:"revision"`
+	ServiceSessionID string      `json:"service_session_id,omitempty"`
+	Slots            []slotEntry `json:"slots"`
+	Modified         time.Time   `json:"modified"`
+}
+
+// slotEntry is one state slot of a listed session.
+type slotEntry struct {
+	Key          string `json:"key"`
+	Plugin       string `json:"plugin"`
+	StateVersion int    `json:"state_version"`
+}
+
+// skippedFile is a *.json file that is not a session.
+type skippedFile struct {
+	File   string `json:"file"`
+	Reason string `json:"reason"`
+}
+
+// sessionListing is the --json output of 'session list'.
+type sessionListing struct {
+	Dir      string         `json:"dir"`
+	Sessions []sessionEntry `json:"sessions"`
+	Skipped  []skippedFile  `json:"skipped"`
+}
+
+// maxSessionBytes bounds a file 'session list' reads and 'session import'
+// accepts: far beyond any session a chat writes.
+const maxSessionBytes = 256 << 20
+
+func runSessionList(_ context.Context, e *env, args []string) error {
+	const cmd = "session list"
+	fs := flagSet(e, cmd, "[DIR] [--json]",
+		"Lists every *.json file in DIR (default .) that is a session: file, session id, revision,\n"+
+			"the plugin of each state slot, modification time. Files that are not sessions are named\n"+
+			"on one line at the end; 'wasmhist session validate FILE' says what is wrong with one.")
+	asJSON := fs.Bool("json", false, "print the list as one JSON object")
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usagef(cmd, "want at most one DIR, got %d arguments: use 'wasmhist session list [DIR]'", len(pos))
+	}
+	dir := "."
+	if len(pos) == 1 {
+		dir = pos[0]
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return failf(cmd, "reading directory %s: %w: check the path", dir, err)
+	}
+	l := sessionListing{Dir: dir, Sessions: []sessionEntry{}, Skipped: []skippedFile{}}
+	for _, de := range ents {
+		name := de.Name()
+		if !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		entry, reason := listEntry(filepath.Join(dir, name), de)
+		if reason != "" {
+			l.Skipped = append(l.Skipped, skippedFile{File: name, Reason: reason})
+			continue
+		}
+		entry.File = name
+		l.Sessions = append(l.Sessions, entry)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(l)
+	}
+	printSessionList(e.stdout, l)
+	return nil
+}
+
+// listEntry reads one *.json file, or says why it is not a session.
+func listEntry(path string, de fs.DirEntry) (sessionEntry, string) {
+	fi, err := de.Info()
+	switch {
+	case err != nil:
+		return sessionEntry{}, "unreadable: " + err.Error()
+	case fi.IsDir():
+		return sessionEntry{}, "a directory"
+	case !fi.Mode().IsRegular():
+		return sessionEntry{}, "not a regular file"
+	case fi.Size() > maxSessionBytes:
+		return sessionEntry{}, "too large to be a session"
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return sessionEntry{}, "unreadable: " + err.Error()
+	}
+	s, err := decodeSession(b)
+	if err != nil {
+		return sessionEntry{}, "not a session"
+	}
+	entry := sessionEntry{SessionID: s.SessionID, Revision: s.Revision, ServiceSessionID: s.ServiceSessionID, Slots: []slotEntry{}, Modified: fi.ModTime()}
+	for _, k := range slotKeys(s) {
+		entry.Slots = append(entry.Slots, slotEntry{Key: k, Plugin: s.State[k].Provider, StateVersion: s.State[k].StateVersion})
+	}
+	return entry, ""
+}
+
+func printSessionList(w io.Writer, l sessionListing) {
+	if len(l.Sessions) == 0 {
+		fmt.Fprintf(w, "no sessions in %s\n", l.Dir)
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "FILE\tSESSION\tREVISION\tPLUGINS\tMODIFIED")
+		for _, s := range l.Sessions {
+			var slots []string
+			for _, sl := range s.Slots {
+				slots = append(slots, sl.Key+"="+sl.Plugin)
+			}
+			plugins := strings.Join(slots, ",")
+			if plugins == "" {
+				plugins = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", s.File, s.SessionID, s.Revision, plugins, s.Modified.Local().Format("2006-01-02 15:04:05"))
+		}
+		tw.Flush()
+	}
+	if len(l.Skipped) > 0 {
+		var names []string
+		for _, s := range l.Skipped {
+			names = append(names, fmt.Sprintf("%s (%s)", s.File, s.Reason))
+		}
+		fmt.Fprintf(w, "skipped %d: %s\n", len(l.Skipped), oneLine(strings.Join(names, ", ")))
+	}
+}
+
+func runSessionShow(ctx context.Context, e *env, args []string) error {
+	const cmd = "session show"
+	fs := flagSet(e, cmd, "FILE [flags]",
+		"Summarizes a session: its id, revision and service conversation, and for each state slot\n"+
+			"its plugin, state version, state size and, when the plugin can list them, the number of\n"+
+			"messages it stored. The plugin of a slot is the built-in one it names, or --plugin.")
+	pluginSpec := fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the built-in plugin each slot names)")
+	dbPath := fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)")
+	ps := pluginFlags(fs)
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	path, err := onePath(cmd, "FILE", pos)
+	if err != nil {
+		return err
+	}
+	s, b, err := readSessionFile(cmd, path)
+	if err != nil {
+		return err
+	}
+	f, err := parseSessionFile(cmd, path)
+	if err != nil {
+		return err
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "file:                 %s (%d bytes)\n", path, len(b))
+	fmt.Fprintf(w, "session:              %s\n", s.SessionID)
+	fmt.Fprintf(w, "schema version:       %d\n", s.SchemaVersion)
+	fmt.Fprintf(w, "revision:             %d\n", s.Revision)
+	service := s.ServiceSessionID
+	if service == "" {
+		service = "none"
+	}
+	fmt.Fprintf(w, "service conversation: %s\n", service)
+	if len(s.State) == 0 {
+		fmt.Fprintln(w, "slots:                none")
+		return nil
+	}
+	sp, err := loadSlotPlugins(ctx, e, cmd, f, s, *pluginSpec, *dbPath, ps)
+	if err != nil {
+		return err
+	}
+	defer sp.close(ctx)
+	fmt.Fprintln(w, "slots:")
+	for _, k := range slotKeys(s) {
+		st := s.State[k]
+		fmt.Fprintf(w, "  %s: plugin %s, state version %d, state %d bytes, %s\n", k, st.Provider, st.StateVersion, len(st.Data), countMessages(ctx, sp, s, k))
+	}
+	return nil
+}
+
+// countMessages says how many messages the plugin of a slot stored, or why
+// they were not counted.
+func countMessages(ctx context.Context, sp *slotPlugins, s *session.Session, key string) string {
+	p, why := sp.plugin(s, key)
+	if p == nil {
+		return "messages not counted: " + why
+	}
+	if !slices.Contains(p.Exports(), abi.ExportList) {
+		return fmt.Sprintf("messages not counted: plugin %s has no list export", p.Info().Name)
+	}
+	n, err := sp.readSlot(ctx, p, s, key)
+	if err != nil {
+		return fmt.Sprintf("messages not counted: %s (run 'wasmhist session validate')", oneLine(err.Error()))
+	}
+	where := ""
+	if wantsSQL(p) {
+		where = " in database " + sp.db
+	}
+	return fmt.Sprintf("%d messages stored%s", n, where)
+}

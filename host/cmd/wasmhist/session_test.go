@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,4 +69,42 @@ func TestSessionValidateSQLite(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "validate created the database")
 	out = r.ok(t, "session", "validate", "chat.json", "--db", "moved.db")
 	assert.True(t, strings.HasPrefix(out, "OK: chat.json"), out)
+}
+
+func TestSessionListAndShow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := invocation{dir: dir}
+	r.ok(t, "chat", "--session", "tea.json", "-m", "I like tea")
+	r.ok(t, "chat", "--plugin", "sqlite", "--session", "coffee.json", "-m", "I like coffee")
+	writeFile(t, filepath.Join(dir, "a.json"), `{"not": "a session"}`)
+	writeFile(t, filepath.Join(dir, "notes.txt"), "not json")
+
+	out := r.ok(t, "session", "list")
+	assert.Regexp(t, `(?m)^FILE +SESSION +REVISION +PLUGINS +MODIFIED$`, out)
+	assert.Regexp(t, `(?m)^tea\.json +tea +1 +history=inmemory +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$`, out)
+	assert.Regexp(t, `(?m)^coffee\.json +coffee +1 +history=sqlite `, out)
+	assert.Contains(t, out, "skipped 1: a.json (not a session)\n")
+	assert.NotContains(t, out, "notes.txt")
+
+	var l sessionListing
+	require.NoError(t, json.Unmarshal([]byte(invocation{}.ok(t, "session", "list", "--json", dir)), &l))
+	require.Len(t, l.Sessions, 2)
+	assert.Equal(t, "coffee.json", l.Sessions[0].File)
+	assert.Equal(t, []slotEntry{{Key: "history", Plugin: "sqlite", StateVersion: 1}}, l.Sessions[0].Slots)
+	assert.Equal(t, []skippedFile{{File: "a.json", Reason: "not a session"}}, l.Skipped)
+
+	out = r.ok(t, "session", "show", "tea.json")
+	for _, w := range []string{"session:              tea\n", "revision:             1\n", "service conversation: none\n",
+		"  history: plugin inmemory, state version 1, state ", " bytes, 2 messages stored\n"} {
+		assert.Contains(t, out, w)
+	}
+	out = r.ok(t, "session", "show", "coffee.json")
+	assert.Contains(t, out, "  history: plugin sqlite, state version 1, state ")
+	assert.Contains(t, out, "2 messages stored in database coffee.db\n")
+
+	r.failsWithOneLine(t, exitUsage, []string{"session", "list", "a", "b"}, "at most one DIR")
+	r.failsWithOneLine(t, exitFail, []string{"session", "list", "nothere"}, "nothere", "check the path")
+	r.failsWithOneLine(t, exitFail, []string{"session", "show", "a.json"}, "a.json is not a valid session")
+	r.failsWithOneLine(t, exitUsage, []string{"session", "show"}, "want exactly one FILE")
 }
