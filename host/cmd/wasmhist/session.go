@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
@@ -30,6 +32,8 @@ func sessionCommands() []sessionCommand {
 		{"validate", "FILE", "check that FILE is a session its plugins can resume", runSessionValidate},
 		{"list", "[DIR]", "list the session files in DIR (default .)", runSessionList},
 		{"show", "FILE", "summarize a session: id, revision, each slot's plugin, state and messages", runSessionShow},
+		{"export", "FILE", "print the session as stored, after validating it", runSessionExport},
+		{"import", "FILE", "write the session read from standard input to FILE", runSessionImport},
 	}
 }
 
@@ -536,4 +540,90 @@ func countMessages(ctx context.Context, sp *slotPlugins, s *session.Session, key
 		where = " in database " + sp.db
 	}
 	return fmt.Sprintf("%d messages stored%s", n, where)
+}
+
+func runSessionExport(_ context.Context, e *env, args []string) error {
+	const cmd = "session export"
+	fs := flagSet(e, cmd, "FILE",
+		"Prints the session in FILE on standard output exactly as stored (compact JSON, each plugin's\n"+
+			"state bytes untouched), after checking it against schemas/session.json.\n"+
+			"'wasmhist session import NEW.json' writes it back: export FILE | import NEW.json copies a session.")
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	path, err := onePath(cmd, "FILE", pos)
+	if err != nil {
+		return err
+	}
+	_, b, err := readSessionFile(cmd, path)
+	if err != nil {
+		return err
+	}
+	if _, err := e.stdout.Write(b); err != nil {
+		return failf(cmd, "writing %s to standard output: %w", path, err)
+	}
+	return nil
+}
+
+func runSessionImport(ctx context.Context, e *env, args []string) error {
+	const cmd = "session import"
+	fs := flagSet(e, cmd, "FILE [--force] < SESSION.json",
+		"Reads a session from standard input, checks it against schemas/session.json, and writes it\n"+
+			"to FILE as chat does (atomically, under the session directory's lock). An existing FILE is\n"+
+			"refused unless --force, and even then only by a session of a newer revision. A plugin that\n"+
+			"keeps history in a database keeps it in the exported session's database: chat on FILE\n"+
+			"needs --db with that database.")
+	force := fs.Bool("force", false, "replace an existing FILE with a session of a newer revision")
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	path, err := onePath(cmd, "FILE", pos)
+	if err != nil {
+		return err
+	}
+	f, err := parseSessionFile(cmd, path)
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(io.LimitReader(e.stdin, maxSessionBytes+1))
+	switch {
+	case err != nil:
+		return failf(cmd, "reading standard input: %w", err)
+	case len(b) > maxSessionBytes:
+		return failf(cmd, "standard input is larger than %s, more than any session: pipe the output of 'wasmhist session export'", byteSize(maxSessionBytes))
+	case len(bytes.TrimSpace(b)) == 0:
+		return usagef(cmd, "nothing on standard input: use 'wasmhist session export OLD.json | wasmhist session import %s'", path)
+	}
+	s, err := decodeSession(b)
+	if err != nil {
+		return failf(cmd, "standard input is not a valid session: %w: fix it at the place named", err)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return failf(cmd, "%s is a directory: name the session file to write", path)
+	case err == nil && !*force:
+		return failf(cmd, "%s exists: pass --force to replace it with this session (revision %d; the stored one must be older), or import into a new file", path, s.Revision)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return failf(cmd, "session file %s: %w: check the path and its permissions", path, err)
+	}
+	st, err := f.store(cmd)
+	if err != nil {
+		return err
+	}
+	if err := st.Save(ctx, s); err != nil {
+		if errors.Is(err, agent.ErrStaleRevision) {
+			old, _, _ := readSessionFile(cmd, path)
+			stored := "its"
+			if old != nil {
+				stored = fmt.Sprintf("its revision %d", old.Revision)
+			}
+			return failf(cmd, "%s holds a session at least as new as the imported revision %d (%s): keep it, or remove it first ('wasmhist session delete %s' also clears what its plugins stored, which a copy may share) and import again", path, s.Revision, stored, path)
+		}
+		return failf(cmd, "writing %s: %w: check that its directory is writable", path, err)
+	}
+	fmt.Fprintf(e.stdout, "imported session %s (revision %d, state slots: %s) into %s\n", s.SessionID, s.Revision, describeSlots(s), path)
+	return nil
 }

@@ -108,3 +108,44 @@ func TestSessionListAndShow(t *testing.T) {
 	r.failsWithOneLine(t, exitFail, []string{"session", "show", "a.json"}, "a.json is not a valid session")
 	r.failsWithOneLine(t, exitUsage, []string{"session", "show"}, "want exactly one FILE")
 }
+
+func TestSessionExportImport(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := invocation{dir: dir}
+	r.ok(t, "chat", "--session", "old.json", "-m", "I like <b>tea</b> & biscuits")
+	r.ok(t, "chat", "--session", "old.json", "-m", "and jam")
+	stored, err := os.ReadFile(filepath.Join(dir, "old.json"))
+	require.NoError(t, err)
+
+	exported := r.ok(t, "session", "export", "old.json")
+	require.Equal(t, string(stored), exported, "export is not the file as stored")
+
+	out := invocation{dir: dir, stdin: exported}.ok(t, "session", "import", "new.json")
+	assert.Contains(t, out, "imported session old (revision 2, state slots: history (inmemory, state version 1)) into new.json")
+	imported, err := os.ReadFile(filepath.Join(dir, "new.json"))
+	require.NoError(t, err)
+	require.Equal(t, string(stored), string(imported), "import did not round-trip byte for byte")
+
+	// The copy resumes with its history.
+	out = r.ok(t, "chat", "--session", "new.json", "-m", "what do I like?")
+	assert.Contains(t, out, "session: new.json (session old, revision 3)")
+	hist := r.ok(t, "history", "--session", "new.json")
+	assert.Contains(t, hist, "I like <b>tea</b> & biscuits")
+	assert.Contains(t, hist, "what do I like?")
+	assert.Contains(t, hist, "6 messages")
+
+	// An existing file is refused, and with --force an older revision too.
+	in := invocation{dir: dir, stdin: exported}
+	in.failsWithOneLine(t, exitFail, []string{"session", "import", "new.json"}, "new.json exists", "--force")
+	in.failsWithOneLine(t, exitFail, []string{"session", "import", "--force", "new.json"}, "at least as new", "revision 2", "its revision 3")
+	newer := invocation{dir: dir, stdin: r.ok(t, "session", "export", "new.json")}
+	newer.ok(t, "session", "import", "--force", "old.json")
+	assert.Contains(t, r.ok(t, "session", "show", "old.json"), "revision:             3\n")
+
+	invocation{dir: dir, stdin: `{"schema_version": 1}`}.failsWithOneLine(t, exitFail, []string{"session", "import", "x.json"}, "standard input is not a valid session", "session_id")
+	invocation{dir: dir}.failsWithOneLine(t, exitUsage, []string{"session", "import", "x.json"}, "nothing on standard input")
+	_, err = os.Stat(filepath.Join(dir, "x.json"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	r.failsWithOneLine(t, exitFail, []string{"session", "export", "x.json"}, "x.json", "check the path")
+}
