@@ -32,6 +32,7 @@ func sessionCommands() []sessionCommand {
 		{"validate", "FILE", "check that FILE is a session its plugins can resume", runSessionValidate},
 		{"list", "[DIR]", "list the session files in DIR (default .)", runSessionList},
 		{"show", "FILE", "summarize a session: id, revision, each slot's plugin, state and messages", runSessionShow},
+		{"delete", "FILE", "clear what the session's plugins stored, then remove FILE", runSessionDelete},
 		{"export", "FILE", "print the session as stored, after validating it", runSessionExport},
 		{"import", "FILE", "write the session read from standard input to FILE", runSessionImport},
 	}
@@ -625,5 +626,111 @@ func runSessionImport(ctx context.Context, e *env, args []string) error {
 		return failf(cmd, "writing %s: %w: check that its directory is writable", path, err)
 	}
 	fmt.Fprintf(e.stdout, "imported session %s (revision %d, state slots: %s) into %s\n", s.SessionID, s.Revision, describeSlots(s), path)
+	return nil
+}
+
+func runSessionDelete(ctx context.Context, e *env, args []string) error {
+	const cmd = "session delete"
+	fs := flagSet(e, cmd, "FILE [flags]",
+		"Deletes a session: each slot's plugin clears what it stored for the session (rows in a\n"+
+			"database must not outlive it), then FILE is removed. A slot whose plugin is not found, has\n"+
+			"no clear export, or whose database does not exist is refused unless --force, which removes\n"+
+			"the file and leaves what that plugin stored. The database file itself is kept: other\n"+
+			"sessions may use it.")
+	pluginSpec := fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the built-in plugin each slot names)")
+	dbPath := fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)")
+	force := fs.Bool("force", false, "remove the file even when a plugin cannot clear what it stored")
+	ps := pluginFlags(fs)
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	path, err := onePath(cmd, "FILE", pos)
+	if err != nil {
+		return err
+	}
+	s, _, err := readSessionFile(cmd, path)
+	if err != nil {
+		return err
+	}
+	f, err := parseSessionFile(cmd, path)
+	if err != nil {
+		return err
+	}
+	if err := checkSessionFile(cmd, &f); err != nil {
+		return err
+	}
+	var toClear []string // the keys to clear
+	var remain []string
+	if len(s.State) > 0 {
+		sp, err := loadSlotPlugins(ctx, e, cmd, f, s, *pluginSpec, *dbPath, ps)
+		if err != nil {
+			return err
+		}
+		defer sp.close(ctx)
+		// Every slot is checked before any is cleared, so that a refusal
+		// changes nothing.
+		for _, k := range slotKeys(s) {
+			p, why := sp.plugin(s, k)
+			switch {
+			case p == nil:
+				remain = append(remain, fmt.Sprintf("slot %q: %s, so whatever it stored outside the session would remain", k, why))
+			case !slices.Contains(p.Exports(), abi.ExportClear):
+				remain = append(remain, fmt.Sprintf("slot %q: plugin %s has no clear export, so whatever it stored outside the session would remain", k, p.Info().Name))
+			default:
+				if err := sp.checkDB(p); err != nil {
+					remain = append(remain, fmt.Sprintf("slot %q: %v; its rows there would remain", k, err))
+					continue
+				}
+				toClear = append(toClear, k)
+			}
+		}
+		if len(remain) > 0 && !*force {
+			return failf(cmd, "%s: %s: pass --force to remove the file anyway", path, strings.Join(remain, "; "))
+		}
+		// A plugin may export clear and still answer that it does not
+		// implement it; that is known only by calling it.
+		var cleared []string
+		for _, k := range toClear {
+			p, _ := sp.plugin(s, k)
+			err := p.Clear(ctx, s, k)
+			switch {
+			case errors.Is(err, host.ErrUnsupported):
+				r := fmt.Sprintf("slot %q: plugin %s does not implement clear, so whatever it stored outside the session would remain", k, p.Info().Name)
+				if !*force {
+					done := ""
+					if len(cleared) > 0 {
+						done = " (already cleared: " + strings.Join(cleared, ", ") + ")"
+					}
+					return failf(cmd, "%s: %s%s: pass --force to remove the file anyway", path, r, done)
+				}
+				remain = append(remain, r)
+			case err != nil:
+				return failf(cmd, "clearing slot %q of %s through plugin %s: %w: the file was kept; check the session with 'wasmhist session validate %s'", k, path, describePlugin(p), err, path)
+			default:
+				cleared = append(cleared, k)
+			}
+		}
+		toClear = cleared
+	}
+	// A chat that committed meanwhile has stored more than was cleared.
+	now, _, err := readSessionFile(cmd, path)
+	if err != nil {
+		return err
+	}
+	if now.Revision != s.Revision {
+		return failf(cmd, "%s changed while it was being deleted (revision %d, now %d): run the command again when no chat is using it", path, s.Revision, now.Revision)
+	}
+	if err := os.Remove(path); err != nil {
+		return failf(cmd, "removing %s: %w: its plugins' stored history was cleared; remove the file by hand", path, err)
+	}
+	line := fmt.Sprintf("deleted %s (session %s, revision %d)", path, s.SessionID, s.Revision)
+	if len(toClear) > 0 {
+		line += "; cleared: " + strings.Join(toClear, ", ")
+	}
+	if len(remain) > 0 {
+		line += "; left as --force allowed: " + strings.Join(remain, "; ")
+	}
+	fmt.Fprintln(e.stdout, line)
 	return nil
 }

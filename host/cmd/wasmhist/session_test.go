@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite"
 )
 
 // inmemorySession is a session file whose history slot holds the inmemory
@@ -148,4 +150,67 @@ func TestSessionExportImport(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "x.json"))
 	assert.ErrorIs(t, err, os.ErrNotExist)
 	r.failsWithOneLine(t, exitFail, []string{"session", "export", "x.json"}, "x.json", "check the path")
+}
+
+// sqliteRows counts the rows of the sqlite plugin's tables in the database
+// at path.
+func sqliteRows(t *testing.T, path string) (sessions, messages int) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM sessions`).Scan(&sessions))
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM messages`).Scan(&messages))
+	return sessions, messages
+}
+
+func TestSessionDelete(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := invocation{dir: dir}
+	db := filepath.Join(dir, "shared.db")
+	r.ok(t, "chat", "--plugin", "sqlite", "--session", "gone.json", "--db", "shared.db", "-m", "forget me")
+	r.ok(t, "chat", "--plugin", "sqlite", "--session", "kept.json", "--db", "shared.db", "-m", "keep me")
+	sessions, messages := sqliteRows(t, db)
+	require.Equal(t, 2, sessions)
+	require.Equal(t, 4, messages)
+
+	// Without --db the session's database is not there: nothing is cleared
+	// and the file stays.
+	r.failsWithOneLine(t, exitFail, []string{"session", "delete", "gone.json"}, "gone.db", "does not exist", "--db", "--force")
+	require.FileExists(t, filepath.Join(dir, "gone.json"))
+
+	out := r.ok(t, "session", "delete", "gone.json", "--db", "shared.db")
+	assert.Equal(t, "deleted gone.json (session gone, revision 1); cleared: history\n", out)
+	assert.NoFileExists(t, filepath.Join(dir, "gone.json"))
+	sessions, messages = sqliteRows(t, db)
+	assert.Equal(t, 1, sessions, "session rows after delete")
+	assert.Equal(t, 2, messages, "message rows after delete")
+	assert.Contains(t, r.ok(t, "history", "--session", "kept.json", "--db", "shared.db"), "keep me")
+
+	// A session started again under the deleted name starts empty.
+	r.ok(t, "chat", "--plugin", "sqlite", "--session", "gone.json", "--db", "shared.db", "-m", "new start")
+	hist := r.ok(t, "history", "--session", "gone.json", "--db", "shared.db")
+	assert.NotContains(t, hist, "forget me")
+	assert.Contains(t, hist, "2 messages")
+
+	r.failsWithOneLine(t, exitFail, []string{"session", "delete", "none.json"}, "none.json", "check the path")
+	r.failsWithOneLine(t, exitUsage, []string{"session", "delete"}, "want exactly one FILE")
+}
+
+func TestSessionDeleteWithoutClear(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := invocation{dir: dir}
+	r.ok(t, "chat", "--plugin", brokenWasm, "--session", "b.json", "-m", "hi")
+	r.failsWithOneLine(t, exitFail, []string{"session", "delete", "b.json", "--plugin", brokenWasm},
+		"plugin broken does not implement clear", "would remain", "--force")
+	require.FileExists(t, filepath.Join(dir, "b.json"))
+	// Its plugin is not built in: delete says so rather than guess.
+	r.failsWithOneLine(t, exitFail, []string{"session", "delete", "b.json"}, "plugin broken not found", "--plugin", "--force")
+
+	out := r.ok(t, "session", "delete", "b.json", "--plugin", brokenWasm, "--force")
+	assert.Contains(t, out, "deleted b.json")
+	assert.Contains(t, out, "left as --force allowed")
+	assert.NoFileExists(t, filepath.Join(dir, "b.json"))
 }
