@@ -214,3 +214,15 @@ func TestSessionDeleteWithoutClear(t *testing.T) {
 	assert.Contains(t, out, "left as --force allowed")
 	assert.NoFileExists(t, filepath.Join(dir, "b.json"))
 }
+
+func TestSessionSubcommandHelp(t *testing.T) {
+	t.Parallel()
+	top := invocation{}.ok(t, "session", "--help")
+	for _, c := range sessionCommands() {
+		assert.Contains(t, top, "  "+c.name+" "+c.args)
+		out := invocation{}.ok(t, "session", c.name, "--help")
+		assert.True(t, strings.HasPrefix(out, "Usage: wasmhist session "+c.name), "%s --help:\n%s", c.name, out)
+		invocation{}.failsWithOneLine(t, exitUsage, []string{"session", c.name, "--bogus"}, "-bogus", "wasmhist session "+c.name+" --help")
+	}
+	invocation{}.failsWithOneLine(t, exitUsage, []string{"session", "rename"}, `unknown subcommand "rename"`, "validate, list, show, delete, export, import")
+}
