@@ -31,7 +31,7 @@ func TestHelp(t *testing.T) {
 		{"history", []string{"history", "--help"}, []string{"Usage: wasmhist history", "-session", "-json"}},
 		{"inspect", []string{"inspect", "--help"}, []string{"Usage: wasmhist inspect", "-json"}},
 		{"conformance", []string{"conformance", "--help"}, []string{"Usage: wasmhist conformance", "-run"}},
-		{"session", []string{"session", "--help"}, []string{"Usage: wasmhist session validate FILE"}},
+		{"session", []string{"session", "--help"}, []string{"Usage: wasmhist session <subcommand>", "validate FILE"}},
 		{"session validate", []string{"session", "validate", "--help"}, []string{"Usage: wasmhist session validate FILE", "schemas/session.json"}},
 		{"-h", []string{"chat", "-h"}, []string{"Usage: wasmhist chat"}},
 	}
