@@ -24,7 +24,7 @@ const (
 // configKeys are the flags of all commands, which a configuration file
 // may set. TestConfigKeysAreTheFlags keeps the list equal to the flags.
 var configKeys = []string{
-	"base-url", "config", "db", "json", "m", "max-input", "max-output", "memory",
+	"base-url", "config", "db", "force", "json", "m", "max-input", "max-output", "memory",
 	"model", "model-name", "page-size", "per-service-call", "plugin", "run", "session",
 	"state-key", "status", "timeout",
 }

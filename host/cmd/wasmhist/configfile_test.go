@@ -13,7 +13,8 @@ import (
 
 // commandPaths are every command and subcommand with flags of its own.
 var commandPaths = [][]string{
-	{"chat"}, {"history"}, {"inspect"}, {"conformance"}, {"session"}, {"session", "validate"}, {"cache"}, {"version"},
+	{"chat"}, {"history"}, {"inspect"}, {"conformance"}, {"session"}, {"session", "validate"}, {"session", "list"},
+	{"session", "show"}, {"session", "delete"}, {"session", "export"}, {"session", "import"}, {"cache"}, {"version"},
 }
 
 var flagLine = regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`)

@@ -135,7 +135,7 @@ func loadSlotPlugins(ctx context.Context, e *env, cmd string, f sessionFile, s *
 	if err != nil {
 		return nil, err
 	}
-	if sp.host, err = newHost(ctx, cmd, ps); err != nil {
+	if sp.host, err = newHost(ctx, e, cmd, ps); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -148,7 +148,7 @@ func loadSlotPlugins(ctx context.Context, e *env, cmd string, f sessionFile, s *
 		if err != nil {
 			return nil, err
 		}
-		p, err := loadPlugin(ctx, sp.host, cmd, path, grants, ps)
+		p, err := loadPlugin(ctx, e, sp.host, cmd, path, grants, ps)
 		if err != nil {
 			return nil, err
 		}
@@ -179,7 +179,7 @@ func loadSlotPlugins(ctx context.Context, e *env, cmd string, f sessionFile, s *
 		if err != nil {
 			return nil, err
 		}
-		p, err := loadPlugin(ctx, sp.host, cmd, path, grants, ps)
+		p, err := loadPlugin(ctx, e, sp.host, cmd, path, grants, ps)
 		if err != nil {
 			return nil, err
 		}
