@@ -2,12 +2,16 @@ package sql
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/internal/guestjson"
 )
 
 // fakeHost records the last request and answers with resp or err.
@@ -17,9 +21,7 @@ func fakeHost(t *testing.T, resp string, err error) *abi.SQLRequest {
 	old := call
 	t.Cleanup(func() { call = old })
 	call = func(request []byte) ([]byte, error) {
-		if e := json.Unmarshal(request, &got); e != nil {
-			t.Fatalf("request is not JSON: %v", e)
-		}
+		require.NoError(t, json.Unmarshal(request, &got), "request is not JSON")
 		return []byte(resp), err
 	}
 	return &got
@@ -48,16 +50,12 @@ func TestRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := fakeHost(t, `{"results":[{}]}`, nil)
-			if err := tt.run(); err != nil {
-				t.Fatal(err)
-			}
-			if got.Write != tt.wantWrite {
-				t.Errorf("write = %v, want %v", got.Write, tt.wantWrite)
-			}
-			args, _ := json.Marshal(got.Statements[0].Args)
-			if string(args) != tt.wantArgs {
-				t.Errorf("args = %s, want %s", args, tt.wantArgs)
-			}
+			require.NoError(t, tt.run())
+			assert.Equal(t, tt.wantWrite, got.Write, "write")
+			require.Len(t, got.Statements, 1)
+			args, err := json.Marshal(got.Statements[0].Args)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantArgs, string(args), "args")
 		})
 	}
 }
@@ -68,45 +66,37 @@ func TestBatchResults(t *testing.T) {
 	b.Exec("INSERT ...")
 	b.Query("SELECT a, b FROM t")
 	res, err := b.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res[0].RowsAffected != 2 || res[0].LastInsertID != 9 {
-		t.Errorf("exec result = %+v", res[0].Result)
-	}
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	assert.Equal(t, Result{RowsAffected: 2, LastInsertID: 9}, res[0].Result, "exec result")
 	rows := res[1].Rows
-	if rows.Len() != 2 || rows.Columns[1] != "b" {
-		t.Fatalf("rows = %+v", rows)
-	}
+	require.Equal(t, 2, rows.Len())
+	require.Equal(t, []string{"a", "b"}, rows.Columns)
 	var a int64
-	var s string
-	if err := rows.Row(1).Scan(&a, &s); err != nil || a != 2 || s != "" || !rows.Row(1).IsNull(1) {
-		t.Errorf("row 1 = %d %q %v", a, s, err)
-	}
+	s := []byte("not scanned")
+	require.NoError(t, rows.Row(1).Scan(&a, &s), "row 1")
+	assert.Equal(t, int64(2), a)
+	assert.Nil(t, s, "NULL scanned into a []byte")
+	assert.True(t, rows.Row(1).IsNull(1))
 }
 
 func TestErrors(t *testing.T) {
 	t.Run("host error keeps its code", func(t *testing.T) {
 		fakeHost(t, "", abi.Errorf(abi.CodePermissionDenied, "ATTACH is not allowed"))
 		_, err := Exec("ATTACH 'x' AS y")
+		require.ErrorIs(t, err, abi.ErrPermissionDenied)
 		var ae *abi.Error
-		if !errors.Is(err, abi.ErrPermissionDenied) || !errors.As(err, &ae) {
-			t.Fatalf("err = %v", err)
-		}
+		require.ErrorAs(t, err, &ae)
 	})
 	t.Run("unsupported argument", func(t *testing.T) {
 		fakeHost(t, `{"results":[{}]}`, nil)
 		_, err := Exec("SELECT ?", struct{}{})
-		if !errors.Is(err, abi.ErrInvalidArgument) {
-			t.Fatalf("err = %v", err)
-		}
+		require.ErrorIs(t, err, abi.ErrInvalidArgument)
 	})
 	t.Run("result count mismatch", func(t *testing.T) {
 		fakeHost(t, `{"results":[]}`, nil)
 		_, err := Query("SELECT 1")
-		if !errors.Is(err, abi.ErrInternal) {
-			t.Fatalf("err = %v", err)
-		}
+		require.ErrorIs(t, err, abi.ErrInternal)
 	})
 }
 
@@ -123,111 +113,156 @@ func TestScan(t *testing.T) {
 		b   []byte
 		ok  bool
 	)
-	if err := row.Scan(&i, &f, &inf, &msg, &b, &ok); err != nil {
-		t.Fatal(err)
-	}
-	if i != 42 || f != 1.5 || !math.IsInf(inf, 1) || string(msg) != `{"role":"user"}` || string(b) != "\x01\x02" || !ok {
-		t.Errorf("scanned %d %v %v %s %v %v", i, f, inf, msg, b, ok)
-	}
+	require.NoError(t, row.Scan(&i, &f, &inf, &msg, &b, &ok))
+	assert.Equal(t, 42, i)
+	assert.Equal(t, 1.5, f)
+	assert.True(t, math.IsInf(inf, 1), "+Inf scanned as %v", inf)
+	assert.Equal(t, `{"role":"user"}`, string(msg))
+	assert.Equal(t, []byte{1, 2}, b)
+	assert.True(t, ok)
 	var s string
-	if err := (Row{values: []json.RawMessage{json.RawMessage(`1.5`)}}).Scan(&i); !errors.Is(err, abi.ErrInvalidArgument) {
-		t.Errorf("scan 1.5 into int: %v", err)
+	err := (Row{values: []json.RawMessage{json.RawMessage(`1.5`)}}).Scan(&i)
+	assert.ErrorIs(t, err, abi.ErrInvalidArgument, "scan 1.5 into int")
+	err = (Row{values: []json.RawMessage{json.RawMessage(`1`)}}).Scan(&s, &s)
+	assert.ErrorIs(t, err, abi.ErrInvalidArgument, "scan with too many destinations")
+}
+
+// TestScanIntegers checks integer destinations take exactly the values
+// they can hold: never wrapped around, never truncated.
+func TestScanIntegers(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    int64
+		wantErr string // in the error, after the column's name
+	}{
+		{value: `42`, want: 42},
+		{value: `-7`, want: -7},
+		{value: `9223372036854775807`, want: math.MaxInt64},
+		{value: `-9223372036854775808`, want: math.MinInt64},
+		{value: `1e2`, want: 100},
+		{value: `2.50e1`, want: 25},
+		{value: `3.0`, want: 3},
+		{value: `-0.0`, want: 0},
+		{value: `0e999999999999`, want: 0},
+		{value: `9.007199254740993e15`, want: 9007199254740993}, // a float64 would round it
+		{value: `9223372036854775808`, wantErr: `9223372036854775808 overflows int64`},
+		{value: `-9223372036854775809`, wantErr: `-9223372036854775809 overflows int64`},
+		{value: `1e19`, wantErr: `1e19 overflows int64`},
+		{value: `-1e19`, wantErr: `-1e19 overflows int64`},
+		{value: `1e+21`, wantErr: `1e+21 overflows int64`},
+		{value: `1e999999999999`, wantErr: `1e999999999999 overflows int64`},
+		{value: `12345678901234567890123`, wantErr: `12345678901234567890123 overflows int64`},
+		{value: `1.5`, wantErr: `1.5 is not an integer: it has a fraction`},
+		{value: `1e-2`, wantErr: `1e-2 is not an integer: it has a fraction`},
+		{value: `"5"`, wantErr: `"5" is not an integer`},
+		{value: `{"blob":"AQI="}`, wantErr: `{"blob":"AQI="} is not an integer`},
 	}
-	if err := (Row{values: []json.RawMessage{json.RawMessage(`1`)}}).Scan(&s, &s); !errors.Is(err, abi.ErrInvalidArgument) {
-		t.Errorf("scan with too many destinations: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			row := (&Rows{Columns: []string{"n"}, rows: [][]json.RawMessage{{json.RawMessage(tt.value)}}}).Row(0)
+			var n64 int64
+			var n int
+			var b bool
+			for _, dest := range []any{&n64, &n, &b} {
+				err := row.Scan(dest)
+				if tt.wantErr != "" {
+					require.ErrorIs(t, err, abi.ErrInvalidArgument, "scan into %T", dest)
+					want := tt.wantErr
+					if _, isInt := dest.(*int); isInt {
+						want = strings.Replace(want, "int64", "int", 1)
+					}
+					assert.EqualError(t, err, `sql: invalid_argument: scan column 0 ("n"): `+want, "scan into %T", dest)
+					// What crosses to the host names the column and the value too.
+					assert.Equal(t, `scan column 0 ("n"): `+want, abi.AsError(err).Message)
+					continue
+				}
+				require.NoError(t, err, "scan into %T", dest)
+			}
+			if tt.wantErr == "" {
+				assert.Equal(t, tt.want, n64)
+				assert.Equal(t, int(tt.want), n)
+				assert.Equal(t, tt.want != 0, b)
+			}
+		})
 	}
+}
+
+// TestScanNull checks NULL is refused where database/sql refuses it, and
+// is nil where it is nil there.
+func TestScanNull(t *testing.T) {
+	row := (&Rows{Columns: []string{"a"}, rows: [][]json.RawMessage{{json.RawMessage(`null`)}}}).Row(0)
+	var (
+		n64 int64
+		n   int
+		f   float64
+		b   bool
+		s   string
+	)
+	for _, dest := range []any{&n64, &n, &f, &b, &s} {
+		err := row.Scan(dest)
+		require.ErrorIs(t, err, abi.ErrInvalidArgument, "scan NULL into %T", dest)
+		assert.Contains(t, abi.AsError(err).Message, fmt.Sprintf(`scan column 0 ("a"): NULL into %T`, dest))
+	}
+	blob := []byte("x")
+	raw := json.RawMessage("x")
+	v := any("x")
+	for _, dest := range []any{&blob, &raw, &v} {
+		require.NoError(t, row.Scan(dest), "scan NULL into %T", dest)
+	}
+	assert.Nil(t, blob)
+	assert.Nil(t, raw)
+	assert.Nil(t, v)
+	assert.True(t, row.IsNull(0))
 }
 
 func TestQueryJSON(t *testing.T) {
 	got := fakeHost(t, `{"results":[{"columns":["seq","body"],"rows":[[1,{"role":"user"}],[2,null]]}]}`, nil)
 	rows, err := QueryJSON([]string{"body"}, "SELECT seq, body FROM m")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(got.Statements[0].JSONColumns) != "[body]" || got.Write {
-		t.Errorf("request = %+v", got)
-	}
+	require.NoError(t, err)
+	require.Len(t, got.Statements, 1)
+	assert.Equal(t, []string{"body"}, got.Statements[0].JSONColumns)
+	assert.False(t, got.Write)
 	var seq int
 	var body json.RawMessage
-	if err := rows.Row(0).Scan(&seq, &body); err != nil || seq != 1 || string(body) != `{"role":"user"}` {
-		t.Errorf("row 0 = %d %s %v", seq, body, err)
-	}
-	if err := rows.Row(1).Scan(&seq, &body); err != nil || body != nil {
-		t.Errorf("row 1 = %d %s %v", seq, body, err)
-	}
-}
-
-func TestUnquote(t *testing.T) {
-	tests := []struct{ name, in, want string }{
-		{"plain", `"abc"`, "abc"},
-		{"escapes", `"a\"b\\c\n\u00e9"`, "a\"b\\c\né"},
-		{"empty", `""`, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := unquote([]byte(tt.in))
-			if err != nil || got != tt.want {
-				t.Errorf("unquote(%s) = %q, %v; want %q", tt.in, got, err, tt.want)
-			}
-		})
-	}
-	if _, err := unquote([]byte(`abc`)); err == nil {
-		t.Error("unquote of a non-string succeeded")
-	}
+	require.NoError(t, rows.Row(0).Scan(&seq, &body), "row 0")
+	assert.Equal(t, 1, seq)
+	assert.Equal(t, `{"role":"user"}`, string(body))
+	require.NoError(t, rows.Row(1).Scan(&seq, &body), "row 1")
+	assert.Nil(t, body, "row 1's NULL body")
 }
 
 func TestDecodeResponse(t *testing.T) {
-	tests := []struct {
-		name, in string
-		fast     bool // the scanner handles it (else encoding/json does)
-	}{
-		{"typical", `{"results":[{"rows_affected":2,"last_insert_id":9},{"columns":["a","b"],"rows":[[1,"x\"]"],[{"blob":"AQI="},{"k":[1,{"n":"}"}]}],[null,-1.5e3]]}]}`, true},
-		{"white space and unknown fields", " {\n\"x\": [1, {\"y\": \"]\"}], \"results\" : [ { \"columns\" : [ \"a\" ] , \"rows\" : [ [ true ] ] } ] } ", true},
-		{"empty", `{"results":[]}`, true},
-		{"empty result", `{"results":[{}]}`, true},
-		{"escaped column name", `{"results":[{"columns":["a\"b"],"rows":[]}]}`, true},
-		{"trailing garbage", `{"results":[]} x`, false},
+	tests := []struct{ name, in string }{
+		{"typical", `{"results":[{"rows_affected":2,"last_insert_id":9},{"columns":["a","b"],"rows":[[1,"x\"]"],[{"blob":"AQI="},{"k":[1,{"n":"}"}]}],[null,-1.5e3]]}]}`},
+		{"white space and unknown fields", " {\n\"x\": [1, {\"y\": \"]\"}], \"results\" : [ { \"columns\" : [ \"a\" ] , \"rows\" : [ [ true ] ] } ] } "},
+		{"empty", `{"results":[]}`},
+		{"empty result", `{"results":[{}]}`},
+		{"escaped column name", `{"results":[{"columns":["a\"b"],"rows":[]}]}`},
+		{"null results", `{"results":null}`},
+		{"null row", `{"results":[{"columns":["a"],"rows":[null,[1]]}]}`},
+		{"repeated member", `{"results":[{"columns":["a"],"columns":["b"],"rows":[[1]],"rows":[[2]]}]}`},
+		{"trailing garbage", `{"results":[]} x`},
+		{"malformed value", `{"results":[{"columns":["a"],"rows":[[1x]]}]}`},
+		{"unterminated", `{"results":[{"columns":["a"],"rows":[["x]]}]}`},
+		{"fractional count", `{"results":[{"rows_affected":1.5}]}`},
+		{"column name not a string", `{"results":[{"columns":[1]}]}`},
+		{"not an object", `[]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var want abi.SQLResponse
 			wantErr := json.Unmarshal([]byte(tt.in), &want)
-			got, ok := scanResponse([]byte(tt.in))
-			if ok != tt.fast {
-				t.Fatalf("scanned = %v, want %v", ok, tt.fast)
-			}
-			if !ok {
-				if _, err := decodeResponse([]byte(tt.in)); (err == nil) != (wantErr == nil) {
-					t.Fatalf("fallback err = %v, encoding/json err = %v", err, wantErr)
-				}
+			got, err := decodeResponse([]byte(tt.in))
+			if wantErr != nil {
+				assert.ErrorIs(t, err, guestjson.ErrSyntax, "encoding/json: %v", wantErr)
 				return
 			}
-			gotJSON, _ := json.Marshal(got)
-			wantJSON, _ := json.Marshal(want)
-			if string(gotJSON) != string(wantJSON) {
-				t.Errorf("scanned %s\n    want %s", gotJSON, wantJSON)
-			}
+			require.NoError(t, err)
+			gotJSON, err := json.Marshal(got)
+			require.NoError(t, err)
+			wantJSON, err := json.Marshal(want)
+			require.NoError(t, err)
+			assert.Equal(t, string(wantJSON), string(gotJSON))
 		})
 	}
-}
-
-func FuzzDecodeResponse(f *testing.F) {
-	f.Add([]byte(`{"results":[{"columns":["a"],"rows":[[1],["x"]]}]}`))
-	f.Add([]byte(`{"results":[{"rows_affected":1}]}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got, ok := scanResponse(b)
-		if !ok {
-			return
-		}
-		// Whatever the scanner accepts, encoding/json reads the same way.
-		var want abi.SQLResponse
-		if err := json.Unmarshal(b, &want); err != nil {
-			return // the scanner is laxer on malformed input; the rows are re-validated on use
-		}
-		gotJSON, _ := json.Marshal(got)
-		wantJSON, _ := json.Marshal(want)
-		if string(gotJSON) != string(wantJSON) {
-			t.Errorf("scanned %s\n    want %s", gotJSON, wantJSON)
-		}
-	})
 }
