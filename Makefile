@@ -4,7 +4,11 @@ WASM_ENV  := GOOS=wasip1 GOARCH=wasm
 PLUGINS   := inmemory sqlite
 FUZZTIME  ?= 2m
 
-.PHONY: all plugins test check fuzz bench clean
+.PHONY: all plugins test check fuzz bench clean install
+
+# Where `make install` puts the sample plugins: the data directory the
+# command searches, $XDG_DATA_HOME/wasmhist or ~/.local/share/wasmhist.
+DATADIR   ?= $(if $(XDG_DATA_HOME),$(XDG_DATA_HOME),$(HOME)/.local/share)/wasmhist
 
 all: plugins
 
@@ -14,6 +18,14 @@ plugins:
 		echo "building plugins/$$p/$$p.wasm"; \
 		$(WASM_ENV) $(GO) build -buildmode=c-shared -o plugins/$$p/$$p.wasm ./plugins/$$p || exit 1; \
 	done
+
+# The command into $(go env GOBIN) (or GOPATH/bin) and the sample plugins
+# into $(DATADIR)/plugins, where the installed command finds them from any
+# directory.
+install: plugins
+	$(GO) install ./host/cmd/wasmhist
+	mkdir -p $(DATADIR)/plugins
+	@for p in $(PLUGINS); do cp plugins/$$p/$$p.wasm $(DATADIR)/plugins/ || exit 1; echo "installed $(DATADIR)/plugins/$$p.wasm"; done
 
 test: plugins
 	$(GO) vet ./...

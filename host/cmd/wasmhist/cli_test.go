@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -69,4 +71,23 @@ func TestStatusLinesWhenChanged(t *testing.T) {
 	out = invocation{stdin: in}.ok(t, "chat", "--session", "s.json", "--status")
 	assert.Equal(t, 3, strings.Count(out, "history: "), out)
 	assert.Equal(t, 3, strings.Count(out, "session: "), out)
+}
+
+// TestInstalledLayout: a command installed away from the repository finds
+// the sample plugins where `make install` puts them, from any directory.
+func TestInstalledLayout(t *testing.T) {
+	data := t.TempDir()
+	plugins := filepath.Join(data, "wasmhist", "plugins")
+	require.NoError(t, os.MkdirAll(plugins, 0o755))
+	for _, name := range testPlugins {
+		b, err := os.ReadFile(filepath.Join(pluginDir, name+".wasm"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(plugins, name+".wasm"), b, 0o644))
+	}
+	// Away from the repository, with no plugin directory configured.
+	inv := invocation{dir: t.TempDir(), env: []string{pluginDirEnv + "=", "XDG_DATA_HOME=" + data}}
+	out := inv.ok(t, "chat", "--plugin", "sqlite", "--session", "s.json", "-m", "I like Italian food")
+	assert.Contains(t, out, "plugin sqlite")
+	invocation{dir: t.TempDir(), env: []string{pluginDirEnv + "=", "XDG_DATA_HOME=" + t.TempDir()}}.failsWithOneLine(t, exitFail,
+		[]string{"chat", "-m", "hi"}, "plugin not built", "make install")
 }

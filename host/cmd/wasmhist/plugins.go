@@ -55,7 +55,7 @@ func resolvePlugin(e *env, cmd, spec string) (string, error) {
 			return c, nil
 		}
 	}
-	return "", failf(cmd, "built-in plugin %q: %w (looked in %s): run `make plugins` in the wasmhist repository, set %s, or pass --plugin PATH.wasm",
+	return "", failf(cmd, "built-in plugin %q: %w (looked in %s): run `make install` (or `make plugins`) in the wasmhist repository, set %s, or pass --plugin PATH.wasm",
 		spec, errPluginNotFound, strings.Join(candidates, ", "), pluginDirEnv)
 }
 
@@ -101,9 +101,11 @@ func pluginOfSession(cmd, sessionPath, name string) (string, error) {
 }
 
 // pluginCandidates lists where a built-in plugin may be, in search order:
-// $WASMHIST_PLUGIN_DIR, beside the executable (an installed layout), and
-// the source tree's plugins/<name>/<name>.wasm from the current directory
-// and from the enclosing module root (where `make plugins` writes them).
+// $WASMHIST_PLUGIN_DIR, the user's data directory (where `make install`
+// puts them beside a command installed with go install), beside the
+// executable (a release layout), and the source tree's
+// plugins/<name>/<name>.wasm from the current directory and from the
+// enclosing module root (where `make plugins` writes them).
 func pluginCandidates(e *env, name string) []string {
 	var out []string
 	add := func(p string) {
@@ -115,6 +117,9 @@ func pluginCandidates(e *env, name string) []string {
 	if dir := e.getenv(pluginDirEnv); dir != "" {
 		add(filepath.Join(dir, file))
 		add(filepath.Join(dir, name, file))
+	}
+	if dir := dataDir(e); dir != "" {
+		add(filepath.Join(dir, "plugins", file))
 	}
 	if exe, err := os.Executable(); err == nil {
 		if exe, err := filepath.EvalSymlinks(exe); err == nil {
@@ -129,6 +134,19 @@ func pluginCandidates(e *env, name string) []string {
 		}
 	}
 	return out
+}
+
+// dataDir is where an installed command keeps its files:
+// $XDG_DATA_HOME/wasmhist, else ~/.local/share/wasmhist; "" when neither
+// is known.
+func dataDir(e *env) string {
+	if d := e.getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "wasmhist")
+	}
+	if home := e.getenv("HOME"); home != "" {
+		return filepath.Join(home, ".local", "share", "wasmhist")
+	}
+	return ""
 }
 
 // moduleRoot returns the nearest directory at or above dir that holds a
