@@ -267,6 +267,33 @@ func describeSlots(s *session.Session) string {
 	return strings.Join(slots, ", ")
 }
 
+// slotFlags are the flags of the subcommands that load the plugin of each
+// state slot: which plugin, which database, and the plugin settings.
+type slotFlags struct {
+	plugin, db *string
+	ps         *pluginSettings
+}
+
+func addSlotFlags(fs *flags) slotFlags {
+	return slotFlags{
+		plugin: fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the built-in plugin each slot names)"),
+		db:     fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)"),
+		ps:     pluginFlags(fs),
+	}
+}
+
+// readSessionArg reads the one FILE argument of a subcommand as a session.
+func readSessionArg(cmd string, pos []string) (path string, s *session.Session, raw []byte, f sessionFile, err error) {
+	if path, err = onePath(cmd, "FILE", pos); err != nil {
+		return
+	}
+	if s, raw, err = readSessionFile(cmd, path); err != nil {
+		return
+	}
+	f, err = parseSessionFile(cmd, path)
+	return
+}
+
 func runSessionValidate(ctx context.Context, e *env, args []string) error {
 	const cmd = "session validate"
 	fs := flagSet(e, cmd, "FILE [flags]",
@@ -275,22 +302,13 @@ func runSessionValidate(ctx context.Context, e *env, args []string) error {
 			"against the plugin's state_schema, its stored messages decoded). The plugin of a slot is the\n"+
 			"built-in one it names, or --plugin. Prints OK and a summary, or one line saying what is wrong\n"+
 			"and where. A slot whose plugin is not found is not checked, and the OK line says so.")
-	pluginSpec := fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the built-in plugin each slot names)")
-	dbPath := fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)")
-	ps := pluginFlags(fs)
+	sf := addSlotFlags(fs)
+	pluginSpec, dbPath, ps := sf.plugin, sf.db, sf.ps
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
 	}
-	path, err := onePath(cmd, "FILE", pos)
-	if err != nil {
-		return err
-	}
-	s, _, err := readSessionFile(cmd, path)
-	if err != nil {
-		return err
-	}
-	f, err := parseSessionFile(cmd, path)
+	path, s, _, f, err := readSessionArg(cmd, pos)
 	if err != nil {
 		return err
 	}
@@ -476,22 +494,13 @@ func runSessionShow(ctx context.Context, e *env, args []string) error {
 		"Summarizes a session: its id, revision and service conversation, and for each state slot\n"+
 			"its plugin, state version, state size and, when the plugin can list them, the number of\n"+
 			"messages it stored. The plugin of a slot is the built-in one it names, or --plugin.")
-	pluginSpec := fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the built-in plugin each slot names)")
-	dbPath := fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)")
-	ps := pluginFlags(fs)
+	sf := addSlotFlags(fs)
+	pluginSpec, dbPath, ps := sf.plugin, sf.db, sf.ps
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
 	}
-	path, err := onePath(cmd, "FILE", pos)
-	if err != nil {
-		return err
-	}
-	s, b, err := readSessionFile(cmd, path)
-	if err != nil {
-		return err
-	}
-	f, err := parseSessionFile(cmd, path)
+	path, s, b, f, err := readSessionArg(cmd, pos)
 	if err != nil {
 		return err
 	}
@@ -637,23 +646,14 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 			"no clear export, or whose database does not exist is refused unless --force, which removes\n"+
 			"the file and leaves what that plugin stored. The database file itself is kept: other\n"+
 			"sessions may use it.")
-	pluginSpec := fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the built-in plugin each slot names)")
-	dbPath := fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)")
+	sf := addSlotFlags(fs)
+	pluginSpec, dbPath, ps := sf.plugin, sf.db, sf.ps
 	force := fs.Bool("force", false, "remove the file even when a plugin cannot clear what it stored")
-	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
 	}
-	path, err := onePath(cmd, "FILE", pos)
-	if err != nil {
-		return err
-	}
-	s, _, err := readSessionFile(cmd, path)
-	if err != nil {
-		return err
-	}
-	f, err := parseSessionFile(cmd, path)
+	path, s, _, f, err := readSessionArg(cmd, pos)
 	if err != nil {
 		return err
 	}
