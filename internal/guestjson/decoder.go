@@ -1,0 +1,501 @@
+package guestjson
+
+import (
+	"errors"
+	"strconv"
+	"unicode/utf8"
+)
+
+// MaxDepth is the most arrays and objects a document may have open at any
+// point (`[[1]]` has two open around the 1); a Decoder refuses to open
+// more. Decoding recurses once per level and a guest's memory, goroutine
+// stacks included, is capped by the host (32 MiB by default), so without a
+// bound a request of a few megabytes of '[' would trap the instance instead
+// of being refused. Messages nest a handful of levels and plugin states a
+// few more; encoding/json allows 10000.
+const MaxDepth = 1000
+
+// ErrSyntax is matched (errors.Is) by every error a Decoder returns.
+var ErrSyntax = errors.New("malformed JSON")
+
+// SyntaxError is a document a Decoder refused: malformed JSON, nesting
+// deeper than MaxDepth, or a value of a kind the caller did not ask for.
+type SyntaxError struct {
+	Offset int    // byte offset in the document where decoding stopped
+	Msg    string // what was found wrong there
+}
+
+// Error concatenates rather than formats, so that package fmt stays out of
+// the guest.
+func (e *SyntaxError) Error() string {
+	return ErrSyntax.Error() + " at offset " + strconv.Itoa(e.Offset) + ": " + e.Msg
+}
+
+// Unwrap makes errors.Is(err, ErrSyntax) true.
+func (e *SyntaxError) Unwrap() error { return ErrSyntax }
+
+// Decoder reads one JSON document front to back. Its methods each consume
+// one value (or, Peek and End, white space only); a caller walks a document
+// by calling them in the order its values come. After an error the
+// position is unspecified: stop there.
+type Decoder struct {
+	b     []byte
+	i     int // next byte to read
+	depth int // arrays and objects open at i
+}
+
+// NewDecoder returns a Decoder reading doc. Slices it returns alias doc.
+func NewDecoder(doc []byte) Decoder { return Decoder{b: doc} }
+
+// Offset is the position of the next byte to read.
+func (d *Decoder) Offset() int { return d.i }
+
+// Fail returns a *SyntaxError at the current offset, for a value the caller
+// refuses (a string where it wants an object, say).
+func (d *Decoder) Fail(msg string) error { return &SyntaxError{Offset: d.i, Msg: msg} }
+
+// Peek skips white space and returns the next byte without consuming it,
+// or 0 at the end of the document.
+func (d *Decoder) Peek() byte {
+	b, i := d.b, d.i
+	for ; i < len(b); i++ {
+		switch c := b[i]; c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			d.i = i
+			return c
+		}
+	}
+	d.i = i
+	return 0
+}
+
+// End checks that nothing but white space follows the document's value.
+func (d *Decoder) End() error {
+	if d.Peek(); d.i != len(d.b) {
+		return d.Fail("data after the document")
+	}
+	return nil
+}
+
+// Skip checks the next value and moves past it.
+func (d *Decoder) Skip() error {
+	switch c := d.Peek(); c {
+	case '"':
+		_, err := d.scanString()
+		return err
+	case '{':
+		return d.skipObject()
+	case '[':
+		return d.skipArray()
+	case 't':
+		return d.literal("true")
+	case 'f':
+		return d.literal("false")
+	case 'n':
+		return d.literal("null")
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			return d.number()
+		}
+		if d.i == len(d.b) {
+			return d.Fail("unexpected end of input")
+		}
+		return d.Fail("unexpected " + strconv.QuoteRune(rune(c)))
+	}
+}
+
+// ReadValue checks the next value and returns its exact bytes, white space
+// inside it included; appending to the result cannot overwrite the document.
+func (d *Decoder) ReadValue() ([]byte, error) {
+	d.Peek()
+	start := d.i
+	if err := d.Skip(); err != nil {
+		return nil, err
+	}
+	return d.b[start:d.i:d.i], nil
+}
+
+// ReadNull consumes a null.
+func (d *Decoder) ReadNull() error {
+	d.Peek()
+	return d.literal("null")
+}
+
+// ReadString decodes a string as encoding/json does: escapes resolved, a
+// lone surrogate or invalid UTF-8 replaced by U+FFFD. null reads as "", as
+// it leaves a string field unset with encoding/json.
+func (d *Decoder) ReadString() (string, error) {
+	switch d.Peek() {
+	case '"':
+	case 'n':
+		return "", d.literal("null")
+	default:
+		return "", d.Fail("want a string")
+	}
+	s, err := d.stringBody()
+	return string(s), err
+}
+
+// ReadInt decodes an integer as encoding/json decodes one into an int: no
+// fraction, no exponent, within range. null reads as 0.
+func (d *Decoder) ReadInt() (int, error) {
+	n, err := d.readInt(strconv.IntSize)
+	return int(n), err
+}
+
+// ReadInt64 is ReadInt for an int64.
+func (d *Decoder) ReadInt64() (int64, error) { return d.readInt(64) }
+
+func (d *Decoder) readInt(bits int) (int64, error) {
+	switch c := d.Peek(); {
+	case c == 'n':
+		return 0, d.literal("null")
+	case c != '-' && (c < '0' || c > '9'):
+		return 0, d.Fail("want an integer")
+	}
+	start := d.i
+	if err := d.number(); err != nil {
+		return 0, err
+	}
+	n, ok := parseInt(d.b[start:d.i], bits)
+	if !ok {
+		d.i = start
+		return 0, d.Fail("want an integer")
+	}
+	return n, nil
+}
+
+// parseInt decodes -?[0-9]+ within a signed integer of the given size; it
+// refuses anything else (a fraction, an exponent, an overflow).
+func parseInt(s []byte, bits int) (int64, bool) {
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	limit := uint64(1) << (bits - 1) // the magnitude of the minimum
+	if !neg {
+		limit--
+	}
+	var n uint64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		digit := uint64(c - '0')
+		if n > (limit-digit)/10 {
+			return 0, false
+		}
+		n = n*10 + digit
+	}
+	if neg {
+		return -int64(n), true
+	}
+	return int64(n), true
+}
+
+// Object calls member for each member of an object, in document order, with
+// its decoded key (escapes resolved); member must consume the member's
+// value. null is an object without members. The key aliases the document
+// when it holds no escapes, so keep it only as long as the document.
+func (d *Decoder) Object(member func(key []byte) error) error {
+	switch d.Peek() {
+	case '{':
+	case 'n':
+		return d.literal("null")
+	default:
+		return d.Fail("want an object")
+	}
+	if err := d.open(); err != nil {
+		return err
+	}
+	if d.Peek() == '}' {
+		d.close()
+		return nil
+	}
+	for {
+		if d.Peek() != '"' {
+			return d.Fail("want a string key")
+		}
+		key, err := d.stringBody()
+		if err != nil {
+			return err
+		}
+		if d.Peek() != ':' {
+			return d.Fail("want ':'")
+		}
+		d.i++
+		if err := member(key); err != nil {
+			return err
+		}
+		switch d.Peek() {
+		case ',':
+			d.i++
+		case '}':
+			d.close()
+			return nil
+		default:
+			return d.Fail("want ',' or '}'")
+		}
+	}
+}
+
+// Array calls elem for each element of an array, in order; elem must
+// consume the element. null is an array without elements.
+func (d *Decoder) Array(elem func() error) error {
+	switch d.Peek() {
+	case '[':
+	case 'n':
+		return d.literal("null")
+	default:
+		return d.Fail("want an array")
+	}
+	if err := d.open(); err != nil {
+		return err
+	}
+	if d.Peek() == ']' {
+		d.close()
+		return nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return err
+		}
+		switch d.Peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.close()
+			return nil
+		default:
+			return d.Fail("want ',' or ']'")
+		}
+	}
+}
+
+// open moves past the '{' or '[' at the current offset, within MaxDepth.
+func (d *Decoder) open() error {
+	if d.depth >= MaxDepth {
+		return d.Fail(tooDeep)
+	}
+	d.depth++
+	d.i++
+	return nil
+}
+
+// close moves past the '}' or ']' at the current offset.
+func (d *Decoder) close() {
+	d.depth--
+	d.i++
+}
+
+var tooDeep = "nested deeper than " + strconv.Itoa(MaxDepth)
+
+func (d *Decoder) skipObject() error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	if d.Peek() == '}' {
+		d.close()
+		return nil
+	}
+	for {
+		if d.Peek() != '"' {
+			return d.Fail("want a string key")
+		}
+		if _, err := d.scanString(); err != nil {
+			return err
+		}
+		if d.Peek() != ':' {
+			return d.Fail("want ':'")
+		}
+		d.i++
+		if err := d.Skip(); err != nil {
+			return err
+		}
+		switch d.Peek() {
+		case ',':
+			d.i++
+		case '}':
+			d.close()
+			return nil
+		default:
+			return d.Fail("want ',' or '}'")
+		}
+	}
+}
+
+func (d *Decoder) skipArray() error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	if d.Peek() == ']' {
+		d.close()
+		return nil
+	}
+	for {
+		if err := d.Skip(); err != nil {
+			return err
+		}
+		switch d.Peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.close()
+			return nil
+		default:
+			return d.Fail("want ',' or ']'")
+		}
+	}
+}
+
+// literal moves past lit (true, false or null) at the current offset.
+func (d *Decoder) literal(lit string) error {
+	if len(d.b)-d.i < len(lit) || string(d.b[d.i:d.i+len(lit)]) != lit {
+		return d.Fail("want " + lit)
+	}
+	d.i += len(lit)
+	return nil
+}
+
+// number moves past a number at the current offset, checking it against
+// the grammar -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
+func (d *Decoder) number() error {
+	b, i := d.b, d.i
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = digits(b, i+1)
+	default:
+		d.i = i
+		return d.Fail("malformed number")
+	}
+	if i < len(b) && b[i] == '.' {
+		start := i + 1
+		if i = digits(b, start); i == start {
+			d.i = i
+			return d.Fail("malformed number")
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		start := i
+		if i = digits(b, start); i == start {
+			d.i = i
+			return d.Fail("malformed number")
+		}
+	}
+	d.i = i
+	return nil
+}
+
+// digits returns the offset of the first byte at or after i that is not a
+// decimal digit.
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// stringBody moves past the string at the current offset and returns its
+// decoded contents: a slice of the document when it needs no decoding (no
+// escapes, valid UTF-8), else a new slice.
+func (d *Decoder) stringBody() ([]byte, error) {
+	start := d.i + 1
+	escaped, err := d.scanString()
+	if err != nil {
+		return nil, err
+	}
+	body := d.b[start : d.i-1 : d.i-1]
+	if !escaped && utf8.Valid(body) {
+		return body, nil
+	}
+	return unescape(body), nil
+}
+
+// scanString checks the string whose opening quote is at the current
+// offset, moves past it and reports whether it holds escapes.
+//
+// This loop is where a guest spends most of its JSON time (messages are
+// mostly text), hence the copies of d.b and d.i in locals and one table
+// lookup per plain byte.
+func (d *Decoder) scanString() (escaped bool, err error) {
+	b, i := d.b, d.i+1
+	for {
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i == len(b) {
+			d.i = i
+			return escaped, d.Fail("unterminated string")
+		}
+		switch b[i] {
+		case '"':
+			d.i = i + 1
+			return escaped, nil
+		case '\\':
+			escaped = true
+			if i+1 == len(b) {
+				d.i = i
+				return escaped, d.Fail("unterminated escape")
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) {
+					d.i = i
+					return escaped, d.Fail("short \\u escape")
+				}
+				for _, h := range b[i+2 : i+6] {
+					if !isHex(h) {
+						d.i = i
+						return escaped, d.Fail("bad \\u escape")
+					}
+				}
+				i += 6
+			default:
+				d.i = i
+				return escaped, d.Fail("bad escape")
+			}
+		default:
+			d.i = i
+			return escaped, d.Fail("control character in string")
+		}
+	}
+}
+
+// plain[c] is whether byte c stands for itself inside a string: not a
+// quote, a backslash or a control character.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+// Unquote decodes a JSON string literal (white space around it allowed) as
+// ReadString does; anything else, null included, is an error.
+func Unquote(lit []byte) (string, error) {
+	d := NewDecoder(lit)
+	if d.Peek() != '"' {
+		return "", d.Fail("want a string")
+	}
+	s, err := d.ReadString()
+	if err != nil {
+		return "", err
+	}
+	return s, d.End()
+}

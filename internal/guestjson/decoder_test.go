@@ -1,0 +1,288 @@
+package guestjson
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// requireSyntaxError checks err is a *SyntaxError matching ErrSyntax, at
+// offset with msg, and returns it.
+func requireSyntaxError(t *testing.T, err error, offset int, msg string) {
+	t.Helper()
+	var se *SyntaxError
+	require.ErrorAs(t, err, &se)
+	require.ErrorIs(t, err, ErrSyntax)
+	assert.Equal(t, offset, se.Offset, "offset")
+	assert.Equal(t, msg, se.Msg, "message")
+}
+
+func TestSyntaxError(t *testing.T) {
+	d := NewDecoder([]byte(`{"a" 1}`))
+	err := d.Object(func([]byte) error { return d.Skip() })
+	requireSyntaxError(t, err, 5, "want ':'")
+	assert.EqualError(t, err, "malformed JSON at offset 5: want ':'")
+}
+
+// TestObject checks keys are decoded, values left to the callback, and
+// that null is an object without members.
+func TestObject(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    map[string]string // key -> raw value
+		wantErr string
+		offset  int
+	}{
+		{name: "members", in: ` { "a" : 1 , "b":[true, {}] } `, want: map[string]string{"a": "1", "b": "[true, {}]"}},
+		{name: "empty", in: `{}`, want: map[string]string{}},
+		{name: "null", in: `null`, want: map[string]string{}},
+		{name: "escaped key", in: `{"st\u0061te":null,"\ud83d\ude00":2}`, want: map[string]string{"state": "null", "😀": "2"}},
+		{name: "invalid UTF-8 key", in: "{\"a\xffb\":0}", want: map[string]string{"a\uFFFDb": "0"}},
+		{name: "not an object", in: `[1]`, wantErr: "want an object"},
+		{name: "bad null", in: `nul`, wantErr: "want null"},
+		{name: "key not a string", in: `{1:2}`, wantErr: "want a string key", offset: 1},
+		{name: "trailing comma", in: `{"a":1,}`, wantErr: "want a string key", offset: 7},
+		{name: "missing comma", in: `{"a":1 "b":2}`, wantErr: "want ',' or '}'", offset: 7},
+		{name: "unterminated", in: `{"a":1`, wantErr: "want ',' or '}'", offset: 6},
+		{name: "bad value", in: `{"a":tru}`, wantErr: "want true", offset: 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDecoder([]byte(tt.in))
+			got := map[string]string{}
+			err := d.Object(func(key []byte) error {
+				v, err := d.ReadValue()
+				got[string(key)] = string(v)
+				return err
+			})
+			if tt.wantErr != "" {
+				requireSyntaxError(t, err, tt.offset, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, d.End())
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestArray(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []string
+		wantErr string
+		offset  int
+	}{
+		{name: "elements", in: `[1, "a" ,{"b":[]},null]`, want: []string{"1", `"a"`, `{"b":[]}`, "null"}},
+		{name: "empty", in: ` [ ] `, want: nil},
+		{name: "null", in: `null`, want: nil},
+		{name: "not an array", in: `{}`, wantErr: "want an array"},
+		{name: "trailing comma", in: `[1,]`, wantErr: "unexpected ']'", offset: 3},
+		{name: "missing comma", in: `[1 2]`, wantErr: "want ',' or ']'", offset: 3},
+		{name: "end of input", in: `[1,`, wantErr: "unexpected end of input", offset: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDecoder([]byte(tt.in))
+			var got []string
+			err := d.Array(func() error {
+				v, err := d.ReadValue()
+				got = append(got, string(v))
+				return err
+			})
+			if tt.wantErr != "" {
+				requireSyntaxError(t, err, tt.offset, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, d.End())
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// TestCallbackError checks an error of the caller's own comes back as it is.
+func TestCallbackError(t *testing.T) {
+	mine := errors.New("mine")
+	d := NewDecoder([]byte(`{"a":[1]}`))
+	err := d.Object(func([]byte) error { return d.Array(func() error { return mine }) })
+	assert.Same(t, mine, err)
+}
+
+func TestReadValue(t *testing.T) {
+	doc := []byte(` {"a": [1, 2]} `)
+	d := NewDecoder(doc)
+	v, err := d.ReadValue()
+	require.NoError(t, err)
+	assert.Equal(t, `{"a": [1, 2]}`, string(v))
+	assert.Equal(t, len(v), cap(v), "appending to a value must not overwrite the document")
+	require.NoError(t, d.End())
+}
+
+func TestEnd(t *testing.T) {
+	d := NewDecoder([]byte(`{} x`))
+	require.NoError(t, d.Skip())
+	requireSyntaxError(t, d.End(), 3, "data after the document")
+}
+
+func TestReadString(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    string
+		wantErr string
+	}{
+		{name: "plain", in: `"abc"`, want: "abc"},
+		{name: "escapes", in: `"a\"b\\c\/\b\f\n\r\t\u00e9"`, want: "a\"b\\c/\b\f\n\r\té"},
+		{name: "null", in: `null`, want: ""},
+		{name: "invalid UTF-8", in: "\"a\xffb\"", want: "a\uFFFDb"},
+		{name: "number", in: `5`, wantErr: "want a string"},
+		{name: "control character", in: "\"a\x01\"", wantErr: "control character in string"},
+		{name: "bad escape", in: `"\x"`, wantErr: "bad escape"},
+		{name: "bad unicode escape", in: `"\u00g0"`, wantErr: "bad \\u escape"},
+		{name: "short unicode escape", in: `"\u00"`, wantErr: "short \\u escape"},
+		{name: "unterminated escape", in: `"\`, wantErr: "unterminated escape"},
+		{name: "unterminated", in: `"abc`, wantErr: "unterminated string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDecoder([]byte(tt.in))
+			got, err := d.ReadString()
+			if tt.wantErr != "" {
+				var se *SyntaxError
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, tt.wantErr, se.Msg)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestReadInt(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{in: `0`, want: 0},
+		{in: `-0`, want: 0},
+		{in: `null`, want: 0},
+		{in: `42`, want: 42},
+		{in: `9223372036854775807`, want: 1<<63 - 1},
+		{in: `-9223372036854775808`, want: -1 << 63},
+		{in: `9223372036854775808`, wantErr: true},
+		{in: `-9223372036854775809`, wantErr: true},
+		{in: `99999999999999999999`, wantErr: true},
+		{in: `1.5`, wantErr: true},
+		{in: `1.0`, wantErr: true},
+		{in: `1e2`, wantErr: true},
+		{in: `"5"`, wantErr: true},
+		{in: `01`, want: 0}, // 0, then data that End refuses
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			d := NewDecoder([]byte(tt.in))
+			got, err := d.ReadInt64()
+			if tt.wantErr {
+				requireSyntaxError(t, err, 0, "want an integer")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// TestParseInt32 checks the range of a 32-bit int, what ReadInt decodes on
+// a 32-bit platform.
+func TestParseInt32(t *testing.T) {
+	for in, ok := range map[string]bool{"2147483647": true, "-2147483648": true, "2147483648": false, "-2147483649": false} {
+		_, got := parseInt([]byte(in), 32)
+		assert.Equal(t, ok, got, in)
+	}
+}
+
+func TestNumberGrammar(t *testing.T) {
+	for _, in := range []string{`0`, `-0`, `1`, `-12`, `1.5`, `1e5`, `1E+5`, `-1.25e-3`, `0.0`} {
+		d := NewDecoder([]byte(in))
+		require.NoError(t, d.Skip(), in)
+		assert.NoError(t, d.End(), in)
+	}
+	for _, in := range []string{`-`, `1.`, `.5`, `1e`, `1e+`, `-a`, `+1`} {
+		d := NewDecoder([]byte(in))
+		err := d.Skip()
+		if err == nil {
+			err = d.End()
+		}
+		assert.ErrorIs(t, err, ErrSyntax, in)
+	}
+}
+
+// TestMaxDepth checks the cap is exactly MaxDepth, for the skipping and
+// the callback paths alike.
+func TestMaxDepth(t *testing.T) {
+	nested := func(n int) []byte { return []byte(strings.Repeat(`[`, n) + strings.Repeat(`]`, n)) }
+	for _, n := range []int{MaxDepth, MaxDepth + 1} {
+		d := NewDecoder(nested(n))
+		err := d.Skip()
+		var walk func() error
+		w := NewDecoder(nested(n))
+		walk = func() error { return w.Array(walk) }
+		errWalk := walk()
+		if n <= MaxDepth {
+			assert.NoError(t, err, "skip %d levels", n)
+			assert.NoError(t, errWalk, "walk %d levels", n)
+			continue
+		}
+		requireSyntaxError(t, err, MaxDepth, "nested deeper than 1000")
+		requireSyntaxError(t, errWalk, MaxDepth, "nested deeper than 1000")
+	}
+	// Depth counts from the document's top, whichever method opened a level.
+	d := NewDecoder([]byte(`{"a":` + string(nested(MaxDepth)) + `}`))
+	err := d.Object(func([]byte) error { return d.Skip() })
+	assert.ErrorContains(t, err, "nested deeper")
+}
+
+func TestUnquote(t *testing.T) {
+	tests := []struct{ name, in, want, wantErr string }{
+		{name: "plain", in: `"abc"`, want: "abc"},
+		{name: "escapes", in: `"a\"b\\c\n\u00e9"`, want: "a\"b\\c\né"},
+		{name: "empty", in: `""`, want: ""},
+		{name: "white space", in: ` "a" `, want: "a"},
+		{name: "not a string", in: `abc`, wantErr: "want a string"},
+		{name: "null", in: `null`, wantErr: "want a string"},
+		{name: "data after", in: `"a" "b"`, wantErr: "data after the document"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Unquote([]byte(tt.in))
+			if tt.wantErr != "" {
+				assert.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestUnescapeMatchesEncodingJSON(t *testing.T) {
+	for _, lit := range []string{
+		`"plain"`, `"\"\\\/\b\f\n\r\t"`, `"\u00e9\u20AC"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ud83dx"`, `"\ud83d\u0041"`,
+		`"\ude00\ud83d"`, `"\ud800\ud800\udc00"`, "\"bad \xff utf-8 \\n\"", "\"cut \xe2\x82\"",
+	} {
+		t.Run(lit, func(t *testing.T) {
+			var want string
+			require.NoError(t, json.Unmarshal([]byte(lit), &want))
+			assert.Equal(t, want, string(unescape([]byte(lit[1:len(lit)-1]))))
+		})
+	}
+}
