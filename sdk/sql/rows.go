@@ -1,13 +1,13 @@
 package sql
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/internal/guestjson"
 )
 
 // Rows are the rows a statement returned, all of them: the host bounds how
@@ -120,7 +120,7 @@ func scanOne(v json.RawMessage, dest any) error {
 			return nil
 		}
 		if len(v) > 0 && v[0] == '"' {
-			str, err := unquote(v)
+			str, err := guestjson.Unquote(v)
 			*d = str
 			return err
 		}
@@ -160,8 +160,8 @@ func scanOne(v json.RawMessage, dest any) error {
 		case null:
 			*d = nil
 		case v[0] == '"':
-			var s string
-			if err := json.Unmarshal(v, &s); err != nil {
+			s, err := guestjson.Unquote(v)
+			if err != nil {
 				return err
 			}
 			*d = s
@@ -186,20 +186,4 @@ func scanOne(v json.RawMessage, dest any) error {
 		return fmt.Errorf("unsupported destination %T", dest)
 	}
 	return nil
-}
-
-// unquote decodes a JSON string. encoding/json's reflection is costly in a
-// WebAssembly guest, and result rows hold mostly strings; strings without
-// escapes (the common case) are a slice conversion.
-func unquote(v []byte) (string, error) {
-	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
-		return "", fmt.Errorf("%.40s is not a JSON string", v)
-	}
-	in := v[1 : len(v)-1]
-	if !bytes.ContainsAny(in, "\\\"") {
-		return string(in), nil
-	}
-	var s string
-	err := json.Unmarshal(v, &s)
-	return s, err
 }
