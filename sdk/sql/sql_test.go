@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -83,8 +84,8 @@ func TestBatchResults(t *testing.T) {
 		t.Fatalf("rows = %+v", rows)
 	}
 	var a int64
-	var s string
-	if err := rows.Row(1).Scan(&a, &s); err != nil || a != 2 || s != "" || !rows.Row(1).IsNull(1) {
+	s := []byte("not scanned")
+	if err := rows.Row(1).Scan(&a, &s); err != nil || a != 2 || s != nil || !rows.Row(1).IsNull(1) {
 		t.Errorf("row 1 = %d %q %v", a, s, err)
 	}
 }
@@ -140,6 +141,94 @@ func TestScan(t *testing.T) {
 	if err := (Row{values: []json.RawMessage{json.RawMessage(`1`)}}).Scan(&s, &s); !errors.Is(err, abi.ErrInvalidArgument) {
 		t.Errorf("scan with too many destinations: %v", err)
 	}
+}
+
+// TestScanIntegers checks integer destinations take exactly the values
+// they can hold: never wrapped around, never truncated.
+func TestScanIntegers(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    int64
+		wantErr string // in the error, after the column's name
+	}{
+		{value: `42`, want: 42},
+		{value: `-7`, want: -7},
+		{value: `9223372036854775807`, want: math.MaxInt64},
+		{value: `-9223372036854775808`, want: math.MinInt64},
+		{value: `1e2`, want: 100},
+		{value: `2.50e1`, want: 25},
+		{value: `3.0`, want: 3},
+		{value: `-0.0`, want: 0},
+		{value: `0e999999999999`, want: 0},
+		{value: `9.007199254740993e15`, want: 9007199254740993}, // a float64 would round it
+		{value: `9223372036854775808`, wantErr: `9223372036854775808 overflows int64`},
+		{value: `-9223372036854775809`, wantErr: `-9223372036854775809 overflows int64`},
+		{value: `1e19`, wantErr: `1e19 overflows int64`},
+		{value: `-1e19`, wantErr: `-1e19 overflows int64`},
+		{value: `1e+21`, wantErr: `1e+21 overflows int64`},
+		{value: `1e999999999999`, wantErr: `1e999999999999 overflows int64`},
+		{value: `12345678901234567890123`, wantErr: `12345678901234567890123 overflows int64`},
+		{value: `1.5`, wantErr: `1.5 is not an integer: it has a fraction`},
+		{value: `1e-2`, wantErr: `1e-2 is not an integer: it has a fraction`},
+		{value: `"5"`, wantErr: `"5" is not an integer`},
+		{value: `{"blob":"AQI="}`, wantErr: `{"blob":"AQI="} is not an integer`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			row := (&Rows{Columns: []string{"n"}, rows: [][]json.RawMessage{{json.RawMessage(tt.value)}}}).Row(0)
+			var n64 int64
+			var n int
+			var b bool
+			for _, dest := range []any{&n64, &n, &b} {
+				err := row.Scan(dest)
+				if tt.wantErr != "" {
+					require.ErrorIs(t, err, abi.ErrInvalidArgument, "scan into %T", dest)
+					want := tt.wantErr
+					if _, isInt := dest.(*int); isInt {
+						want = strings.Replace(want, "int64", "int", 1)
+					}
+					assert.EqualError(t, err, `sql: invalid_argument: scan column 0 ("n"): `+want, "scan into %T", dest)
+					// What crosses to the host names the column and the value too.
+					assert.Equal(t, `scan column 0 ("n"): `+want, abi.AsError(err).Message)
+					continue
+				}
+				require.NoError(t, err, "scan into %T", dest)
+			}
+			if tt.wantErr == "" {
+				assert.Equal(t, tt.want, n64)
+				assert.Equal(t, int(tt.want), n)
+				assert.Equal(t, tt.want != 0, b)
+			}
+		})
+	}
+}
+
+// TestScanNull checks NULL is refused where database/sql refuses it, and
+// is nil where it is nil there.
+func TestScanNull(t *testing.T) {
+	row := (&Rows{Columns: []string{"a"}, rows: [][]json.RawMessage{{json.RawMessage(`null`)}}}).Row(0)
+	var (
+		n64 int64
+		n   int
+		f   float64
+		b   bool
+		s   string
+	)
+	for _, dest := range []any{&n64, &n, &f, &b, &s} {
+		err := row.Scan(dest)
+		require.ErrorIs(t, err, abi.ErrInvalidArgument, "scan NULL into %T", dest)
+		assert.Contains(t, abi.AsError(err).Message, fmt.Sprintf(`scan column 0 ("a"): NULL into %T`, dest))
+	}
+	blob := []byte("x")
+	raw := json.RawMessage("x")
+	v := any("x")
+	for _, dest := range []any{&blob, &raw, &v} {
+		require.NoError(t, row.Scan(dest), "scan NULL into %T", dest)
+	}
+	assert.Nil(t, blob)
+	assert.Nil(t, raw)
+	assert.Nil(t, v)
+	assert.True(t, row.IsNull(0))
 }
 
 func TestQueryJSON(t *testing.T) {

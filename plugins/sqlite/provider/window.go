@@ -21,7 +21,7 @@ func scanWindow(rows *sql.Rows) ([]stored, error) {
 	out := make([]stored, 0, rows.Len())
 	for i := range rows.Len() {
 		var m stored
-		var calls, results string
+		var calls, results []byte // NULL (nil) for a message without tool calls or results
 		if err := rows.Row(i).Scan(&m.seq, &m.role, &calls, &results, &m.body); err != nil {
 			return nil, err
 		}
@@ -39,11 +39,11 @@ func scanWindow(rows *sql.Rows) ([]stored, error) {
 	return out, nil
 }
 
-func ids(s string, dst *[]string) error {
-	if s == "" {
+func ids(list []byte, dst *[]string) error {
+	if list == nil {
 		return nil
 	}
-	return json.Unmarshal([]byte(s), dst)
+	return json.Unmarshal(list, dst)
 }
 
 // trim bounds the window to max messages, keeping a leading system message,
