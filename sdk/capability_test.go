@@ -1,21 +1,21 @@
 package sdk
 
 import (
-	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
 
 func TestCallCapabilityNative(t *testing.T) {
-	if _, err := CallCapability("nothing_registered", []byte(`{}`)); !errors.Is(err, abi.ErrUnimplemented) {
-		t.Fatalf("unregistered: err = %v, want ErrUnimplemented", err)
-	}
+	_, err := CallCapability("nothing_registered", []byte(`{}`))
+	assert.ErrorIs(t, err, abi.ErrUnimplemented, "unregistered")
 	defer delete(capabilityFuncs, "test_native")
-	RegisterCapabilityFunc("test_native", func(uint64) uint64 { t.Fatal("a native build called an import"); return 0 })
-	if _, err := CallCapability("test_native", []byte(`{}`)); !errors.Is(err, abi.ErrUnimplemented) {
-		t.Fatalf("native: err = %v, want ErrUnimplemented", err)
-	}
+	RegisterCapabilityFunc("test_native", func(uint64) uint64 { require.Fail(t, "a native build called an import"); return 0 })
+	_, err = CallCapability("test_native", []byte(`{}`))
+	assert.ErrorIs(t, err, abi.ErrUnimplemented, "native")
 }
 
 func TestDecodeCapabilityResponse(t *testing.T) {
@@ -36,12 +36,8 @@ func TestDecodeCapabilityResponse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := decodeCapabilityResponse("sql", []byte(tt.in))
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
-			if string(got) != tt.want {
-				t.Fatalf("got %s, want %s", got, tt.want)
-			}
+			require.ErrorIs(t, err, tt.wantErr)
+			assert.Equal(t, tt.want, string(got))
 		})
 	}
 }
@@ -49,10 +45,5 @@ func TestDecodeCapabilityResponse(t *testing.T) {
 func TestRegisterCapabilityFuncDuplicate(t *testing.T) {
 	defer delete(capabilityFuncs, "test_dup")
 	RegisterCapabilityFunc("test_dup", func(uint64) uint64 { return 0 })
-	defer func() {
-		if recover() == nil {
-			t.Fatal("a duplicate registration did not panic")
-		}
-	}()
-	RegisterCapabilityFunc("test_dup", func(uint64) uint64 { return 0 })
+	assert.Panics(t, func() { RegisterCapabilityFunc("test_dup", func(uint64) uint64 { return 0 }) }, "a duplicate registration must panic")
 }

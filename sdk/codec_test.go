@@ -3,11 +3,12 @@ package sdk
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/internal/guestjson"
@@ -84,27 +85,23 @@ func checkDecoders(t *testing.T, in []byte) {
 	errSlowS := json.Unmarshal(in, &slowS)
 
 	for _, err := range []error{errFastP, errFastS} {
-		if err != nil && !errors.Is(err, guestjson.ErrSyntax) {
-			t.Fatalf("error %v does not wrap guestjson.ErrSyntax", err)
+		if err != nil {
+			require.ErrorIs(t, err, guestjson.ErrSyntax)
 		}
 	}
 	if errFastP == nil {
-		if !json.Valid(in) || bytes.TrimSpace(in)[0] != '{' {
-			t.Fatalf("provide decoder accepted %q, which is not a JSON object", in)
-		}
-		if errSlowP == nil && utf8.Valid(in) && !reflect.DeepEqual(normalize(fastP), normalize(slowP)) {
-			t.Fatalf("provide decoders differ on %q:\nfast %+v\nslow %+v", in, fastP, slowP)
+		require.True(t, json.Valid(in) && bytes.TrimSpace(in)[0] == '{', "provide decoder accepted %q, which is not a JSON object", in)
+		if errSlowP == nil && utf8.Valid(in) {
+			require.Equal(t, normalize(slowP), normalize(fastP), "provide decoders differ on %q", in)
 		}
 	}
 	if errFastS == nil {
-		if !json.Valid(in) {
-			t.Fatalf("store decoder accepted %q, which is not JSON", in)
-		}
+		require.True(t, json.Valid(in), "store decoder accepted %q, which is not JSON", in)
 		slowP := abi.ProvideRequest{State: slowS.State, Config: slowS.Config, Session: slowS.Session, RequestMessages: slowS.RequestMessages}
 		fastP := abi.ProvideRequest{State: fastS.State, Config: fastS.Config, Session: fastS.Session, RequestMessages: fastS.RequestMessages}
-		if errSlowS == nil && utf8.Valid(in) && (!reflect.DeepEqual(normalize(fastP), normalize(slowP)) ||
-			!reflect.DeepEqual(normalizeMsgs(fastS.ResponseMessages), normalizeMsgs(slowS.ResponseMessages))) {
-			t.Fatalf("store decoders differ on %q:\nfast %+v\nslow %+v", in, fastS, slowS)
+		if errSlowS == nil && utf8.Valid(in) {
+			require.Equal(t, normalize(slowP), normalize(fastP), "store decoders differ on %q", in)
+			require.Equal(t, normalizeMsgs(slowS.ResponseMessages), normalizeMsgs(fastS.ResponseMessages), "store decoders differ on %q", in)
 		}
 	}
 	// Valid objects that encoding/json decodes are refused only for the
@@ -120,9 +117,8 @@ func checkDecoders(t *testing.T, in []byte) {
 func checkRefusal(t *testing.T, what string, in []byte, err error) {
 	t.Helper()
 	msg := err.Error()
-	if !strings.Contains(msg, "not a JSON object") && !strings.Contains(msg, "nested deeper") && !strings.Contains(msg, "want an") && !strings.Contains(msg, "want a string") {
-		t.Fatalf("%s decoder refused %q, which encoding/json accepts: %v", what, in, err)
-	}
+	documented := strings.Contains(msg, "not a JSON object") || strings.Contains(msg, "nested deeper") || strings.Contains(msg, "want an") || strings.Contains(msg, "want a string")
+	require.True(t, documented, "%s decoder refused %q, which encoding/json accepts: %v", what, in, err)
 }
 
 // checkOtherDecoders holds the decoders of list, clear, migrate_state and
@@ -147,8 +143,10 @@ func checkOtherDecoders(t *testing.T, in []byte) {
 	if len(bytes.Trim(in, " \t\r\n")) > 0 {
 		errSlowD = json.Unmarshal(in, &slowD)
 	}
-	if errFastD := checkDescribeRequest(in); (errFastD == nil) != (errSlowD == nil) && !(errSlowD == nil && strings.Contains(errFastD.Error(), "nested deeper")) {
-		t.Fatalf("describe request check on %q: fast %v, encoding/json %v", in, errFastD, errSlowD)
+	if errFastD := checkDescribeRequest(in); errSlowD == nil && errFastD != nil {
+		require.ErrorContains(t, errFastD, "nested deeper", "describe request check on %q refused what encoding/json accepts", in)
+	} else {
+		require.Equal(t, errSlowD == nil, errFastD == nil, "describe request check on %q: fast %v, encoding/json %v", in, errFastD, errSlowD)
 	}
 	normal := func(r any) any {
 		switch r := r.(type) {
@@ -165,14 +163,14 @@ func checkOtherDecoders(t *testing.T, in []byte) {
 		return r
 	}
 	for name, c := range cases {
-		if c.errFast != nil && !errors.Is(c.errFast, guestjson.ErrSyntax) {
-			t.Fatalf("%s: error %v does not wrap guestjson.ErrSyntax", name, c.errFast)
+		if c.errFast != nil {
+			require.ErrorIs(t, c.errFast, guestjson.ErrSyntax, name)
 		}
-		if c.errFast == nil && (!json.Valid(in) || bytes.TrimSpace(in)[0] != '{') {
-			t.Fatalf("%s decoder accepted %q, which is not a JSON object", name, in)
+		if c.errFast == nil {
+			require.True(t, json.Valid(in) && bytes.TrimSpace(in)[0] == '{', "%s decoder accepted %q, which is not a JSON object", name, in)
 		}
-		if c.errFast == nil && c.errSlow == nil && utf8.Valid(in) && !reflect.DeepEqual(normal(c.fast), normal(c.slow)) {
-			t.Fatalf("%s decoders differ on %q:\nfast %+v\nslow %+v", name, in, c.fast, c.slow)
+		if c.errFast == nil && c.errSlow == nil && utf8.Valid(in) {
+			require.Equal(t, normal(c.slow), normal(c.fast), "%s decoders differ on %q", name, in)
 		}
 		if c.errFast != nil && c.errSlow == nil {
 			checkRefusal(t, name, in, c.errFast)
@@ -242,12 +240,8 @@ func TestEncodeResponsesMatchEncodingJSON(t *testing.T) {
 	}
 	for _, r := range provides {
 		want, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := encodeProvideResponse(&r); string(got) != string(want) {
-			t.Errorf("provide response\n got %s\nwant %s", got, want)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(encodeProvideResponse(&r)), "provide response")
 	}
 	stores := []abi.StoreResponse{
 		{},
@@ -256,12 +250,8 @@ func TestEncodeResponsesMatchEncodingJSON(t *testing.T) {
 	}
 	for _, r := range stores {
 		want, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := encodeStoreResponse(&r); string(got) != string(want) {
-			t.Errorf("store response\n got %s\nwant %s", got, want)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(encodeStoreResponse(&r)), "store response")
 	}
 }
 
@@ -270,12 +260,8 @@ func TestEncodeOtherResponsesMatchEncodingJSON(t *testing.T) {
 	check := func(t *testing.T, v any, got []byte) {
 		t.Helper()
 		want, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != string(want) {
-			t.Errorf("\n got %s\nwant %s", got, want)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(got))
 	}
 	for _, r := range []abi.ListResponse{
 		{Messages: []json.RawMessage{}},
@@ -314,13 +300,9 @@ func FuzzEncodeString(f *testing.F) {
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
-		if err := enc.Encode(s); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, enc.Encode(s))
 		var e encoder
 		e.str(s)
-		if got := string(e.b) + "\n"; got != want.String() {
-			t.Fatalf("encoding %q: got %s want %s", s, got, want.String())
-		}
+		require.Equal(t, want.String(), string(e.b)+"\n", "encoding %q", s)
 	})
 }

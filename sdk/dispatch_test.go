@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
@@ -153,26 +155,16 @@ func TestHandler(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := Handler(tt.provider)(t.Context(), tt.export, []byte(tt.input))
 			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("err = %v, want one matching %v (output %s)", err, tt.wantErr, out)
-				}
+				require.ErrorIs(t, err, tt.wantErr, "output %s", out)
 				var aerr *abi.Error
-				if !errors.As(err, &aerr) {
-					t.Fatalf("err = %T, want an *abi.Error as the wire carries it", err)
-				}
+				require.ErrorAs(t, err, &aerr, "the error must be an *abi.Error, as the wire carries it")
 				for _, part := range tt.errParts {
-					if !strings.Contains(err.Error(), part) {
-						t.Errorf("err = %q, want it to mention %q", err, part)
-					}
+					assert.ErrorContains(t, err, part)
 				}
 				return
 			}
-			if err != nil {
-				t.Fatalf("err = %v", err)
-			}
-			if string(out) != tt.want {
-				t.Fatalf("output\n got %s\nwant %s", out, tt.want)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, string(out))
 		})
 	}
 }
@@ -181,23 +173,10 @@ func TestRegister(t *testing.T) {
 	defer func(p Provider) { registered = p }(registered)
 	registered = nil
 
-	mustPanic := func(name string, f func()) {
-		t.Helper()
-		defer func() {
-			if recover() == nil {
-				t.Errorf("%s: no panic", name)
-			}
-		}()
-		f()
-	}
-	mustPanic("nil provider", func() { Register(nil) })
+	assert.Panics(t, func() { Register(nil) }, "nil provider")
 	p := &echoProvider{}
 	Register(p)
-	if registered != p {
-		t.Fatalf("registered = %v, want the provider", registered)
-	}
-	mustPanic("second Register", func() { Register(&echoProvider{}) })
-	if registered != p {
-		t.Fatalf("a second Register replaced the provider")
-	}
+	require.Same(t, p, registered)
+	assert.Panics(t, func() { Register(&echoProvider{}) }, "second Register")
+	assert.Same(t, p, registered, "a second Register replaced the provider")
 }

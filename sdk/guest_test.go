@@ -5,7 +5,6 @@ package sdk_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"testing"
 
 	extism "github.com/extism/go-sdk"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -87,13 +88,9 @@ func newGuest(t testing.TB) *guestPlugin {
 		cfg := extism.PluginConfig{EnableWasi: true, RuntimeConfig: wazero.NewRuntimeConfig().WithCompilationCache(cache)}
 		guestCompiled, guestErr = extism.NewCompiledPlugin(context.Background(), manifest, cfg, funcs)
 	})
-	if guestErr != nil {
-		t.Fatalf("compile guest: %v", guestErr)
-	}
+	require.NoError(t, guestErr, "compile guest")
 	p, err := guestCompiled.Instance(t.Context(), extism.PluginInstanceConfig{})
-	if err != nil {
-		t.Fatalf("instantiate guest: %v", err)
-	}
+	require.NoError(t, err, "instantiate guest")
 	t.Cleanup(func() { p.Close(context.Background()) })
 	return &guestPlugin{t: t, p: p}
 }
@@ -103,43 +100,31 @@ func (g *guestPlugin) call(export string, input []byte) ([]byte, error) {
 	g.t.Helper()
 	rc, out, err := g.p.CallWithContext(g.t.Context(), export, input)
 	if err != nil {
-		if rc != 1 {
-			g.t.Fatalf("%s: rc = %d with error %v: want 1", export, rc, err)
-		}
+		require.EqualValues(g.t, 1, rc, "%s: rc with error %v", export, err)
 		return nil, abi.DecodeError([]byte(err.Error()))
 	}
-	if rc != 0 {
-		g.t.Fatalf("%s: rc = %d without an error", export, rc)
-	}
+	require.EqualValues(g.t, 0, rc, "%s: rc without an error", export)
 	return out, nil
 }
 
 func TestGuestMarker(t *testing.T) {
 	g := newGuest(t)
 	rc, _, err := g.p.Call(abi.MarkerExport, nil)
-	if err != nil || rc != abi.Minor {
-		t.Fatalf("%s = %d, %v; want %d", abi.MarkerExport, rc, err, abi.Minor)
-	}
+	require.NoError(t, err, abi.MarkerExport)
+	require.EqualValues(t, abi.Minor, rc, abi.MarkerExport)
 	for _, name := range append(append([]string{}, abi.RequiredExports...), abi.OptionalExports...) {
-		if !g.p.FunctionExists(name) {
-			t.Errorf("export %s missing", name)
-		}
+		assert.True(t, g.p.FunctionExists(name), "export %s missing", name)
 	}
 }
 
 func TestGuestDescribe(t *testing.T) {
 	g := newGuest(t)
 	out, err := g.call(abi.ExportDescribe, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var info abi.PluginInfo
-	if err := json.Unmarshal(out, &info); err != nil {
-		t.Fatalf("describe output %s: %v", out, err)
-	}
-	if info.Name != "guest" || info.ABI != abi.Version {
-		t.Fatalf("describe = %+v, want name guest and abi %s", info, abi.Version)
-	}
+	require.NoError(t, json.Unmarshal(out, &info), "describe output %s", out)
+	assert.Equal(t, "guest", info.Name)
+	assert.Equal(t, abi.Version, info.ABI)
 }
 
 // TestGuestRoundTrip passes messages of every length modulo 8 through the
@@ -151,22 +136,16 @@ func TestGuestRoundTrip(t *testing.T) {
 			msg := fmt.Sprintf(`{"role":"user","text":%q}`, strings.Repeat("é", n/2)+strings.Repeat("x", n%2))
 			in := `{"request_messages":[` + msg + `]}` + strings.Repeat(" ", n%3)
 			out, err := g.call(abi.ExportProvide, []byte(in))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := `{"messages":[` + msg + `]}`; string(out) != want {
-				t.Fatalf("output\n got %q\nwant %q", out, want)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, `{"messages":[`+msg+`]}`, string(out))
 		})
 	}
 	big := `{"role":"user","text":"` + strings.Repeat("0123456789", 20000) + `"}`
 	out, err := g.call(abi.ExportStore, []byte(`{"request_messages":[`+big+`],"response_messages":[]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"state_patch":[{"op":"add","path":"/messages/-","value":` + big + `}]}`; string(out) != want {
-		t.Fatalf("large store: output of %d bytes, want %d", len(out), len(want))
-	}
+	require.NoError(t, err)
+	want := `{"state_patch":[{"op":"add","path":"/messages/-","value":` + big + `}]}`
+	// Not assert.Equal: a diff of two 200 KB strings says nothing more.
+	assert.True(t, string(out) == want, "large store: output of %d bytes, want %d", len(out), len(want))
 }
 
 func TestGuestErrors(t *testing.T) {
@@ -189,18 +168,13 @@ func TestGuestErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := g.call(tt.export, []byte(tt.input))
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %q, want it to mention %q", err, tt.want)
-			}
+			require.ErrorIs(t, err, tt.wantErr)
+			require.ErrorContains(t, err, tt.want)
 			// The instance keeps working after every error, a recovered
 			// panic included.
 			out, err := g.call(abi.ExportProvide, []byte(`{"request_messages":[{"n":1}]}`))
-			if err != nil || string(out) != `{"messages":[{"n":1}]}` {
-				t.Fatalf("call after the error = %s, %v", out, err)
-			}
+			require.NoError(t, err, "call after the error")
+			assert.Equal(t, `{"messages":[{"n":1}]}`, string(out), "call after the error")
 		})
 	}
 }
@@ -233,16 +207,11 @@ func TestGuestCapability(t *testing.T) {
 			defer func() { capabilityAnswer = nil }()
 			g := newGuest(t)
 			out, err := g.call(abi.ExportProvide, []byte(`{"request_messages":[`+tt.message+`]}`))
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
+			require.ErrorIs(t, err, tt.wantErr)
 			if err == nil {
 				// The request block is padded with spaces to a multiple of 8
 				// bytes; the echo carries them back inside the JSON.
-				var got, want any
-				if json.Unmarshal(out, &got) != nil || json.Unmarshal([]byte(tt.want), &want) != nil || fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("output %s, want %s", out, tt.want)
-				}
+				assert.JSONEq(t, tt.want, string(out))
 			}
 		})
 	}
@@ -256,22 +225,14 @@ func TestMinimalPluginNeedsNoCapabilities(t *testing.T) {
 	wasm := sdktest.BuildPlugin(t, "./testdata/minimal")
 	manifest := extism.Manifest{Wasm: []extism.Wasm{extism.WasmFile{Path: wasm}}}
 	cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(os.TempDir(), "wasmhist-sdk-test-cache"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg := extism.PluginConfig{EnableWasi: true, RuntimeConfig: wazero.NewRuntimeConfig().WithCompilationCache(cache)}
 	p, err := extism.NewPlugin(t.Context(), manifest, cfg, nil)
-	if err != nil {
-		t.Fatalf("instantiate without host functions: %v", err)
-	}
+	require.NoError(t, err, "instantiate without host functions")
 	defer p.Close(context.Background())
 	_, out, err := p.Call(abi.ExportStore, []byte(`{"request_messages":[{"role":"user","contents":[]}],"response_messages":[]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"state_patch":[{"op":"add","path":"/messages/-","value":{"role":"user","contents":[]}}]}`; string(out) != want {
-		t.Fatalf("store = %s, want %s", out, want)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, `{"state_patch":[{"op":"add","path":"/messages/-","value":{"role":"user","contents":[]}}]}`, string(out))
 }
 
 // BenchmarkGuestStore measures one store of a turn (two messages of about
@@ -284,9 +245,8 @@ func BenchmarkGuestStore(b *testing.B) {
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := g.Call(abi.ExportStore, in); err != nil {
-			b.Fatal(err)
-		}
+		_, _, err := g.Call(abi.ExportStore, in)
+		require.NoError(b, err)
 	}
 }
 
@@ -294,20 +254,12 @@ func BenchmarkGuestStore(b *testing.B) {
 // TestMinimalPluginNeedsNoCapabilities builds.
 func TestReadmeShowsMinimalPlugin(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, block, ok := strings.Cut(string(readme), "```go\n")
 	block, _, ok2 := strings.Cut(block, "```")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no Go block")
-	}
+	require.True(t, ok && ok2, "README.md has no Go block")
 	src, err := os.ReadFile("testdata/minimal/main.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, code, _ := strings.Cut(string(src), "\npackage main\n")
-	if "package main\n"+code != block {
-		t.Fatalf("README.md's minimal plugin differs from testdata/minimal/main.go (after its doc comment)")
-	}
+	assert.Equal(t, block, "package main\n"+code, "README.md's minimal plugin differs from testdata/minimal/main.go (after its doc comment)")
 }

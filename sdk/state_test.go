@@ -2,9 +2,10 @@ package sdk
 
 import (
 	"encoding/json"
-	"errors"
-	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
@@ -31,11 +32,9 @@ func TestDecodeState(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := DecodeState[testState](json.RawMessage(tt.in))
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
-			if err == nil && !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("got %+v, want %+v", got, tt.want)
+			require.ErrorIs(t, err, tt.wantErr)
+			if err == nil {
+				assert.Equal(t, tt.want, got)
 			}
 		})
 	}
@@ -58,12 +57,8 @@ func TestDecodeConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := DecodeConfig[config](json.RawMessage(tt.in))
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
-			if got != tt.want {
-				t.Fatalf("got %+v, want %+v", got, tt.want)
-			}
+			require.ErrorIs(t, err, tt.wantErr)
+			assert.Equal(t, tt.want, got)
 		})
 	}
 }
@@ -71,14 +66,8 @@ func TestDecodeConfig(t *testing.T) {
 func TestAppendOps(t *testing.T) {
 	msgs := []json.RawMessage{json.RawMessage(`{"n":1}`), json.RawMessage(`{"n":2}`)}
 	got, err := json.Marshal(AppendOps("/messages", msgs))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := `[{"op":"add","path":"/messages/-","value":{"n":1}},{"op":"add","path":"/messages/-","value":{"n":2}}]`
-	if string(got) != want {
-		t.Fatalf("got %s\nwant %s", got, want)
-	}
-	if ops := AppendOps("/messages", nil); len(ops) != 0 {
-		t.Fatalf("AppendOps(nil) = %v, want no operations", ops)
-	}
+	assert.Equal(t, want, string(got))
+	assert.Empty(t, AppendOps("/messages", nil), "AppendOps(nil) must have no operations")
 }

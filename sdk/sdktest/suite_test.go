@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/sdk"
 )
@@ -362,20 +365,14 @@ func TestEveryCaseCanFail(t *testing.T) {
 	for _, b := range broken {
 		t.Run(b.name, func(t *testing.T) {
 			c, ok := cases[b.fails]
-			if !ok {
-				t.Fatalf("no case %q", b.fails)
-			}
+			require.True(t, ok, "no case %q", b.fails)
 			err := c.Run(t.Context(), b.f)
-			if err == nil {
-				t.Fatalf("case %s passed a provider that %s", b.fails, b.name)
-			}
+			require.Error(t, err, "case %s passed a provider that %s", b.fails, b.name)
 			t.Logf("case %s: %v", b.fails, err)
 			caught[b.fails] = true
 		})
 	}
 	for name := range cases {
-		if !caught[name] {
-			t.Errorf("no broken provider shows that case %s can fail", name)
-		}
+		assert.True(t, caught[name], "no broken provider shows that case %s can fail", name)
 	}
 }

@@ -2,7 +2,6 @@ package sql
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -22,9 +21,7 @@ func fakeHost(t *testing.T, resp string, err error) *abi.SQLRequest {
 	old := call
 	t.Cleanup(func() { call = old })
 	call = func(request []byte) ([]byte, error) {
-		if e := json.Unmarshal(request, &got); e != nil {
-			t.Fatalf("request is not JSON: %v", e)
-		}
+		require.NoError(t, json.Unmarshal(request, &got), "request is not JSON")
 		return []byte(resp), err
 	}
 	return &got
@@ -53,16 +50,12 @@ func TestRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := fakeHost(t, `{"results":[{}]}`, nil)
-			if err := tt.run(); err != nil {
-				t.Fatal(err)
-			}
-			if got.Write != tt.wantWrite {
-				t.Errorf("write = %v, want %v", got.Write, tt.wantWrite)
-			}
-			args, _ := json.Marshal(got.Statements[0].Args)
-			if string(args) != tt.wantArgs {
-				t.Errorf("args = %s, want %s", args, tt.wantArgs)
-			}
+			require.NoError(t, tt.run())
+			assert.Equal(t, tt.wantWrite, got.Write, "write")
+			require.Len(t, got.Statements, 1)
+			args, err := json.Marshal(got.Statements[0].Args)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantArgs, string(args), "args")
 		})
 	}
 }
@@ -73,45 +66,37 @@ func TestBatchResults(t *testing.T) {
 	b.Exec("INSERT ...")
 	b.Query("SELECT a, b FROM t")
 	res, err := b.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res[0].RowsAffected != 2 || res[0].LastInsertID != 9 {
-		t.Errorf("exec result = %+v", res[0].Result)
-	}
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	assert.Equal(t, Result{RowsAffected: 2, LastInsertID: 9}, res[0].Result, "exec result")
 	rows := res[1].Rows
-	if rows.Len() != 2 || rows.Columns[1] != "b" {
-		t.Fatalf("rows = %+v", rows)
-	}
+	require.Equal(t, 2, rows.Len())
+	require.Equal(t, []string{"a", "b"}, rows.Columns)
 	var a int64
 	s := []byte("not scanned")
-	if err := rows.Row(1).Scan(&a, &s); err != nil || a != 2 || s != nil || !rows.Row(1).IsNull(1) {
-		t.Errorf("row 1 = %d %q %v", a, s, err)
-	}
+	require.NoError(t, rows.Row(1).Scan(&a, &s), "row 1")
+	assert.Equal(t, int64(2), a)
+	assert.Nil(t, s, "NULL scanned into a []byte")
+	assert.True(t, rows.Row(1).IsNull(1))
 }
 
 func TestErrors(t *testing.T) {
 	t.Run("host error keeps its code", func(t *testing.T) {
 		fakeHost(t, "", abi.Errorf(abi.CodePermissionDenied, "ATTACH is not allowed"))
 		_, err := Exec("ATTACH 'x' AS y")
+		require.ErrorIs(t, err, abi.ErrPermissionDenied)
 		var ae *abi.Error
-		if !errors.Is(err, abi.ErrPermissionDenied) || !errors.As(err, &ae) {
-			t.Fatalf("err = %v", err)
-		}
+		require.ErrorAs(t, err, &ae)
 	})
 	t.Run("unsupported argument", func(t *testing.T) {
 		fakeHost(t, `{"results":[{}]}`, nil)
 		_, err := Exec("SELECT ?", struct{}{})
-		if !errors.Is(err, abi.ErrInvalidArgument) {
-			t.Fatalf("err = %v", err)
-		}
+		require.ErrorIs(t, err, abi.ErrInvalidArgument)
 	})
 	t.Run("result count mismatch", func(t *testing.T) {
 		fakeHost(t, `{"results":[]}`, nil)
 		_, err := Query("SELECT 1")
-		if !errors.Is(err, abi.ErrInternal) {
-			t.Fatalf("err = %v", err)
-		}
+		require.ErrorIs(t, err, abi.ErrInternal)
 	})
 }
 
@@ -128,19 +113,18 @@ func TestScan(t *testing.T) {
 		b   []byte
 		ok  bool
 	)
-	if err := row.Scan(&i, &f, &inf, &msg, &b, &ok); err != nil {
-		t.Fatal(err)
-	}
-	if i != 42 || f != 1.5 || !math.IsInf(inf, 1) || string(msg) != `{"role":"user"}` || string(b) != "\x01\x02" || !ok {
-		t.Errorf("scanned %d %v %v %s %v %v", i, f, inf, msg, b, ok)
-	}
+	require.NoError(t, row.Scan(&i, &f, &inf, &msg, &b, &ok))
+	assert.Equal(t, 42, i)
+	assert.Equal(t, 1.5, f)
+	assert.True(t, math.IsInf(inf, 1), "+Inf scanned as %v", inf)
+	assert.Equal(t, `{"role":"user"}`, string(msg))
+	assert.Equal(t, []byte{1, 2}, b)
+	assert.True(t, ok)
 	var s string
-	if err := (Row{values: []json.RawMessage{json.RawMessage(`1.5`)}}).Scan(&i); !errors.Is(err, abi.ErrInvalidArgument) {
-		t.Errorf("scan 1.5 into int: %v", err)
-	}
-	if err := (Row{values: []json.RawMessage{json.RawMessage(`1`)}}).Scan(&s, &s); !errors.Is(err, abi.ErrInvalidArgument) {
-		t.Errorf("scan with too many destinations: %v", err)
-	}
+	err := (Row{values: []json.RawMessage{json.RawMessage(`1.5`)}}).Scan(&i)
+	assert.ErrorIs(t, err, abi.ErrInvalidArgument, "scan 1.5 into int")
+	err = (Row{values: []json.RawMessage{json.RawMessage(`1`)}}).Scan(&s, &s)
+	assert.ErrorIs(t, err, abi.ErrInvalidArgument, "scan with too many destinations")
 }
 
 // TestScanIntegers checks integer destinations take exactly the values
@@ -234,20 +218,17 @@ func TestScanNull(t *testing.T) {
 func TestQueryJSON(t *testing.T) {
 	got := fakeHost(t, `{"results":[{"columns":["seq","body"],"rows":[[1,{"role":"user"}],[2,null]]}]}`, nil)
 	rows, err := QueryJSON([]string{"body"}, "SELECT seq, body FROM m")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(got.Statements[0].JSONColumns) != "[body]" || got.Write {
-		t.Errorf("request = %+v", got)
-	}
+	require.NoError(t, err)
+	require.Len(t, got.Statements, 1)
+	assert.Equal(t, []string{"body"}, got.Statements[0].JSONColumns)
+	assert.False(t, got.Write)
 	var seq int
 	var body json.RawMessage
-	if err := rows.Row(0).Scan(&seq, &body); err != nil || seq != 1 || string(body) != `{"role":"user"}` {
-		t.Errorf("row 0 = %d %s %v", seq, body, err)
-	}
-	if err := rows.Row(1).Scan(&seq, &body); err != nil || body != nil {
-		t.Errorf("row 1 = %d %s %v", seq, body, err)
-	}
+	require.NoError(t, rows.Row(0).Scan(&seq, &body), "row 0")
+	assert.Equal(t, 1, seq)
+	assert.Equal(t, `{"role":"user"}`, string(body))
+	require.NoError(t, rows.Row(1).Scan(&seq, &body), "row 1")
+	assert.Nil(t, body, "row 1's NULL body")
 }
 
 func TestDecodeResponse(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkDecodeState measures what list does before it pages: splitting
@@ -21,11 +23,13 @@ func BenchmarkDecodeState(b *testing.B) {
 	}
 	s.WriteString(`]}`)
 	state := json.RawMessage(s.String())
+	msgs, err := stateMessages(state) // checked once, outside the timed loop
+	require.NoError(b, err)
+	require.Len(b, msgs, 100)
 	b.SetBytes(int64(len(state)))
 	b.ReportAllocs()
 	for b.Loop() {
-		msgs, err := stateMessages(state)
-		if err != nil || len(msgs) != 100 {
+		if _, err := stateMessages(state); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -34,10 +38,12 @@ func BenchmarkDecodeState(b *testing.B) {
 // BenchmarkDecodeConfig measures the config read of every provide.
 func BenchmarkDecodeConfig(b *testing.B) {
 	config := json.RawMessage(`{"max_messages":20,"max_tokens":4000}`)
+	cfg, err := parseConfig(config) // checked once, outside the timed loop
+	require.NoError(b, err)
+	require.Equal(b, Config{MaxMessages: 20, MaxTokens: 4000}, cfg)
 	b.ReportAllocs()
 	for b.Loop() {
-		cfg, err := parseConfig(config)
-		if err != nil || cfg.MaxTokens != 4000 {
+		if _, err := parseConfig(config); err != nil {
 			b.Fatal(err)
 		}
 	}
