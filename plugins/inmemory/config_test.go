@@ -5,9 +5,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
@@ -18,9 +20,7 @@ import (
 func loadNative(t *testing.T, config string) (*host.Plugin, error) {
 	t.Helper()
 	h, err := host.New(t.Context(), host.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { h.Close(context.Background()) })
 	return h.LoadNative(t.Context(), provider.Name, sdk.Handler(provider.Provider{}), host.LoadOptions{Config: json.RawMessage(config)})
 }
@@ -44,9 +44,7 @@ func TestConfigSchema(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := loadNative(t, tt.config)
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("load with config %s: err = %v, want %v", tt.config, err, tt.wantErr)
-			}
+			require.ErrorIs(t, err, tt.wantErr, "load with config %s", tt.config)
 		})
 	}
 }
@@ -56,42 +54,28 @@ func TestConfigSchema(t *testing.T) {
 // messages that fit, never more than 3.
 func TestConfiguredWindow(t *testing.T) {
 	p, err := loadNative(t, `{"max_messages":3}`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	facts := abi.SessionFacts{SessionID: "s", StateKey: "history"}
 	text := func(role abi.Role, s string) json.RawMessage {
 		b, err := json.Marshal(abi.NewMessage(role, s))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return b
 	}
 	state := p.InitialState()
 	state, err = p.StoreState(t.Context(), facts, state, []json.RawMessage{text(abi.RoleSystem, "sys")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := range 4 {
 		state, err = p.StoreState(t.Context(), facts, state,
 			[]json.RawMessage{text(abi.RoleUser, fmt.Sprint("q", i))}, []json.RawMessage{text(abi.RoleAssistant, fmt.Sprint("a", i))})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 	history, _, err := p.ProvideState(t.Context(), facts, state, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var got []string
 	for _, raw := range history {
 		var m abi.Message
-		if err := json.Unmarshal(raw, &m); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(raw, &m))
 		got = append(got, m.TextContent())
 	}
-	if want := []string{"sys", "q3", "a3"}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("windowed history %q, want %q", got, want)
-	}
+	assert.Equal(t, []string{"sys", "q3", "a3"}, got, "windowed history")
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/plugins/inmemory/provider"
 	"github.com/wasmhist/wasmhist/sdk"
@@ -20,9 +22,7 @@ var _ sdktest.Subject = (*host.Plugin)(nil)
 // so the host's state handling (patches, selections) is part of what passes.
 func TestConformance(t *testing.T) {
 	h, err := host.New(t.Context(), host.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { h.Close(context.Background()) })
 
 	t.Run("native", func(t *testing.T) {

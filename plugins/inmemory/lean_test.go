@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -40,9 +43,7 @@ func TestPluginLinksNeitherFmtNorJSON(t *testing.T) {
 	var deps, stderr bytes.Buffer
 	cmd.Stdout = &stderr
 	cmd.Stderr = &deps // the linker writes its dependency graph to stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("build: %v\n%s%s", err, stderr.String(), tail(deps.String()))
-	}
+	require.NoError(t, cmd.Run(), "build:\n%s%s", stderr.String(), tail(deps.String()))
 	edges := 0
 	bad := map[string]string{}
 	for sc := bufio.NewScanner(&deps); sc.Scan(); {
@@ -58,11 +59,9 @@ func TestPluginLinksNeitherFmtNorJSON(t *testing.T) {
 			}
 		}
 	}
-	if edges == 0 {
-		t.Fatalf("the linker printed no dependency graph:\n%s", tail(deps.String()))
-	}
+	require.NotZero(t, edges, "the linker printed no dependency graph:\n%s", tail(deps.String()))
 	for to, from := range bad {
-		t.Errorf("the plugin links %s (reached from %s)", to, from)
+		assert.Failf(t, "the plugin links "+to, "reached from %s", from)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
@@ -70,13 +72,9 @@ func loadInChild(b *testing.B, wasm string) time.Duration {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
-		b.Fatalf("load child: %v: %s", err, stderr.String())
-	}
+	require.NoError(b, err, "load child: %s", stderr.String())
 	line := strings.TrimSpace(string(out))
 	ns, err := strconv.ParseInt(strings.TrimPrefix(line, "load_ns="), 10, 64)
-	if err != nil {
-		b.Fatalf("load child printed %q", line)
-	}
+	require.NoError(b, err, "load child printed %q", line)
 	return time.Duration(ns)
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
@@ -54,40 +56,30 @@ func fixture(b *testing.B, wasm string, size int) string {
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, os.MkdirAll(dir, 0o755))
 	tmp := filepath.Join(b.TempDir(), "fixture.db")
 	// The plugin creates its schema on its first call.
 	h, p := loadBench(b, wasm, tmp)
-	if _, err := p.StoreState(context.Background(), abi.SessionFacts{SessionID: "init", StateKey: "h"}, json.RawMessage(`{}`),
-		[]json.RawMessage{json.RawMessage(fixtureMessage(1))}, nil); err != nil {
-		b.Fatal(err)
-	}
+	_, err := p.StoreState(context.Background(), abi.SessionFacts{SessionID: "init", StateKey: "h"}, json.RawMessage(`{}`),
+		[]json.RawMessage{json.RawMessage(fixtureMessage(1))}, nil)
+	require.NoError(b, err)
 	h.Close(context.Background())
 
 	db, err := sql.Open("sqlite", "file:"+tmp)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	exec := func(q string, args ...any) {
-		if _, err := db.Exec(q, args...); err != nil {
-			b.Fatalf("%s: %v", q, err)
-		}
+		_, err := db.Exec(q, args...)
+		require.NoError(b, err, q)
 	}
 	exec("PRAGMA synchronous=OFF")
 	exec("DELETE FROM messages")
 	exec("DELETE FROM sessions")
 	tx, err := db.Begin()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	ins, err := tx.Prepare(`INSERT INTO messages (session, seq, role, body) VALUES (?, ?, ?, ?)`)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	rest := size - measuredSessions*measuredLength
 	others := fixtureSessions - measuredSessions
 	for s := range fixtureSessions {
@@ -103,39 +95,31 @@ func fixture(b *testing.B, wasm string, size int) string {
 			if seq%2 == 0 {
 				role = "assistant"
 			}
-			if _, err := ins.Exec(fixtureKey(s), seq, role, fixtureMessage(seq)); err != nil {
-				b.Fatal(err)
-			}
+			_, err := ins.Exec(fixtureKey(s), seq, role, fixtureMessage(seq))
+			require.NoError(b, err)
 		}
-		if _, err := tx.Exec(`INSERT INTO sessions (key, last_seq) VALUES (?, ?)`, fixtureKey(s), n); err != nil {
-			b.Fatal(err)
-		}
+		_, err := tx.Exec(`INSERT INTO sessions (key, last_seq) VALUES (?, ?)`, fixtureKey(s), n)
+		require.NoError(b, err)
 	}
-	if err := tx.Commit(); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, tx.Commit())
 	exec("PRAGMA wal_checkpoint(TRUNCATE)")
 	db.Close()
-	if err := os.Rename(tmp, path); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, os.Rename(tmp, path))
 	return path
 }
 
 func loadBench(b *testing.B, wasm, db string) (*host.Host, *host.Plugin) {
 	b.Helper()
 	h, err := host.New(context.Background(), host.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	p, err := h.Load(context.Background(), host.File(wasm), host.LoadOptions{
 		Config: json.RawMessage(fmt.Sprintf(`{"max_messages":%d}`, provideWindow)),
 		Grants: []host.Grant{host.SQLGrant{Path: db}},
 	})
 	if err != nil {
 		h.Close(context.Background())
-		b.Fatal(err)
 	}
+	require.NoError(b, err)
 	return h, p
 }
 
@@ -164,9 +148,7 @@ func parallel(b *testing.B, goroutines int, op func(g, i int) error) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatal(err)
-	}
+	require.Nil(b, failed.Load(), "an operation failed")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
 
@@ -223,17 +205,14 @@ func BenchmarkStore(b *testing.B) {
 // restoreFixture removes what a store benchmark appended.
 func restoreFixture(b *testing.B, path string) {
 	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer db.Close()
 	for _, q := range []string{
 		fmt.Sprintf(`DELETE FROM messages WHERE session IN (SELECT key FROM sessions LIMIT %d) AND seq > %d`, measuredSessions, measuredLength),
 		fmt.Sprintf(`UPDATE sessions SET last_seq = %d WHERE key IN (SELECT key FROM sessions LIMIT %d)`, measuredLength, measuredSessions),
 		`PRAGMA wal_checkpoint(TRUNCATE)`,
 	} {
-		if _, err := db.Exec(q); err != nil {
-			b.Fatalf("restore fixture: %s: %v", q, err)
-		}
+		_, err := db.Exec(q)
+		require.NoError(b, err, "restore fixture: %s", q)
 	}
 }

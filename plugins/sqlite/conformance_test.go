@@ -4,9 +4,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
@@ -17,9 +18,7 @@ const importPath = "github.com/wasmhist/wasmhist/plugins/sqlite"
 func newHost(t *testing.T) *host.Host {
 	t.Helper()
 	h, err := host.New(t.Context(), host.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { h.Close(context.Background()) })
 	return h
 }
@@ -40,7 +39,5 @@ func TestLoadWithoutGrant(t *testing.T) {
 	h := newHost(t)
 	wasm := sdktest.BuildPlugin(t, importPath)
 	_, err := h.Load(t.Context(), host.File(wasm), host.LoadOptions{})
-	if !errors.Is(err, host.ErrCapabilityDenied) {
-		t.Fatalf("load without the sql grant: err = %v, want ErrCapabilityDenied", err)
-	}
+	require.ErrorIs(t, err, host.ErrCapabilityDenied, "load without the sql grant")
 }

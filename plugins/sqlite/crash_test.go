@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -28,9 +29,8 @@ func buildChild(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "crashchild")
 	cmd := exec.Command(sdktest.GoCommand(), "build", "-o", out, "./testdata/crashchild")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build crash child: %v\n%s", err, b)
-	}
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "build crash child:\n%s", b)
 	return out
 }
 
@@ -53,18 +53,13 @@ func TestCrashDurability(t *testing.T) {
 	t.Logf("%d kills, %d acknowledged stores, %s", kills, len(acked), time.Since(start))
 
 	conn, err := sql.Open("sqlite", "file:"+db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 	var integrity string
-	if err := conn.QueryRow("PRAGMA integrity_check").Scan(&integrity); err != nil || integrity != "ok" {
-		t.Fatalf("integrity_check: %q, %v", integrity, err)
-	}
+	require.NoError(t, conn.QueryRow("PRAGMA integrity_check").Scan(&integrity), "integrity_check")
+	require.Equal(t, "ok", integrity, "integrity_check")
 	rows, err := conn.Query("SELECT seq, body FROM messages WHERE session = ? ORDER BY seq", key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rows.Close()
 	var stored []string // turn ids, one per whole turn
 	seen := map[string]bool{}
@@ -73,38 +68,26 @@ func TestCrashDurability(t *testing.T) {
 	for rows.Next() {
 		var seq int64
 		var body string
-		if err := rows.Scan(&seq, &body); err != nil {
-			t.Fatal(err)
-		}
-		if seq != lastSeq+1 {
-			t.Fatalf("sequence jumps from %d to %d", lastSeq, seq)
-		}
+		require.NoError(t, rows.Scan(&seq, &body))
+		require.Equal(t, lastSeq+1, seq, "sequence jumps from %d", lastSeq)
 		lastSeq = seq
 		var m abi.Message
-		if err := json.Unmarshal([]byte(body), &m); err != nil {
-			t.Fatalf("message %d: %v", seq, err)
-		}
+		require.NoError(t, json.Unmarshal([]byte(body), &m), "message %d", seq)
 		text := m.Contents[0].Text
 		switch {
 		case pending == "" && strings.HasSuffix(text, "-q"):
 			pending = strings.TrimSuffix(text, "-q")
 		case pending != "" && text == pending+"-a":
-			if seen[pending] {
-				t.Fatalf("turn %s stored twice", pending)
-			}
+			require.False(t, seen[pending], "turn %s stored twice", pending)
 			seen[pending] = true
 			stored = append(stored, pending)
 			pending = ""
 		default:
-			t.Fatalf("message %d %q breaks a turn (pending %q)", seq, text, pending)
+			require.Failf(t, "a message breaks a turn", "message %d %q (pending %q)", seq, text, pending)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if pending != "" {
-		t.Fatalf("turn %s stored without its answer", pending)
-	}
+	require.NoError(t, rows.Err())
+	require.Empty(t, pending, "a turn stored without its answer")
 	// Acknowledged turns appear in acknowledgement order; a turn that
 	// committed but was killed before its acknowledgement may sit between.
 	i := 0
@@ -113,12 +96,12 @@ func TestCrashDurability(t *testing.T) {
 			i++
 		}
 	}
-	if i != len(acked) {
-		t.Fatalf("acknowledged turn %s missing or out of order (%d stored turns, %d acknowledged)", acked[i], len(stored), len(acked))
+	missing := ""
+	if i < len(acked) {
+		missing = acked[i]
 	}
-	if len(stored) > len(acked)+kills {
-		t.Fatalf("%d turns stored, more than %d acknowledged plus one in flight per kill", len(stored), len(acked))
-	}
+	require.Equal(t, len(acked), i, "acknowledged turn %s missing or out of order (%d stored turns, %d acknowledged)", missing, len(stored), len(acked))
+	require.LessOrEqual(t, len(stored), len(acked)+kills, "more turns stored than %d acknowledged plus one in flight per kill", len(acked))
 }
 
 // crashRun starts a child, lets it acknowledge a few stores, kills it at a
@@ -127,14 +110,10 @@ func crashRun(t *testing.T, child, wasm, db, key string, run int, rng *rand.Rand
 	t.Helper()
 	cmd := exec.Command(child, wasm, db, key, fmt.Sprint(run))
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -162,11 +141,7 @@ func crashRun(t *testing.T, child, wasm, db, key string, run int, rng *rand.Rand
 		}
 	}
 	err = cmd.Wait()
-	if hung.Load() {
-		t.Fatalf("run %d: child made no progress for a minute; stderr:\n%s", run, stderr.String())
-	}
-	if err == nil || !strings.Contains(err.Error(), "killed") {
-		t.Fatalf("run %d: child ended with %v, not killed; stderr:\n%s", run, err, stderr.String())
-	}
+	require.False(t, hung.Load(), "run %d: child made no progress for a minute; stderr:\n%s", run, stderr.String())
+	require.ErrorContains(t, err, "killed", "run %d: child not killed; stderr:\n%s", run, stderr.String())
 	return acked
 }

@@ -2,11 +2,11 @@ package provider
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"reflect"
-	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/sdk"
@@ -26,24 +26,18 @@ func msgs(from, to int) []json.RawMessage {
 
 func TestDescribe(t *testing.T) {
 	info := Provider{}.Describe()
-	if info.Name != Name || info.ABI != abi.Version || info.StateVersion != StateVersion {
-		t.Fatalf("describe = %+v", info)
-	}
+	require.Equal(t, Name, info.Name)
+	require.Equal(t, abi.Version, info.ABI)
+	require.Equal(t, StateVersion, info.StateVersion)
 	for name, doc := range map[string]json.RawMessage{"state_schema": info.StateSchema, "config_schema": info.ConfigSchema, "initial_state": info.InitialState} {
-		if !json.Valid(doc) {
-			t.Errorf("%s is not valid JSON: %s", name, doc)
-		}
+		assert.True(t, json.Valid(doc), "%s is not valid JSON: %s", name, doc)
 	}
 	// provide, store and clear must not receive the history: that is what
 	// keeps the per-call cost flat as the history grows.
 	for _, export := range []string{abi.ExportProvide, abi.ExportStore, abi.ExportClear} {
-		if !slices.Contains(info.OmitState, export) {
-			t.Errorf("omit_state %v lacks %s", info.OmitState, export)
-		}
+		assert.Contains(t, info.OmitState, export)
 	}
-	if slices.Contains(info.OmitState, abi.ExportList) {
-		t.Errorf("omit_state %v lists list, which needs the state", info.OmitState)
-	}
+	assert.NotContains(t, info.OmitState, abi.ExportList, "list needs the state")
 }
 
 func TestProvideWindow(t *testing.T) {
@@ -65,19 +59,14 @@ func TestProvideWindow(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, err := Provider{}.Provide(t.Context(), &abi.ProvideRequest{Config: json.RawMessage(tt.config), RequestMessages: msgs(0, 2)})
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
+			require.ErrorIs(t, err, tt.wantErr)
 			if err != nil {
 				return
 			}
-			if len(resp.Messages) != 0 || resp.State != nil || resp.Patch != nil {
-				t.Fatalf("provide answered by value or changed state: %+v", resp)
-			}
-			want := &abi.StateSelection{Pointer: "/messages", Window: tt.want}
-			if !reflect.DeepEqual(resp.FromState, want) {
-				t.Fatalf("from_state = %+v (window %+v), want %+v (window %+v)", resp.FromState, resp.FromState.Window, want, want.Window)
-			}
+			require.Empty(t, resp.Messages, "provide answered by value")
+			require.Nil(t, resp.State, "provide changed the state")
+			require.Nil(t, resp.Patch, "provide changed the state")
+			assert.Equal(t, &abi.StateSelection{Pointer: "/messages", Window: tt.want}, resp.FromState)
 		})
 	}
 }
@@ -96,22 +85,15 @@ func TestStore(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, err := Provider{}.Store(t.Context(), &abi.StoreRequest{RequestMessages: tt.request, ResponseMessages: tt.response})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.State != nil {
-				t.Fatalf("store answered a whole state; it must append with a patch")
-			}
+			require.NoError(t, err)
+			require.Nil(t, resp.State, "store answered a whole state; it must append with a patch")
 			var got []json.RawMessage
 			for _, op := range resp.Patch {
-				if op.Op != abi.PatchAdd || op.Path != "/messages/-" {
-					t.Fatalf("patch op %+v, want add /messages/-", op)
-				}
+				require.Equal(t, abi.PatchAdd, op.Op, "patch op %+v", op)
+				require.Equal(t, "/messages/-", op.Path, "patch op %+v", op)
 				got = append(got, op.Value)
 			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("appended %s, want %s", got, tt.want)
-			}
+			assert.Equal(t, tt.want, got, "appended")
 		})
 	}
 }
@@ -121,20 +103,14 @@ func TestStoreKeepsMessagesVerbatim(t *testing.T) {
 	// through untouched.
 	in := `{"session":{"session_id":"s","state_key":"k"},"request_messages":[{"role":"user", "x_later": {"k": [1, 2]}}],"response_messages":[]}`
 	out, err := sdk.Handler(Provider{})(t.Context(), abi.ExportStore, []byte(in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := `{"state_patch":[{"op":"add","path":"/messages/-","value":{"role":"user", "x_later": {"k": [1, 2]}}}]}`
-	if string(out) != want {
-		t.Fatalf("store output\n got %s\nwant %s", out, want)
-	}
+	assert.Equal(t, want, string(out), "store output")
 }
 
 func TestList(t *testing.T) {
 	state, err := json.Marshal(State{Messages: msgs(0, 5)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tests := []struct {
 		name     string
 		state    string
@@ -158,53 +134,40 @@ func TestList(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, err := Provider{}.List(t.Context(), &abi.ListRequest{State: json.RawMessage(tt.state), Cursor: tt.cursor, Limit: tt.limit})
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
+			require.ErrorIs(t, err, tt.wantErr)
 			if err != nil {
 				return
 			}
-			if len(resp.Messages) != len(tt.want) || (len(tt.want) > 0 && !reflect.DeepEqual(resp.Messages, tt.want)) {
-				t.Fatalf("page %s, want %s", resp.Messages, tt.want)
+			if len(tt.want) == 0 {
+				assert.Empty(t, resp.Messages, "page")
+			} else {
+				assert.Equal(t, tt.want, resp.Messages, "page")
 			}
-			if resp.NextCursor != tt.wantNext {
-				t.Fatalf("next cursor %q, want %q", resp.NextCursor, tt.wantNext)
-			}
+			assert.Equal(t, tt.wantNext, resp.NextCursor, "next cursor")
 		})
 	}
 }
 
 func TestListPagesThroughEverything(t *testing.T) {
 	state, err := json.Marshal(State{Messages: msgs(0, 7)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var all []json.RawMessage
 	cursor := ""
 	for pages := 0; ; pages++ {
-		if pages > 7 {
-			t.Fatal("list never reached the last page")
-		}
+		require.LessOrEqual(t, pages, 7, "list never reached the last page")
 		resp, err := Provider{}.List(t.Context(), &abi.ListRequest{State: state, Cursor: cursor, Limit: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		all = append(all, resp.Messages...)
 		if cursor = resp.NextCursor; cursor == "" {
 			break
 		}
 	}
-	if !reflect.DeepEqual(all, msgs(0, 7)) {
-		t.Fatalf("pages joined = %s", all)
-	}
+	assert.Equal(t, msgs(0, 7), all, "pages joined")
 }
 
 func TestClear(t *testing.T) {
 	resp, err := Provider{}.Clear(t.Context(), &abi.ClearRequest{State: json.RawMessage(`{"messages":[{"role":"user"}]}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(resp.State) != `{"messages":[]}` || resp.Patch != nil {
-		t.Fatalf("clear = %+v, want the empty history", resp)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, `{"messages":[]}`, string(resp.State), "clear must answer the empty history")
+	assert.Nil(t, resp.Patch)
 }

@@ -1,8 +1,9 @@
 package provider
 
 import (
-	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestTrim(t *testing.T) {
@@ -32,9 +33,7 @@ func TestTrim(t *testing.T) {
 			for _, m := range trim(tt.in, tt.max) {
 				got = append(got, m.seq)
 			}
-			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
-				t.Errorf("trim = %v, want %v", got, tt.want)
-			}
+			assert.Equal(t, tt.want, got, "trim")
 		})
 	}
 }
