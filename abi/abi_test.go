@@ -73,15 +73,11 @@ func TestDecodeError(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := DecodeError([]byte(tt.in))
-			if e.Code != tt.code {
-				t.Fatalf("code = %q, want %q", e.Code, tt.code)
-			}
-			if !errors.Is(e, tt.sentinel) {
-				t.Fatalf("errors.Is(%v, %v) = false", e, tt.sentinel)
-			}
+			require.Equal(t, tt.code, e.Code)
+			require.ErrorIs(t, e, tt.sentinel)
 			for _, other := range codeSentinels {
-				if other != tt.sentinel && errors.Is(e, other) {
-					t.Fatalf("error %v also matches %v", e, other)
+				if other != tt.sentinel {
+					assert.NotErrorIs(t, e, other)
 				}
 			}
 		})
@@ -90,15 +86,9 @@ func TestDecodeError(t *testing.T) {
 
 func TestAsErrorKeepsCodes(t *testing.T) {
 	wrapped := errors.Join(errors.New("context"), Errorf(CodeUnavailable, "db down"))
-	if got := AsError(wrapped).Code; got != CodeUnavailable {
-		t.Fatalf("AsError of wrapped *Error = %q, want unavailable", got)
-	}
-	if got := AsError(ErrInvalidArgument).Code; got != CodeInvalidArgument {
-		t.Fatalf("AsError(ErrInvalidArgument) = %q", got)
-	}
-	if got := AsError(errors.New("x")).Code; got != CodeInternal {
-		t.Fatalf("AsError(plain) = %q", got)
-	}
+	assert.Equal(t, CodeUnavailable, AsError(wrapped).Code, "AsError of a wrapped *Error")
+	assert.Equal(t, CodeInvalidArgument, AsError(ErrInvalidArgument).Code, "AsError(ErrInvalidArgument)")
+	assert.Equal(t, CodeInternal, AsError(errors.New("x")).Code, "AsError(plain)")
 }
 
 func TestMessageRoundTripKeepsUnknownParts(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/schemas"
@@ -28,12 +30,8 @@ func compiler(t testing.TB) *jsonschema.Compiler {
 	c.LoadURL = func(u string) (io.ReadCloser, error) { return nil, fmt.Errorf("refusing to load %s", u) }
 	for _, n := range schemas.Names() {
 		b, err := schemas.Read(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.AddResource(schemas.ID(n), bytes.NewReader(b)); err != nil {
-			t.Fatalf("%s: %v", n, err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, c.AddResource(schemas.ID(n), bytes.NewReader(b)), n)
 	}
 	return c
 }
@@ -44,9 +42,7 @@ func project(t testing.TB) map[string]*jsonschema.Schema {
 	out := map[string]*jsonschema.Schema{}
 	for _, n := range schemas.Names() {
 		s, err := c.Compile(schemas.ID(n))
-		if err != nil {
-			t.Fatalf("compiling %s: %v", n, err)
-		}
+		require.NoError(t, err, "compiling %s", n)
 		out[n] = s
 	}
 	return out
@@ -67,9 +63,7 @@ func decode(b []byte) (any, error) {
 
 func TestSchemaFiles(t *testing.T) {
 	names := schemas.Names()
-	if len(names) == 0 {
-		t.Fatal("no embedded schemas")
-	}
+	require.NotEmpty(t, names, "no embedded schemas")
 	for _, n := range names {
 		t.Run(n, func(t *testing.T) {
 			b, _ := schemas.Read(n)
@@ -78,18 +72,10 @@ func TestSchemaFiles(t *testing.T) {
 				ID     string `json:"$id"`
 				Title  string `json:"title"`
 			}
-			if err := json.Unmarshal(b, &head); err != nil {
-				t.Fatal(err)
-			}
-			if head.ID != schemas.ID(n) {
-				t.Errorf("$id = %q, want %q", head.ID, schemas.ID(n))
-			}
-			if head.Schema != "https://json-schema.org/draft/2020-12/schema" {
-				t.Errorf("$schema = %q, want draft 2020-12", head.Schema)
-			}
-			if head.Title == "" {
-				t.Error("no title")
-			}
+			require.NoError(t, json.Unmarshal(b, &head))
+			assert.Equal(t, schemas.ID(n), head.ID, "$id")
+			assert.Equal(t, "https://json-schema.org/draft/2020-12/schema", head.Schema, "$schema")
+			assert.NotEmpty(t, head.Title, "no title")
 		})
 	}
 	project(t) // every file compiles, every $ref resolves without loading
@@ -100,19 +86,16 @@ func TestEveryExportHasSchemas(t *testing.T) {
 	exports := append(slices.Clone(abi.RequiredExports), abi.OptionalExports...)
 	for _, e := range exports {
 		pair, ok := schemas.ExportSchemas[e]
-		if !ok {
-			t.Errorf("export %s has no schemas", e)
+		if !assert.True(t, ok, "export %s has no schemas", e) {
 			continue
 		}
 		for _, n := range pair {
-			if n != "" && !slices.Contains(schemas.Names(), n) {
-				t.Errorf("export %s: schema %s is not embedded", e, n)
+			if n != "" {
+				assert.Contains(t, schemas.Names(), n, "export %s: schema %s is not embedded", e, n)
 			}
 		}
 	}
-	if len(schemas.ExportSchemas) != len(exports) {
-		t.Errorf("ExportSchemas has %d exports, the ABI %d", len(schemas.ExportSchemas), len(exports))
-	}
+	assert.Len(t, schemas.ExportSchemas, len(exports), "ExportSchemas against the ABI's exports")
 }
 
 // TestGoTypesMatchSchemas encodes fully populated abi values with
@@ -169,16 +152,10 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s %T", tt.schema, tt.value), func(t *testing.T) {
 			b, err := json.Marshal(tt.value)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			v, err := decode(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := ps[tt.schema].Validate(v); err != nil {
-				t.Fatalf("%s\n%#v", b, err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, ps[tt.schema].Validate(v), "%s", b)
 		})
 	}
 }
@@ -208,12 +185,9 @@ func classify(name string) (class int, schemaName string, ok bool) {
 func repoRoot(t *testing.T) string {
 	t.Helper()
 	dir, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		t.Fatalf("module root not found above schemas/: %v", err)
-	}
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err, "module root not found above schemas/")
 	return dir
 }
 
@@ -243,13 +217,9 @@ func TestRepositoryDocuments(t *testing.T) {
 		wantInvalid := strings.Contains("/"+rel, "/testdata/invalid/")
 		t.Run(rel, func(t *testing.T) {
 			class, name, ok := classify(d.Name())
-			if !ok {
-				t.Fatalf("cannot tell what %s is: name it *.<schema>.json (one of %s), *.schema.json or *.foreign.json; see schemas/README.md", rel, strings.Join(schemas.Names(), ", "))
-			}
+			require.True(t, ok, "cannot tell what %s is: name it *.<schema>.json (one of %s), *.schema.json or *.foreign.json; see schemas/README.md", rel, strings.Join(schemas.Names(), ", "))
 			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var verr error
 			switch class {
 			case classForeign:
@@ -268,11 +238,10 @@ func TestRepositoryDocuments(t *testing.T) {
 					verr = ps[name].Validate(v)
 				}
 			}
-			switch {
-			case wantInvalid && verr == nil:
-				t.Fatalf("%s is under testdata/invalid/ but passes its check (%s)", rel, checkName(class, name))
-			case !wantInvalid && verr != nil:
-				t.Fatalf("%s fails its check (%s): %v", rel, checkName(class, name), verr)
+			if wantInvalid {
+				require.Error(t, verr, "%s is under testdata/invalid/ but passes its check (%s)", rel, checkName(class, name))
+			} else {
+				require.NoError(t, verr, "%s fails its check (%s)", rel, checkName(class, name))
 			}
 		})
 		checked++
@@ -281,14 +250,10 @@ func TestRepositoryDocuments(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// schemas/testdata holds examples of both kinds; finding none means the
 	// walk is broken, not that there is nothing to check.
-	if checked == 0 || invalid == 0 {
-		t.Fatalf("checked %d files (%d invalid); the walk found nothing to check", checked, invalid)
-	}
+	require.True(t, checked > 0 && invalid > 0, "checked %d files (%d invalid); the walk found nothing to check", checked, invalid)
 }
 
 func checkName(class int, name string) string {
@@ -320,9 +285,9 @@ func TestClassify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			class, name, ok := classify(tt.file)
-			if ok != tt.ok || class != tt.class || name != tt.name {
-				t.Fatalf("classify = %d %q %v, want %d %q %v", class, name, ok, tt.class, tt.name, tt.ok)
-			}
+			assert.Equal(t, tt.ok, ok, "ok")
+			assert.Equal(t, tt.class, class, "class")
+			assert.Equal(t, tt.name, name, "schema name")
 		})
 	}
 }
