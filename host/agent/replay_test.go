@@ -98,3 +98,41 @@ func TestAgentResumeReplaysToStrictServer(t *testing.T) {
 		}
 	}
 }
+
+// On the Responses API the instructions travel in the instructions
+// parameter on every call, and never as an input item: a continuation
+// (previous_response_id) would otherwise add one system item to the
+// stored conversation per call.
+func TestAgentResponsesSendsInstructionsAsParameter(t *testing.T) {
+	ctx := context.Background()
+	srv := openaitest.NewServer(t)
+	a, err := agent.New(agent.Config{
+		Model:        openai.NewResponses(openai.Options{BaseURL: srv.URL, APIKey: "sk-test", Model: "test-model"}),
+		Instructions: "be brief",
+		Tools: []agent.Tool{{Name: "lookup", Func: func(context.Context, json.RawMessage) (any, error) {
+			return "42", nil
+		}}},
+		RequirePerServiceCallPersistence: true,
+	})
+	require.NoError(t, err)
+	s := session.New()
+	srv.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "lookup", Arguments: `{}`}), openaitest.Text("it is 42"))
+	require.NoError(t, runTurn(ctx, a, s, false, "first"))
+	srv.Enqueue(openaitest.Text("again"))
+	require.NoError(t, runTurn(ctx, a, s, false, "second"))
+
+	reqs := srv.Requests()
+	require.Len(t, reqs, 3)
+	for i, r := range reqs {
+		require.NotNil(t, r.Responses, "request %d", i)
+		assert.Equal(t, "be brief", r.Responses.Instructions, "request %d: instructions", i)
+		items, err := r.Responses.Items()
+		require.NoError(t, err)
+		for j, it := range items {
+			assert.NotEqual(t, "system", it.Role, "request %d item %d: instructions sent as an input item", i, j)
+		}
+		if i > 0 {
+			assert.NotEmpty(t, r.Responses.PreviousResponseID, "request %d continues", i)
+		}
+	}
+}

@@ -33,7 +33,6 @@ type run struct {
 	maxIter int
 	emit    func(RunUpdate) bool // nil unless streaming
 
-	instr   []abi.Message // the instructions as a system message, or none
 	ctxMsgs []abi.Message // context-provider messages, stamped
 	input   []abi.Message // the caller's messages, stamped external
 	history []abi.Message // history the loop loaded (not in sentinel mode)
@@ -79,9 +78,6 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 	}
 	if r.maxIter == 0 {
 		r.maxIter = DefaultMaxIterations
-	}
-	if a.cfg.Instructions != "" {
-		r.instr = []abi.Message{abi.NewMessage(abi.RoleSystem, a.cfg.Instructions)}
 	}
 	r.input = make([]abi.Message, len(input))
 	for i, m := range input {
@@ -204,7 +200,7 @@ func (r *run) loadHistory(ctx context.Context) ([]abi.Message, error) {
 
 // compose builds the messages of one model call.
 func (r *run) compose(convID string, produced, results []abi.Message) []abi.Message {
-	out := append([]abi.Message(nil), r.instr...)
+	var out []abi.Message
 	switch {
 	case convID == "":
 		// Nothing keeps the conversation: send all of it.
@@ -241,6 +237,7 @@ func (r *run) execute(ctx context.Context) (*RunResult, error) {
 	r.pendingInputs = concat(r.ctxMsgs, r.input)
 	for {
 		req := model.Request{
+			Instructions:   r.a.cfg.Instructions,
 			Messages:       r.compose(convID, res.Messages, results),
 			Tools:          r.a.specs,
 			ConversationID: convID,
