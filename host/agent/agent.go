@@ -171,6 +171,10 @@ type RunResult struct {
 	Iterations int
 	// Usage sums the usage the service reported.
 	Usage abi.Usage
+	// Resumed lists the tool calls an earlier run left open
+	// (session.Session.PendingToolCalls) that this run answered before its
+	// input, and how.
+	Resumed []ResumedCall
 }
 
 // Text returns the text of the last assistant message.
