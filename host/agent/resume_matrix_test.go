@@ -305,3 +305,74 @@ func TestResumeAfterFailedModelCall(t *testing.T) {
 		}
 	}
 }
+
+type savedSessions struct{ all []*session.Session }
+
+func (s *savedSessions) Save(_ context.Context, x *session.Session) error {
+	s.all = append(s.all, x.Clone())
+	return nil
+}
+
+// A process that died after committing the call that asked for a tool, and
+// before recording what the tool returned, leaves open calls without a
+// result. The next run repeats a tool marked SafeToRepeat; any other is
+// answered with an error saying its result is unknown. Either way the
+// service accepts the continuation.
+func TestResumeAfterCrashBeforeResult(t *testing.T) {
+	for _, safe := range []bool{false, true} {
+		t.Run(fmt.Sprintf("safe-to-repeat=%v", safe), func(t *testing.T) {
+			ctx := context.Background()
+			srv := openaitest.NewServer(t)
+			runs := 0
+			tool := agent.Tool{Name: "clock", SafeToRepeat: safe, Func: func(context.Context, json.RawMessage) (any, error) {
+				runs++
+				return "12:00", nil
+			}}
+			saved := &savedSessions{}
+			p := agent.NewMemoryProvider("history")
+			a, err := agent.New(agent.Config{
+				Model:                            modelClient("responses", srv.URL),
+				Tools:                            []agent.Tool{tool},
+				Providers:                        []agent.ProviderConfig{{Provider: p, SkipLoad: true}},
+				RequirePerServiceCallPersistence: true,
+				Saver:                            saved,
+			})
+			require.NoError(t, err)
+			srv.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "call_r1", Name: "clock", Arguments: `{}`}), openaitest.Fail(500, "down"))
+			_, err = a.Run(ctx, session.New(), []abi.Message{abi.NewMessage(abi.RoleUser, "time?")}, nil)
+			require.Error(t, err)
+			require.Equal(t, 1, runs)
+			// What the store held when the process died: the first commit.
+			require.NotEmpty(t, saved.all)
+			s := saved.all[0]
+			require.Len(t, s.PendingToolCalls, 1)
+			require.False(t, s.PendingToolCalls[0].Done)
+
+			srv.Enqueue(openaitest.Text("ok"))
+			res, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "again")}, nil)
+			require.NoError(t, err, "the resumed turn was refused")
+			require.Len(t, res.Resumed, 1)
+			got := res.Resumed[0]
+			last := srv.Requests()[len(srv.Requests())-1]
+			items, err := last.Responses.Items()
+			require.NoError(t, err)
+			require.Len(t, items, 2)
+			assert.Equal(t, "function_call_output", items[0].Type)
+			assert.Equal(t, "call_r1", items[0].CallID)
+			if safe {
+				assert.Equal(t, agent.ResumedRepeated, got.How)
+				assert.Equal(t, 2, runs, "the tool ran again")
+				assert.Equal(t, `"12:00"`, string(items[0].Output))
+			} else {
+				assert.Equal(t, agent.ResumedUnknown, got.How)
+				assert.Equal(t, 1, runs, "the tool did not run again")
+				assert.Contains(t, string(items[0].Output), "interrupted")
+				assert.Equal(t, "tool clock (call_r1) was interrupted; the model was told its result is unknown", got.String())
+			}
+			history, err := p.Messages(s)
+			require.NoError(t, err)
+			assert.Equal(t, "user:time? call:call_r1 result:call_r1 user:again asst:ok", renderIDs(history))
+			assert.Empty(t, s.PendingToolCalls)
+		})
+	}
+}
