@@ -196,9 +196,9 @@ func resume(ctx context.Context, pluginPath, sessions string) error {
 	if err != nil {
 		return err
 	}
-	// The call the child never answered is left out of what the model
-	// sees (an orphan call would break a real API's ordering rules), so a
-	// new turn simply asks again.
+	// The call the child never answered is open in the session; the new
+	// turn answers it first (the calculator is safe to repeat, so it runs
+	// again) and then asks again.
 	fmt.Println("  user: Try again: what is 6*7?")
 	res, err := agent.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "Try again: what is 6*7?")}, nil)
 	if err != nil {

@@ -40,7 +40,7 @@ func Test_main(t *testing.T) {
   resume: the session file is at revision 1, stored: user call
   user: Try again: what is 6*7?
   assistant: 6*7 = 42.
-  now at revision 3, stored: user call user call result answer
+  now at revision 3, stored: user call result user call result answer
 `
 	require.Equal(t, want, got)
 }

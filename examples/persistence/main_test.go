@@ -38,6 +38,7 @@ func Test_main(t *testing.T) {
   stored: user call result answer
 == per-service-call, second model call fails
   commit rev 1: user call
+  commit rev 2: user call
   run failed: agent: run: model call 2: model unavailable
   stored: user call
 `

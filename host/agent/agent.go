@@ -57,8 +57,10 @@ type Config struct {
 	// wraps it with PersistPerServiceCall when per-service-call persistence
 	// is required.
 	Model model.Client
-	// Instructions, when set, is sent as a leading system message on every
-	// model call. It is never stored.
+	// Instructions, when set, is sent on every model call as
+	// model.Request.Instructions: the Responses API's instructions
+	// parameter, a leading system message for Chat Completions and the
+	// offline model. It is never stored.
 	Instructions string
 	// Tools the model may call.
 	Tools []Tool
@@ -169,6 +171,10 @@ type RunResult struct {
 	Iterations int
 	// Usage sums the usage the service reported.
 	Usage abi.Usage
+	// Resumed lists the tool calls an earlier run left open
+	// (session.Session.PendingToolCalls) that this run answered before its
+	// input, and how.
+	Resumed []ResumedCall
 }
 
 // Text returns the text of the last assistant message.

@@ -82,7 +82,14 @@ func TestAgentFailureMidLoop(t *testing.T) {
 				for _, p := range []*MemoryProvider{primary, audit} {
 					assert.Equal(t, "user:q1 call:c1", stored(t, p, s))
 				}
-				assert.Equal(t, int64(1), s.Revision, "revision")
+				// The tool ran before the failure: its result is committed
+				// as the open call's, for the next run to send.
+				assert.Equal(t, int64(2), s.Revision, "revision: the call, then the tool's result")
+				require.Len(t, s.PendingToolCalls, 1)
+				p := s.PendingToolCalls[0]
+				assert.Equal(t, "c1", p.CallID)
+				assert.True(t, p.Done, "the result was computed")
+				assert.JSONEq(t, `{"found":"42"}`, string(p.Result))
 				assert.Equal(t, `{"keep":true}`, string(s.State["other"].Data), "unrelated state is left alone")
 			})
 		}

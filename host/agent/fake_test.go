@@ -57,6 +57,10 @@ func (f fakeStorer) StoresHistoryByDefault() bool { return f.stores }
 func (f *fakeService) client() model.Client { return fakeStorer{f} }
 
 func (f *fakeService) Complete(ctx context.Context, req model.Request) (*model.Response, error) {
+	// Instructions reach the model as a leading system message, as the
+	// Chat Completions client sends them.
+	req.Messages = model.MessagesWithInstructions(req)
+	req.Instructions = ""
 	if f.observe != nil {
 		f.observe(req)
 	}

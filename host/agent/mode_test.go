@@ -240,7 +240,11 @@ func TestEveryModeBehavesAsItsRow(t *testing.T) {
 			require.ErrorIs(t, err, errServiceDown)
 			if row.store == storeEveryCall {
 				assert.Equal(t, afterCall1, stored(t, m.audit, m.session), "a failed run keeps the calls that succeeded")
-				assert.Equal(t, int64(1), m.session.Revision)
+				// ...and, in a second commit, the result the tool returned
+				// for the call the first one left open.
+				assert.Equal(t, int64(2), m.session.Revision)
+				require.Len(t, m.session.PendingToolCalls, 1)
+				assert.True(t, m.session.PendingToolCalls[0].Done)
 				return
 			}
 			assert.Equal(t, before, mustJSON(t, m.session), "a failed run changes the session")

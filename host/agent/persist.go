@@ -145,11 +145,15 @@ func (r *run) afterCall(ctx context.Context, resp *model.Response) (*model.Respo
 		r.work.ServiceSessionID = id
 	}
 	for _, pc := range r.a.cfg.Providers {
-		if err := r.storeInto(ctx, pc, r.pendingInputs, r.pendingResults, resp.Messages); err != nil {
+		if err := r.storeInto(ctx, pc, r.pendingResumed, r.pendingInputs, r.pendingResults, resp.Messages); err != nil {
 			return nil, err
 		}
 	}
-	r.pendingInputs, r.pendingResults = nil, nil
+	r.pendingResumed, r.pendingInputs, r.pendingResults = nil, nil, nil
+	// The calls this response asks for are open until a later call
+	// carries their results; the session says so, so that a run that
+	// stops before then can be resumed.
+	r.work.PendingToolCalls = openCalls(resp.Messages)
 	if err := r.commit(ctx); err != nil {
 		return nil, err
 	}

@@ -33,7 +33,6 @@ type run struct {
 	maxIter int
 	emit    func(RunUpdate) bool // nil unless streaming
 
-	instr   []abi.Message // the instructions as a system message, or none
 	ctxMsgs []abi.Message // context-provider messages, stamped
 	input   []abi.Message // the caller's messages, stamped external
 	history []abi.Message // history the loop loaded (not in sentinel mode)
@@ -48,6 +47,13 @@ type run struct {
 	pendingInputs  []abi.Message // new request messages of the next call...
 	pendingResults []abi.Message // ...and the tool results it sends
 	stopped        bool          // a streaming consumer stopped early
+
+	// Answers to the tool calls an earlier run left open, sent before the
+	// input on the first call (see resume).
+	resumed        []abi.Message
+	resumedCalls   []ResumedCall
+	pendingResumed []abi.Message          // resumed, until a call carried them
+	computed       map[string]abi.Content // results tools returned in this run, by call id
 }
 
 func runFrom(ctx context.Context) *run {
@@ -79,9 +85,6 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 	}
 	if r.maxIter == 0 {
 		r.maxIter = DefaultMaxIterations
-	}
-	if a.cfg.Instructions != "" {
-		r.instr = []abi.Message{abi.NewMessage(abi.RoleSystem, a.cfg.Instructions)}
 	}
 	r.input = make([]abi.Message, len(input))
 	for i, m := range input {
@@ -147,6 +150,10 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 		// even after a run that stopped between them.
 		r.history = h
 	}
+	r.computed = map[string]abi.Content{}
+	if err := r.resume(ctx); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -204,7 +211,7 @@ func (r *run) loadHistory(ctx context.Context) ([]abi.Message, error) {
 
 // compose builds the messages of one model call.
 func (r *run) compose(convID string, produced, results []abi.Message) []abi.Message {
-	out := append([]abi.Message(nil), r.instr...)
+	var out []abi.Message
 	switch {
 	case convID == "":
 		// Nothing keeps the conversation: send all of it.
@@ -213,12 +220,16 @@ func (r *run) compose(convID string, produced, results []abi.Message) []abi.Mess
 			// The middleware puts the history in and pairs it with the
 			// input; stripping here would drop results the input brings
 			// for a call stored earlier.
+			out = append(out, r.resumed...)
 			out = append(out, r.input...)
 		} else {
-			out = append(out, reducer.StripOrphans(concat(r.history, r.input))...)
+			out = append(out, reducer.StripOrphans(concat(r.history, r.resumed, r.input))...)
 		}
 		out = append(out, produced...)
 	case r.calls == 0:
+		// The service holds the calls left open: their outputs come
+		// first, before anything else of the turn.
+		out = append(out, r.resumed...)
 		out = append(out, r.ctxMsgs...)
 		out = append(out, r.input...)
 	case convID == localConversationID:
@@ -235,12 +246,13 @@ func (r *run) compose(convID string, produced, results []abi.Message) []abi.Mess
 // execute runs the function-invocation loop.
 func (r *run) execute(ctx context.Context) (*RunResult, error) {
 	ctx = context.WithValue(ctx, runKey{}, r)
-	res := &RunResult{}
+	res := &RunResult{Resumed: r.resumedCalls}
 	convID := r.work.ServiceSessionID
 	var results []abi.Message
 	r.pendingInputs = concat(r.ctxMsgs, r.input)
 	for {
 		req := model.Request{
+			Instructions:   r.a.cfg.Instructions,
 			Messages:       r.compose(convID, res.Messages, results),
 			Tools:          r.a.specs,
 			ConversationID: convID,
@@ -248,7 +260,7 @@ func (r *run) execute(ctx context.Context) (*RunResult, error) {
 		}
 		resp, err := r.call(ctx, req)
 		if err != nil {
-			return nil, fmt.Errorf("agent: run: model call %d: %w", r.calls+1, err)
+			return nil, r.commitFailure(ctx, fmt.Errorf("agent: run: model call %d: %w", r.calls+1, err))
 		}
 		r.calls++
 		res.Iterations = r.calls
@@ -277,6 +289,13 @@ func (r *run) execute(ctx context.Context) (*RunResult, error) {
 		}
 		var terminate bool
 		results, terminate = r.a.runTools(ctx, calls)
+		r.mu.Lock()
+		for _, m := range results {
+			for _, c := range m.Contents {
+				r.computed[c.CallID] = c
+			}
+		}
+		r.mu.Unlock()
 		res.Messages = append(res.Messages, results...)
 		if !r.emitMessages(results) {
 			break
@@ -349,10 +368,21 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mode.perCallPersistence() {
-		// Each call was committed as it succeeded. A stack used as is
-		// without the middleware still gets the service's id recorded.
+		// Each call was committed as it succeeded. Results of calls the
+		// last one left open (a tool ended the loop, a consumer stopped)
+		// were sent to no model: they are kept as pending results, for
+		// the next run to send. A stack used as is without the middleware
+		// still gets the service's id recorded.
+		changed := r.mode.store == storeEveryCall && r.recordComputed()
+		if r.mode.store == storeNever && len(r.work.PendingToolCalls) > 0 && r.calls > 0 {
+			r.work.PendingToolCalls = nil
+			changed = true
+		}
 		if res.ConversationID != "" && res.ConversationID != r.work.ServiceSessionID {
 			r.work.ServiceSessionID = res.ConversationID
+			changed = true
+		}
+		if changed {
 			return r.commit(ctx)
 		}
 		return nil
@@ -365,10 +395,13 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 		// loop: with them the stored history replays as call/result pairs.
 		// Calls left unanswered (a consumer that stopped, the iteration
 		// bound) are removed.
-		if err := r.storeInto(ctx, pc, r.pendingInputsAll(), nil, reducer.StripOrphanCalls(res.Messages)); err != nil {
+		if err := r.storeInto(ctx, pc, r.resumed, r.pendingInputsAll(), nil, reducer.StripOrphanCalls(res.Messages)); err != nil {
 			return err
 		}
 	}
+	// Open calls an earlier run left were answered (or dropped, when
+	// nothing held them any more).
+	r.work.PendingToolCalls = nil
 	if res.ConversationID != "" {
 		r.work.ServiceSessionID = res.ConversationID
 	}
@@ -378,19 +411,26 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 func (r *run) pendingInputsAll() []abi.Message { return concat(r.ctxMsgs, r.input) }
 
 // storeInto stores one batch into one provider, applying its flags.
-func (r *run) storeInto(ctx context.Context, pc ProviderConfig, inputs, results, response []abi.Message) error {
+// resumed are the answers to calls an earlier run left open: they pair with
+// the stored calls, so they come first.
+func (r *run) storeInto(ctx context.Context, pc ProviderConfig, resumed, inputs, results, response []abi.Message) error {
 	var req, resp []abi.Message
+	if !pc.SkipStoreOutputs {
+		req = append(req, resumed...)
+	}
 	if !pc.SkipStoreInputs {
+		var in []abi.Message
 		for _, m := range inputs {
 			if m.Source != nil && (m.Source.Type == abi.SourceChatHistory ||
 				(m.Source.Type == abi.SourceContextProvider && !pc.StoreContextMessages)) {
 				continue
 			}
-			req = append(req, m)
+			in = append(in, m)
 		}
-		if pc.StoreInputFilter != nil && len(req) > 0 {
-			req = pc.StoreInputFilter(req)
+		if pc.StoreInputFilter != nil && len(in) > 0 {
+			in = pc.StoreInputFilter(in)
 		}
+		req = append(req, in...)
 	}
 	if !pc.SkipStoreOutputs {
 		req = append(req, results...)

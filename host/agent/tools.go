@@ -36,6 +36,11 @@ type Tool struct {
 	// error is reported to the model as the call's error. Func may call
 	// TerminateLoop to end the run after this iteration's tools.
 	Func func(ctx context.Context, args json.RawMessage) (any, error)
+	// SafeToRepeat marks a tool that may run twice for one call (it reads,
+	// or what it does is idempotent). When a run stopped before a call's
+	// result was recorded, the next run runs such a tool again; any other
+	// tool's call is answered with an error saying its result is unknown.
+	SafeToRepeat bool
 }
 
 type compiledTool struct {

@@ -115,3 +115,26 @@ func FuzzDecodeSession(f *testing.F) {
 		require.Equal(t, string(b1), string(b2), "encoding is not a fixed point")
 	})
 }
+
+// Pending tool calls round-trip through Encode and Decode, and a session
+// written before the field existed still decodes (the field is optional).
+func TestPendingToolCallsRoundTrip(t *testing.T) {
+	s := session.New()
+	s.PendingToolCalls = []session.PendingToolCall{
+		{CallID: "call_r1", Name: "clock", Arguments: json.RawMessage(`{"tz":"UTC"}`), Done: true, Result: json.RawMessage(`"12:00"`)},
+		{CallID: "call_r2", Name: "clock"},
+	}
+	b, err := session.Encode(s)
+	require.NoError(t, err)
+	got, err := session.Decode(b)
+	require.NoError(t, err)
+	require.Equal(t, s, got)
+
+	c := s.Clone()
+	c.PendingToolCalls[0].Result[1] = 'X'
+	require.Equal(t, `"12:00"`, string(s.PendingToolCalls[0].Result), "Clone shares pending bytes")
+
+	old, err := session.Decode([]byte(`{"schema_version":1,"session_id":"x","revision":0}`))
+	require.NoError(t, err)
+	require.Nil(t, old.PendingToolCalls)
+}

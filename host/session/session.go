@@ -39,6 +39,27 @@ type Session struct {
 	ServiceSessionID string                   `json:"service_session_id,omitempty"`
 	Revision         int64                    `json:"revision"`
 	State            map[string]ProviderState `json:"state,omitempty"`
+	// PendingToolCalls are the tool calls of the last committed model
+	// response that no committed result answers: a run that persisted per
+	// service call stopped between a call and the model call that would
+	// have carried its result. The next run answers each one before its
+	// input (package agent). Like State, the slice is replaced, never
+	// written into.
+	PendingToolCalls []PendingToolCall `json:"pending_tool_calls,omitempty"`
+}
+
+// PendingToolCall is one tool call a committed model response asked for
+// that no committed result answers yet.
+type PendingToolCall struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Done reports that the tool ran before the run stopped; Result or
+	// Error is then what it returned, the truth of what happened, to be
+	// sent to the model as is.
+	Done   bool            `json:"done,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
 }
 
 // ProviderState is one provider's slot in a session. It is a value: the
@@ -62,6 +83,14 @@ func (s *Session) Clone() *Session {
 		for k, v := range s.State {
 			v.Data = bytes.Clone(v.Data)
 			c.State[k] = v
+		}
+	}
+	if s.PendingToolCalls != nil {
+		c.PendingToolCalls = make([]PendingToolCall, len(s.PendingToolCalls))
+		for i, p := range s.PendingToolCalls {
+			p.Arguments = bytes.Clone(p.Arguments)
+			p.Result = bytes.Clone(p.Result)
+			c.PendingToolCalls[i] = p
 		}
 	}
 	return &c

@@ -33,8 +33,14 @@ type HistoryStorer interface {
 
 // Request is one model call.
 type Request struct {
-	Messages []abi.Message
-	Tools    []ToolSpec
+	// Instructions, when set, is the system prompt of this call. It is not
+	// part of the conversation: a service that keeps the conversation does
+	// not carry it from one call to the next, so it is sent on every call.
+	// A client whose API has no such parameter sends it as a leading system
+	// message (see MessagesWithInstructions).
+	Instructions string
+	Messages     []abi.Message
+	Tools        []ToolSpec
 	// ConversationID continues a service-managed conversation.
 	ConversationID string
 	// Store asks the service to keep (true) or not keep (false) the
@@ -77,3 +83,15 @@ type Update struct {
 
 // Bool returns a pointer to b, for Request.Store.
 func Bool(b bool) *bool { return &b }
+
+// MessagesWithInstructions returns req.Messages preceded by
+// req.Instructions as a system message, when set: what a service that has
+// no separate instructions parameter should be sent.
+func MessagesWithInstructions(req Request) []abi.Message {
+	if req.Instructions == "" {
+		return req.Messages
+	}
+	out := make([]abi.Message, 0, len(req.Messages)+1)
+	out = append(out, abi.NewMessage(abi.RoleSystem, req.Instructions))
+	return append(out, req.Messages...)
+}

@@ -326,6 +326,9 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 	if err != nil {
 		return failf(cmd, "running the agent: %w (%s): %s", err, c.savedAt(), runAdvice(err, c.limits))
 	}
+	for _, rc := range res.Resumed {
+		fmt.Fprintf(e.stdout, "resumed: %s\n", rc)
+	}
 	printToolActivity(e.stdout, res.Messages)
 	reply := res.Text()
 	if reply == "" {

@@ -35,6 +35,7 @@ func (Model) Complete(ctx context.Context, req model.Request) (*model.Response, 
 	if err := check(ctx, req); err != nil {
 		return nil, err
 	}
+	req = withInstructions(req)
 	t := answer(req)
 	id := messageID(req)
 	msg := abi.Message{Role: abi.RoleAssistant, MessageID: id, Contents: []abi.Content{}}
@@ -57,6 +58,7 @@ func (Model) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Upda
 			yield(model.Update{}, err)
 			return
 		}
+		req = withInstructions(req)
 		t := answer(req)
 		id := messageID(req)
 		var updates []model.Update
@@ -78,6 +80,14 @@ func (Model) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Upda
 			}
 		}
 	}
+}
+
+// withInstructions folds the instructions into the messages as a leading
+// system message, where the model reads them like any other.
+func withInstructions(req model.Request) model.Request {
+	req.Messages = model.MessagesWithInstructions(req)
+	req.Instructions = ""
+	return req
 }
 
 func check(ctx context.Context, req model.Request) error {

@@ -23,6 +23,9 @@ type Tool struct {
 	Description string
 	Parameters  json.RawMessage
 	Func        func(ctx context.Context, args json.RawMessage) (any, error)
+	// SafeToRepeat: running the tool twice for one call does no harm
+	// (agent.Tool has the same field; both tools here only read).
+	SafeToRepeat bool
 }
 
 // Spec returns the tool as the model sees it.
@@ -52,8 +55,9 @@ func Clock(now func() time.Time) Tool {
 		now = time.Now
 	}
 	return Tool{
-		Name:        ClockTool,
-		Description: "Returns the current date and time.",
+		SafeToRepeat: true,
+		Name:         ClockTool,
+		Description:  "Returns the current date and time.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string",` +
 			`"description":"IANA time zone such as Europe/Paris; UTC when omitted"}},"additionalProperties":false}`),
 		Func: func(ctx context.Context, args json.RawMessage) (any, error) {
@@ -93,8 +97,9 @@ type CalculatorResult struct {
 // Evaluate).
 func Calculator() Tool {
 	return Tool{
-		Name:        CalculatorTool,
-		Description: "Evaluates an arithmetic expression with + - * / % ^ and parentheses.",
+		SafeToRepeat: true,
+		Name:         CalculatorTool,
+		Description:  "Evaluates an arithmetic expression with + - * / % ^ and parentheses.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"expression":{"type":"string",` +
 			`"description":"for example (2 + 3) * 4"}},"required":["expression"],"additionalProperties":false}`),
 		Func: func(ctx context.Context, args json.RawMessage) (any, error) {

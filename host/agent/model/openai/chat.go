@@ -153,7 +153,7 @@ func (c *Chat) params(req model.Request) (openai.ChatCompletionNewParams, error)
 	if req.ConversationID != "" {
 		return p, ErrNoConversations
 	}
-	msgs, err := chatMessages(req.Messages)
+	msgs, err := chatMessages(model.MessagesWithInstructions(req))
 	if err != nil {
 		return p, err
 	}

@@ -200,6 +200,11 @@ func (r *Responses) params(req model.Request) (responses.ResponseNewParams, erro
 		return p, errors.New("openai: responses: nothing to send: no messages and no conversation id")
 	}
 	p.Model = r.model
+	if req.Instructions != "" {
+		// Not inherited through previous_response_id: sent on every call,
+		// it never accumulates in the stored conversation.
+		p.Instructions = param.NewOpt(req.Instructions)
+	}
 	p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: items}
 	switch {
 	case isConversation(req.ConversationID):
