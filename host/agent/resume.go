@@ -129,6 +129,35 @@ func openCalls(msgs []abi.Message) []session.PendingToolCall {
 	return out
 }
 
+// trailingCalls returns the calls of the last model response among msgs,
+// with the results its tools returned after it: no model was sent those.
+func trailingCalls(msgs []abi.Message) []session.PendingToolCall {
+	last := -1
+	for i, m := range msgs {
+		if m.Role == abi.RoleAssistant {
+			last = i
+		}
+	}
+	if last < 0 {
+		return nil
+	}
+	calls := openCalls(msgs[last : last+1])
+	results := map[string]abi.Content{}
+	for _, m := range msgs[last+1:] {
+		for _, c := range m.Contents {
+			if c.Type == abi.ContentFunctionResult {
+				results[c.CallID] = c
+			}
+		}
+	}
+	for i := range calls {
+		if res, ok := results[calls[i].CallID]; ok {
+			calls[i].Done, calls[i].Result, calls[i].Error = true, res.Result, res.Error
+		}
+	}
+	return calls
+}
+
 // recordComputed fills in the pending calls of the working session with
 // the results this run computed for them, and reports whether any
 // changed: those results are what happened, and the next run sends them

@@ -376,3 +376,51 @@ func TestResumeAfterCrashBeforeResult(t *testing.T) {
 		})
 	}
 }
+
+// TestResumePerRunAfterOpenEnd: a per-run run whose loop ends with calls
+// no model was sent (the iteration bound, a tool that ends the loop)
+// leaves them pending when the service keeps the conversation, and the
+// next turn answers them, so the service accepts it.
+func TestResumePerRunAfterOpenEnd(t *testing.T) {
+	for _, end := range []string{"iteration bound", "terminated"} {
+		t.Run(end, func(t *testing.T) {
+			ctx := context.Background()
+			srv := openaitest.NewServer(t)
+			tool := clockTool()
+			cfg := agent.Config{
+				Model:     modelClient("responses", srv.URL),
+				Tools:     []agent.Tool{tool},
+				Providers: []agent.ProviderConfig{{Provider: agent.NewMemoryProvider("history"), SkipLoad: true}},
+			}
+			if end == "iteration bound" {
+				cfg.MaxIterations = 1
+			} else {
+				inner := tool.Func
+				cfg.Tools[0].Func = func(ctx context.Context, args json.RawMessage) (any, error) {
+					agent.TerminateLoop(ctx)
+					return inner(ctx, args)
+				}
+			}
+			a, err := agent.New(cfg)
+			require.NoError(t, err)
+			s := session.New()
+			srv.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "clock", Arguments: `{}`}))
+			_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "time?")}, nil)
+			require.NoError(t, err)
+			require.Len(t, s.PendingToolCalls, 1, "the call no model was answered on stays open")
+			assert.Equal(t, "c1", s.PendingToolCalls[0].CallID)
+
+			srv.Enqueue(openaitest.Text("ok"))
+			res, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "and now?")}, nil)
+			require.NoError(t, err, "the service refused the continuation")
+			require.Len(t, res.Resumed, 1)
+			assert.Empty(t, s.PendingToolCalls)
+			last := srv.Requests()[len(srv.Requests())-1]
+			items, err := last.Responses.Items()
+			require.NoError(t, err)
+			require.NotEmpty(t, items)
+			assert.Equal(t, "function_call_output", items[0].Type)
+			assert.Equal(t, "c1", items[0].CallID)
+		})
+	}
+}

@@ -404,6 +404,11 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 	r.work.PendingToolCalls = nil
 	if res.ConversationID != "" {
 		r.work.ServiceSessionID = res.ConversationID
+		// The service keeps the last response as it was: calls the loop
+		// left without sending their results (the iteration bound, a tool
+		// that ended the loop) must be answered by the next run, or the
+		// service refuses to continue from it.
+		r.work.PendingToolCalls = trailingCalls(res.Messages)
 	}
 	return r.commit(ctx)
 }
