@@ -424,3 +424,32 @@ func TestResumePerRunAfterOpenEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeClientAsIsAfterOpenEnd: a stack used as is without the
+// persisting middleware still records the service's conversation, and
+// with it the calls the loop left unsent, so the next turn is accepted.
+func TestResumeClientAsIsAfterOpenEnd(t *testing.T) {
+	ctx := context.Background()
+	srv := openaitest.NewServer(t)
+	a, err := agent.New(agent.Config{
+		Model:                            modelClient("responses", srv.URL),
+		Tools:                            []agent.Tool{clockTool()},
+		Providers:                        []agent.ProviderConfig{{Provider: agent.NewMemoryProvider("history"), SkipLoad: true}},
+		RequirePerServiceCallPersistence: true,
+		UseClientAsIs:                    true,
+		MaxIterations:                    1,
+	})
+	require.NoError(t, err)
+	s := session.New()
+	srv.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "clock", Arguments: `{}`}))
+	_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "time?")}, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, s.ServiceSessionID)
+	require.Len(t, s.PendingToolCalls, 1)
+
+	srv.Enqueue(openaitest.Text("ok"))
+	res, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "and now?")}, nil)
+	require.NoError(t, err, "the service refused the continuation")
+	require.Len(t, res.Resumed, 1)
+	assert.Equal(t, "c1", res.Resumed[0].CallID)
+}

@@ -381,6 +381,12 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 		if res.ConversationID != "" && res.ConversationID != r.work.ServiceSessionID {
 			r.work.ServiceSessionID = res.ConversationID
 			changed = true
+			if r.mode.store == storeNever {
+				// Without the middleware nothing recorded the calls of
+				// the response the session now continues from; those the
+				// loop left unsent must be answered by the next run.
+				r.work.PendingToolCalls = trailingCalls(res.Messages)
+			}
 		}
 		if changed {
 			return r.commit(ctx)
