@@ -495,3 +495,36 @@ func TestEveryCaseCanFail(t *testing.T) {
 		assert.True(t, caught[name], "no broken provider shows that case %s can fail", name)
 	}
 }
+
+// keepLastFive is the quickstart's natural first edit: store keeps the
+// newest five messages by reading the state, while store is still listed
+// in omit_state, so the request carries no state.
+type keepLastFive struct{ appendProvider }
+
+func (keepLastFive) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	st, err := sdk.DecodeState[historyState](req.State)
+	if err != nil {
+		return nil, err
+	}
+	st.Messages = slices.Concat(st.Messages, req.RequestMessages, req.ResponseMessages)
+	st.Messages = st.Messages[max(0, len(st.Messages)-5):]
+	return &abi.StoreResponse{StateChange: abi.StateChange{State: mustJSON(st)}}, nil
+}
+
+// TestReadingAnOmittedStateFailsNamingOmitState: the store fails, rather
+// than replacing the history with the newest turn, and the failure tells
+// the author about omit_state.
+func TestReadingAnOmittedStateFailsNamingOmitState(t *testing.T) {
+	for _, c := range Cases() {
+		if c.Name != "provide_returns_stored_in_order" {
+			continue
+		}
+		err := c.Run(t.Context(), factoryOf(func() sdk.Provider { return keepLastFive{} }))
+		var failure *Failure
+		require.ErrorAs(t, err, &failure)
+		assert.Equal(t, ReasonCallFailed, failure.Reason, "%v", err)
+		assert.Contains(t, err.Error(), "omit_state")
+		return
+	}
+	t.Fatal("no case provide_returns_stored_in_order")
+}
