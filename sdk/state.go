@@ -2,18 +2,32 @@ package sdk
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
 
-// DecodeState decodes a request's state into a T. An absent state (the host
-// omitted it, see abi.PluginInfo.OmitState) decodes to the zero T. A state
-// that does not decode is an error wrapping abi.ErrInvalidArgument.
+// ErrStateOmitted is DecodeState's error for a request without a state.
+// The host leaves the state out of exactly the exports the plugin lists in
+// PluginInfo.OmitState, so reading it there is a bug: the zero state it
+// would decode to is not the session's, and a store built on it would
+// replace the history with the newest turn.
+var ErrStateOmitted = errors.New("sdk: DecodeState: the request carries no state because the plugin lists this export in omit_state " +
+	"(PluginInfo.OmitState): remove the export from OmitState to read the state, or do not read it there")
+
+// DecodeState decodes a request's state into a T. A state that does not
+// decode is an error wrapping abi.ErrInvalidArgument. An absent (or null)
+// state is ErrStateOmitted, with the zero T: the host sends a state to
+// every export the plugin does not list in abi.PluginInfo.OmitState.
 //
 // Declare message lists in T as []json.RawMessage: the messages then stay
 // opaque bytes and the guest does not pay for decoding them.
 func DecodeState[T any](state json.RawMessage) (T, error) {
+	if len(state) == 0 || string(state) == "null" {
+		var zero T
+		return zero, ErrStateOmitted
+	}
 	return decode[T]("state", state)
 }
 

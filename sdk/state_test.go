@@ -22,8 +22,8 @@ func TestDecodeState(t *testing.T) {
 		want    testState
 		wantErr error
 	}{
-		{name: "absent", in: ``, want: testState{}},
-		{name: "null", in: `null`, want: testState{}},
+		{name: "absent", in: ``, wantErr: ErrStateOmitted},
+		{name: "null", in: `null`, wantErr: ErrStateOmitted},
 		{name: "messages stay raw", in: `{"messages":[{"role":"user"}, {"b":2}],"count":2}`, want: testState{Messages: []json.RawMessage{json.RawMessage(`{"role":"user"}`), json.RawMessage(`{"b":2}`)}, Count: 2}},
 		{name: "unknown fields ignored", in: `{"count":1,"later":true}`, want: testState{Count: 1}},
 		{name: "wrong type", in: `{"count":"one"}`, wantErr: abi.ErrInvalidArgument},
@@ -70,4 +70,13 @@ func TestAppendOps(t *testing.T) {
 	want := `[{"op":"add","path":"/messages/-","value":{"n":1}},{"op":"add","path":"/messages/-","value":{"n":2}}]`
 	assert.Equal(t, want, string(got))
 	assert.Empty(t, AppendOps("/messages", nil), "AppendOps(nil) must have no operations")
+}
+
+// TestDecodeStateOmittedNamesOmitState: the error reaches the host as the
+// plugin's message, so it must tell the author what to change.
+func TestDecodeStateOmittedNamesOmitState(t *testing.T) {
+	_, err := DecodeState[testState](nil)
+	require.ErrorIs(t, err, ErrStateOmitted)
+	assert.Contains(t, err.Error(), "omit_state")
+	assert.Contains(t, abi.AsError(err).Message, "omit_state", "the wire message")
 }

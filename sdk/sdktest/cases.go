@@ -10,57 +10,93 @@ import (
 	"github.com/wasmhist/wasmhist/abi"
 )
 
-func caseDescribe(ctx context.Context, f Factory) error {
+// Reasons of the cases in this file, each reported by the case it names.
+const (
+	// describe: describe's answer is not PluginInfo with a name, a state
+	// schema and a valid initial state.
+	ReasonDescribeInvalid Reason = "describe_invalid"
+	// describe: the plugin speaks another ABI major.
+	ReasonABIMajor Reason = "abi_major"
+	// empty_state_initialised: provide or store fails on the initial state.
+	ReasonInitialStateRejected Reason = "initial_state_rejected"
+	// state_round_trips_through_json: the state, re-encoded by another JSON
+	// library, is refused or gives other results.
+	ReasonReencodedStateDiffers Reason = "reencoded_state_differs"
+	// state_keys_isolated: a key's history holds another key's messages or
+	// misses its own.
+	ReasonKeysMixed Reason = "keys_mixed"
+	// unknown_fields_tolerated: unknown fields of a message were not kept.
+	ReasonUnknownFieldsDropped Reason = "unknown_fields_dropped"
+	// unknown_fields_tolerated: a request with unknown fields was refused.
+	ReasonUnknownFieldsRejected Reason = "unknown_fields_rejected"
+	// stateless_across_instances: results depend on the instance serving a
+	// call.
+	ReasonInstanceDependent Reason = "instance_dependent"
+	// malformed_requests_rejected: a malformed request got something else
+	// than invalid_argument.
+	ReasonMalformedAccepted Reason = "malformed_not_invalid_argument"
+)
+
+// newSubject is f's next subject; a factory error is load_failed.
+func newSubject(ctx context.Context, f Factory) (Subject, error) {
 	s, err := f(ctx)
 	if err != nil {
-		return fmt.Errorf("new subject: %w", err)
+		return nil, failf(ReasonLoadFailed, "new subject: %w", err)
+	}
+	return s, nil
+}
+
+func caseDescribe(ctx context.Context, f Factory) error {
+	s, err := newSubject(ctx, f)
+	if err != nil {
+		return err
 	}
 	out, err := s.Call(ctx, abi.ExportDescribe, nil)
 	if err != nil {
-		return fmt.Errorf("describe: %w", err)
+		return failf(ReasonDescribeInvalid, "describe: %w", err)
 	}
 	var info abi.PluginInfo
 	if err := json.Unmarshal(out, &info); err != nil {
-		return fmt.Errorf("describe returned %s, not PluginInfo: %w", out, err)
+		return failf(ReasonDescribeInvalid, "describe returned %s, not PluginInfo: %w", out, err)
 	}
 	if info.Name == "" {
-		return fmt.Errorf("describe returned no name: %s", out)
+		return failf(ReasonDescribeInvalid, "describe returned no name: %s", out)
 	}
 	major, _, err := abi.ParseVersion(info.ABI)
 	if err != nil {
-		return fmt.Errorf("describe: %w", err)
+		return failf(ReasonDescribeInvalid, "describe: %w", err)
 	}
 	if major != abi.Major {
-		return fmt.Errorf("describe: ABI %s, want major %d", info.ABI, abi.Major)
+		return failf(ReasonABIMajor, "describe: ABI %s, want major %d", info.ABI, abi.Major)
 	}
 	if len(info.StateSchema) == 0 || !json.Valid(info.StateSchema) {
-		return fmt.Errorf("describe: state_schema %q is not a JSON document", info.StateSchema)
+		return failf(ReasonDescribeInvalid, "describe: state_schema %q is not a JSON document", info.StateSchema)
 	}
 	if got := s.Info().Name; got != info.Name {
-		return fmt.Errorf("the subject's Info names %q, describe %q", got, info.Name)
+		return failf(ReasonDescribeInvalid, "the subject's Info names %q, describe %q", got, info.Name)
 	}
 	if init := s.InitialState(); !json.Valid(init) {
-		return fmt.Errorf("initial state %q is not JSON", init)
+		return failf(ReasonDescribeInvalid, "initial state %q is not JSON", init)
 	}
 	return nil
 }
 
 func caseEmptyState(ctx context.Context, f Factory) error {
-	s, err := f(ctx)
+	s, err := newSubject(ctx, f)
 	if err != nil {
-		return fmt.Errorf("new subject: %w", err)
+		return err
 	}
 	sl := newSlot(s, newSessionID(), "history")
 	history, err := sl.provide(ctx, s, textMessage(abi.RoleUser, "hello"))
 	if err != nil {
-		return fmt.Errorf("on the initial state: %w", err)
+		return because(ReasonInitialStateRejected, fmt.Errorf("on the initial state: %w", err))
 	}
 	if len(history) != 0 {
-		return fmt.Errorf("provide on the initial state returned %d messages, want none: %s", len(history), summary(history))
+		return failf(ReasonWrongHistory, "provide on the initial state returned %d messages, want none: %s", len(history), summary(history))
 	}
 	t := script("first", 1)[0]
 	if err := sl.store(ctx, s, t); err != nil {
-		return fmt.Errorf("on the initial state: %w", err)
+		return because(ReasonInitialStateRejected, fmt.Errorf("on the initial state: %w", err))
 	}
 	history, err = sl.provide(ctx, s)
 	if err != nil {
@@ -70,9 +106,9 @@ func caseEmptyState(ctx context.Context, f Factory) error {
 }
 
 func caseStoredInOrder(ctx context.Context, f Factory) error {
-	s, err := f(ctx)
+	s, err := newSubject(ctx, f)
 	if err != nil {
-		return fmt.Errorf("new subject: %w", err)
+		return err
 	}
 	turns := script("order", 4)
 	sl := newSlot(s, newSessionID(), "history")
@@ -94,9 +130,9 @@ func caseStoredInOrder(ctx context.Context, f Factory) error {
 }
 
 func caseStateRoundTrip(ctx context.Context, f Factory) error {
-	s, err := f(ctx)
+	s, err := newSubject(ctx, f)
 	if err != nil {
-		return fmt.Errorf("new subject: %w", err)
+		return err
 	}
 	turns := script("round-trip", 4)
 	keep := func(state json.RawMessage) (json.RawMessage, error) { return state, nil }
@@ -106,14 +142,14 @@ func caseStateRoundTrip(ctx context.Context, f Factory) error {
 	}
 	viaJSON, err := runTurns(ctx, s, newSlot(s, newSessionID(), "history"), turns, reencode)
 	if err != nil {
-		return fmt.Errorf("state re-encoded between calls: %w", err)
+		return because(ReasonReencodedStateDiffers, fmt.Errorf("state re-encoded between calls: %w", err))
 	}
 	for i := range turns {
 		if err := sameMessages(direct[i], stored(turns[:i+1])); err != nil {
 			return fmt.Errorf("state kept as returned, provide after %d stores: %w", i+1, err)
 		}
 		if err := sameMessages(viaJSON[i], direct[i]); err != nil {
-			return fmt.Errorf("state re-encoded between calls, provide after %d stores: %w", i+1, err)
+			return because(ReasonReencodedStateDiffers, fmt.Errorf("state re-encoded between calls, provide after %d stores: %w", i+1, err))
 		}
 	}
 	return nil
@@ -174,9 +210,9 @@ func reencode(state json.RawMessage) (json.RawMessage, error) {
 }
 
 func caseKeysIsolated(ctx context.Context, f Factory) error {
-	s, err := f(ctx)
+	s, err := newSubject(ctx, f)
 	if err != nil {
-		return fmt.Errorf("new subject: %w", err)
+		return err
 	}
 	shared := newSessionID()
 	slots := []*slot{
@@ -200,16 +236,16 @@ func caseKeysIsolated(ctx context.Context, f Factory) error {
 			return fmt.Errorf("%s: %w", names[k], err)
 		}
 		if err := sameMessages(history, stored(turns[k])); err != nil {
-			return fmt.Errorf("%s: %w", names[k], err)
+			return because(ReasonKeysMixed, fmt.Errorf("%s: %w", names[k], err))
 		}
 	}
 	return nil
 }
 
 func caseUnknownFields(ctx context.Context, f Factory) error {
-	s, err := f(ctx)
+	s, err := newSubject(ctx, f)
 	if err != nil {
-		return fmt.Errorf("new subject: %w", err)
+		return err
 	}
 	// Messages from a newer host: unknown fields on the message and on its
 	// parts, and a part type this ABI version does not know.
@@ -230,7 +266,7 @@ func caseUnknownFields(ctx context.Context, f Factory) error {
 		return err
 	}
 	if err := sameMessages(history, stored([]turn{t})); err != nil {
-		return fmt.Errorf("unknown fields of messages not preserved: %w", err)
+		return because(ReasonUnknownFieldsDropped, fmt.Errorf("unknown fields of messages not preserved: %w", err))
 	}
 
 	// Requests from a newer host: unknown fields in the envelope and in the
@@ -245,11 +281,11 @@ func caseUnknownFields(ctx context.Context, f Factory) error {
 	for _, r := range requests {
 		out, err := s.Call(ctx, r.export, []byte(r.input))
 		if err != nil {
-			return fmt.Errorf("%s with unknown request fields: %w", r.export, err)
+			return because(ReasonUnknownFieldsRejected, fmt.Errorf("%s with unknown request fields: %w", r.export, err))
 		}
 		var resp map[string]json.RawMessage
 		if err := json.Unmarshal(out, &resp); err != nil {
-			return fmt.Errorf("%s with unknown request fields returned %q, not a JSON object: %w", r.export, out, err)
+			return because(ReasonUnknownFieldsRejected, fmt.Errorf("%s with unknown request fields returned %q, not a JSON object: %w", r.export, out, err))
 		}
 	}
 	return nil
@@ -267,8 +303,8 @@ func caseStateless(ctx context.Context, f Factory) error {
 	subjects := make([]Subject, 3)
 	for i := range subjects {
 		var err error
-		if subjects[i], err = f(ctx); err != nil {
-			return fmt.Errorf("new subject: %w", err)
+		if subjects[i], err = newSubject(ctx, f); err != nil {
+			return err
 		}
 	}
 	turns := [2][]turn{script("stateless-a", 4), script("stateless-b", 4)}
@@ -314,7 +350,7 @@ func caseStateless(ctx context.Context, f Factory) error {
 		for k := range turns {
 			for i := range want[k] {
 				if err := sameMessages(got[k][i], want[k][i]); err != nil {
-					return fmt.Errorf("%s: session %c, provide after %d stores: %w", run.name, 'a'+k, i+1, err)
+					return because(ReasonInstanceDependent, fmt.Errorf("%s: session %c, provide after %d stores: %w", run.name, 'a'+k, i+1, err))
 				}
 			}
 		}
@@ -351,9 +387,9 @@ func runInterleaved(ctx context.Context, subjects []Subject, turns [2][]turn, ru
 }
 
 func caseMalformed(ctx context.Context, f Factory) error {
-	s, err := f(ctx)
+	s, err := newSubject(ctx, f)
 	if err != nil {
-		return fmt.Errorf("new subject: %w", err)
+		return err
 	}
 	session := fmt.Sprintf(`{"session_id":%q,"state_key":"history"}`, newSessionID())
 	state := string(s.InitialState())
@@ -379,7 +415,7 @@ func caseMalformed(ctx context.Context, f Factory) error {
 	for _, tt := range tests {
 		_, err := s.Call(ctx, tt.export, []byte(tt.input))
 		if !errors.Is(err, abi.ErrInvalidArgument) {
-			return fmt.Errorf("%s with %s: err = %v, want an error matching abi.ErrInvalidArgument", tt.export, tt.name, err)
+			return failf(ReasonMalformedAccepted, "%s with %s: err = %v, want an error matching abi.ErrInvalidArgument", tt.export, tt.name, err)
 		}
 	}
 	// The same subject still serves well-formed calls.

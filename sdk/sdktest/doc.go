@@ -16,7 +16,11 @@
 //		return h.Load(ctx, host.File(wasm), host.LoadOptions{})
 //	})
 //
-// Tools run the cases themselves: each Case.Run returns an error that says
-// what the provider did wrong. BuildPlugin compiles a plugin package to
+// The cases of the optional exports (list, clear, migrate_state) run only
+// when the plugin implements the export, and are skipped otherwise.
+//
+// Tools run the cases themselves: each Case.Run returns nil, a *Skipped
+// (see IsSkipped), or a *Failure naming the case and one of the reason
+// codes the case documents, wrapping what the provider did wrong. BuildPlugin compiles a plugin package to
 // WebAssembly for tests.
 package sdktest

@@ -95,7 +95,7 @@ func newSlot(s Subject, sessionID, key string) *slot {
 func (sl *slot) store(ctx context.Context, s Subject, t turn) error {
 	next, err := s.StoreState(ctx, sl.facts, sl.state, t.request, t.response)
 	if err != nil {
-		return fmt.Errorf("store (key %q): %w", sl.facts.StateKey, err)
+		return failf(ReasonCallFailed, "store (key %q): %w", sl.facts.StateKey, err)
 	}
 	sl.state = next
 	return nil
@@ -104,7 +104,7 @@ func (sl *slot) store(ctx context.Context, s Subject, t turn) error {
 func (sl *slot) provide(ctx context.Context, s Subject, request ...json.RawMessage) ([]json.RawMessage, error) {
 	history, next, err := s.ProvideState(ctx, sl.facts, sl.state, request)
 	if err != nil {
-		return nil, fmt.Errorf("provide (key %q): %w", sl.facts.StateKey, err)
+		return nil, failf(ReasonCallFailed, "provide (key %q): %w", sl.facts.StateKey, err)
 	}
 	sl.state = next
 	return history, nil
@@ -115,18 +115,18 @@ func (sl *slot) provide(ctx context.Context, s Subject, request ...json.RawMessa
 func sameMessages(got, want []json.RawMessage) error {
 	for i := range max(len(got), len(want)) {
 		if i >= len(got) || i >= len(want) {
-			return fmt.Errorf("got %d messages, want %d:\n got %s\nwant %s", len(got), len(want), summary(got), summary(want))
+			return failf(ReasonWrongHistory, "got %d messages, want %d:\n got %s\nwant %s", len(got), len(want), summary(got), summary(want))
 		}
 		g, err := canonical(got[i])
 		if err != nil {
-			return fmt.Errorf("message %d is not JSON: %w", i, err)
+			return failf(ReasonWrongHistory, "message %d is not JSON: %w", i, err)
 		}
 		w, err := canonical(want[i])
 		if err != nil {
 			return fmt.Errorf("expected message %d is not JSON: %w", i, err)
 		}
 		if g != w {
-			return fmt.Errorf("message %d of %d differs:\n got %s\nwant %s\nwhole history:\n got %s\nwant %s", i, len(want), g, w, summary(got), summary(want))
+			return failf(ReasonWrongHistory, "message %d of %d differs:\n got %s\nwant %s\nwhole history:\n got %s\nwant %s", i, len(want), g, w, summary(got), summary(want))
 		}
 	}
 	return nil

@@ -104,36 +104,6 @@ func (s *handlerSubject) StoreState(ctx context.Context, facts abi.SessionFacts,
 	return applyChange(state, resp.StateChange)
 }
 
-func applyChange(state json.RawMessage, c abi.StateChange) (json.RawMessage, error) {
-	if c.State != nil {
-		if !json.Valid(c.State) {
-			return nil, fmt.Errorf("handlerSubject: new state %q is not JSON", c.State)
-		}
-		return c.State, nil
-	}
-	if len(c.Patch) == 0 {
-		return state, nil
-	}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(state, &doc); err != nil {
-		return nil, err
-	}
-	for _, op := range c.Patch {
-		key, ok := strings.CutSuffix(strings.TrimPrefix(op.Path, "/"), "/-")
-		if op.Op != abi.PatchAdd || !ok || strings.Contains(key, "/") {
-			return nil, fmt.Errorf("handlerSubject: unsupported patch op %+v", op)
-		}
-		var arr []json.RawMessage
-		if doc[key] != nil {
-			if err := json.Unmarshal(doc[key], &arr); err != nil {
-				return nil, err
-			}
-		}
-		doc[key] = mustJSON(append(arr, op.Value))
-	}
-	return mustJSON(doc), nil
-}
-
 func lookup(state json.RawMessage, pointer string, v any) error {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(state, &doc); err != nil {
@@ -332,33 +302,177 @@ func codeless(h abi.Handler) abi.Handler {
 	}
 }
 
+// pagedProvider is appendProvider with list (the cursor is an index) and
+// clear (a patch emptying the array): correct.
+type pagedProvider struct{ appendProvider }
+
+func (pagedProvider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse, error) {
+	st, err := sdk.DecodeState[historyState](req.State)
+	if err != nil {
+		return nil, err
+	}
+	start := 0
+	if req.Cursor != "" {
+		if start, err = strconv.Atoi(req.Cursor); err != nil || start < 0 {
+			return nil, abi.Errorf(abi.CodeInvalidArgument, "cursor %q", req.Cursor)
+		}
+		start = min(start, len(st.Messages))
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = 4
+	}
+	end := min(start+limit, len(st.Messages))
+	resp := &abi.ListResponse{Messages: st.Messages[start:end]}
+	if end < len(st.Messages) {
+		resp.NextCursor = strconv.Itoa(end)
+	}
+	return resp, nil
+}
+
+func (pagedProvider) Clear(context.Context, *abi.ClearRequest) (*abi.ClearResponse, error) {
+	return &abi.ClearResponse{StateChange: abi.StateChange{Patch: []abi.PatchOp{{Op: abi.PatchReplace, Path: "/messages", Value: json.RawMessage(`[]`)}}}}, nil
+}
+
+// migratingProvider is pagedProvider at state version 2, whose version 1
+// kept the messages under "history": correct.
+type migratingProvider struct{ pagedProvider }
+
+func (migratingProvider) Describe() abi.PluginInfo {
+	info := appendProvider{}.Describe()
+	info.StateVersion = 2
+	return info
+}
+
+func (migratingProvider) MigrateState(_ context.Context, req *abi.MigrateStateRequest) (*abi.MigrateStateResponse, error) {
+	var v1 struct {
+		History []json.RawMessage `json:"history"`
+	}
+	if err := json.Unmarshal(req.State, &v1); err != nil {
+		return nil, err
+	}
+	return &abi.MigrateStateResponse{State: mustJSON(historyState{Messages: slices.Concat([]json.RawMessage{}, v1.History)})}, nil
+}
+
+// olderStates is a version 1 state of migratingProvider.
+var olderStates = Options{OlderStates: []OlderState{{
+	Version:  1,
+	State:    mustJSON(map[string]any{"history": stored(script("v1", 2))}),
+	Messages: stored(script("v1", 2)),
+}}}
+
+// emptyLister lists nothing, whatever it stored.
+type emptyLister struct{ pagedProvider }
+
+func (emptyLister) List(context.Context, *abi.ListRequest) (*abi.ListResponse, error) {
+	return &abi.ListResponse{}, nil
+}
+
+// stuckCursor ignores the cursor: every call is the first page.
+type stuckCursor struct{ pagedProvider }
+
+func (p stuckCursor) List(ctx context.Context, req *abi.ListRequest) (*abi.ListResponse, error) {
+	req.Cursor = ""
+	return p.pagedProvider.List(ctx, req)
+}
+
+// noopClearer answers clear without clearing anything.
+type noopClearer struct{ pagedProvider }
+
+func (noopClearer) Clear(context.Context, *abi.ClearRequest) (*abi.ClearResponse, error) {
+	return &abi.ClearResponse{}, nil
+}
+
+// strictCursor refuses a cursor past the end of the history, as one
+// issued before a clear is.
+type strictCursor struct{ pagedProvider }
+
+func (p strictCursor) List(ctx context.Context, req *abi.ListRequest) (*abi.ListResponse, error) {
+	st, err := sdk.DecodeState[historyState](req.State)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := strconv.Atoi(req.Cursor); err == nil && n > len(st.Messages) {
+		return nil, abi.Errorf(abi.CodeInvalidArgument, "cursor %q past the end", req.Cursor)
+	}
+	return p.pagedProvider.List(ctx, req)
+}
+
+// lossyMigrator upgrades an older state to an empty history.
+type lossyMigrator struct{ migratingProvider }
+
+func (lossyMigrator) MigrateState(context.Context, *abi.MigrateStateRequest) (*abi.MigrateStateResponse, error) {
+	return &abi.MigrateStateResponse{State: json.RawMessage(`{"messages":[]}`)}, nil
+}
+
 func TestSuitePassesCorrectProviders(t *testing.T) {
 	t.Run("by value", func(t *testing.T) { Run(t, factoryOf(func() sdk.Provider { return valueProvider{} })) })
 	t.Run("by reference", func(t *testing.T) { Run(t, factoryOf(func() sdk.Provider { return appendProvider{} })) })
+	t.Run("with list and clear", func(t *testing.T) { Run(t, factoryOf(func() sdk.Provider { return pagedProvider{} })) })
+	t.Run("with migrate_state", func(t *testing.T) {
+		RunWith(t, factoryOf(func() sdk.Provider { return migratingProvider{} }), olderStates)
+	})
+}
+
+// TestOptionalCasesSkip: a provider without an optional export skips its
+// case, saying so, and a provider with it runs the case.
+func TestOptionalCasesSkip(t *testing.T) {
+	optional := []string{"list_returns_stored_in_order", "list_cursor_advances_and_ends", "clear_forgets_history", "migrate_state_serves_result"}
+	run := func(p sdk.Provider, opts Options) map[string]error {
+		got := map[string]error{}
+		for _, c := range CasesWith(opts) {
+			got[c.Name] = c.Run(t.Context(), factoryOf(func() sdk.Provider { return p }))
+		}
+		return got
+	}
+	for name, err := range run(appendProvider{}, olderStates) {
+		why, skipped := IsSkipped(err)
+		if slices.Contains(optional, name) {
+			assert.True(t, skipped, "case %s on a provider without the export: %v", name, err)
+			assert.Equal(t, SkipNotImplemented, why, "case %s", name)
+			var s *Skipped
+			require.ErrorAs(t, err, &s)
+			assert.Equal(t, name, s.Case)
+		} else {
+			assert.NoError(t, err, "case %s", name)
+		}
+	}
+	for name, err := range run(migratingProvider{}, olderStates) {
+		assert.NoError(t, err, "case %s on a provider with every export", name)
+	}
+	why, skipped := IsSkipped(run(migratingProvider{}, Options{})["migrate_state_serves_result"])
+	assert.True(t, skipped, "migrate_state without an older state")
+	assert.Contains(t, why, "no state of an older state_version")
 }
 
 func TestEveryCaseCanFail(t *testing.T) {
 	shared := sessionStore{mu: new(sync.Mutex), rows: map[string][]json.RawMessage{}}
 	broken := []struct {
-		name  string
-		fails string // the case that must catch the bug
-		f     Factory
+		name   string
+		fails  string // the case that must catch the bug
+		reason Reason // and the reason it must give
+		f      Factory
 	}{
-		{"claims a future ABI major", "describe", factoryOf(func() sdk.Provider { return futureABI{} })},
-		{"fails on a state it has not written", "empty_state_initialised", factoryOf(func() sdk.Provider { return noInitialState{} })},
-		{"stores the response before the request", "provide_returns_stored_in_order", factoryOf(func() sdk.Provider { return responseFirst{} })},
-		{"edits the state's bytes", "state_round_trips_through_json", factoryOf(func() sdk.Provider { return byteSplicer{} })},
-		{"keys storage by session id alone", "state_keys_isolated", factoryOf(func() sdk.Provider { return shared })},
-		{"drops unknown message fields", "unknown_fields_tolerated", factoryOf(func() sdk.Provider { return typedMessages{} })},
-		{"remembers history in the instance", "stateless_across_instances", factoryOf(func() sdk.Provider {
+		{"claims a future ABI major", "describe", ReasonABIMajor, factoryOf(func() sdk.Provider { return futureABI{} })},
+		{"fails on a state it has not written", "empty_state_initialised", ReasonInitialStateRejected, factoryOf(func() sdk.Provider { return noInitialState{} })},
+		{"stores the response before the request", "provide_returns_stored_in_order", ReasonWrongHistory, factoryOf(func() sdk.Provider { return responseFirst{} })},
+		{"edits the state's bytes", "state_round_trips_through_json", ReasonReencodedStateDiffers, factoryOf(func() sdk.Provider { return byteSplicer{} })},
+		{"keys storage by session id alone", "state_keys_isolated", ReasonKeysMixed, factoryOf(func() sdk.Provider { return shared })},
+		{"drops unknown message fields", "unknown_fields_tolerated", ReasonUnknownFieldsDropped, factoryOf(func() sdk.Provider { return typedMessages{} })},
+		{"remembers history in the instance", "stateless_across_instances", ReasonInstanceDependent, factoryOf(func() sdk.Provider {
 			return &instanceCache{rows: map[abi.SessionFacts][]json.RawMessage{}}
 		})},
-		{"reports malformed requests as internal errors", "malformed_requests_rejected", func(ctx context.Context) (Subject, error) {
+		{"reports malformed requests as internal errors", "malformed_requests_rejected", ReasonMalformedAccepted, func(ctx context.Context) (Subject, error) {
 			return newHandlerSubject(ctx, codeless(sdk.Handler(appendProvider{})))
 		}},
+		{"lists an empty page whatever it stored", "list_returns_stored_in_order", ReasonListIncomplete, factoryOf(func() sdk.Provider { return emptyLister{} })},
+		{"never advances the list cursor", "list_cursor_advances_and_ends", ReasonCursorStuck, factoryOf(func() sdk.Provider { return stuckCursor{} })},
+		{"clears nothing", "clear_forgets_history", ReasonHistoryAfterClear, factoryOf(func() sdk.Provider { return noopClearer{} })},
+		{"refuses a cursor issued before a clear", "clear_forgets_history", ReasonStaleCursor, factoryOf(func() sdk.Provider { return strictCursor{} })},
+		{"migrates to an empty history", "migrate_state_serves_result", ReasonMigratedHistoryWrong, factoryOf(func() sdk.Provider { return lossyMigrator{} })},
 	}
 	cases := map[string]Case{}
-	for _, c := range Cases() {
+	for _, c := range CasesWith(olderStates) {
 		cases[c.Name] = c
 	}
 	caught := map[string]bool{}
@@ -366,13 +480,51 @@ func TestEveryCaseCanFail(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			c, ok := cases[b.fails]
 			require.True(t, ok, "no case %q", b.fails)
+			require.Contains(t, c.Reasons, b.reason, "case %s does not document reason %s", b.fails, b.reason)
 			err := c.Run(t.Context(), b.f)
 			require.Error(t, err, "case %s passed a provider that %s", b.fails, b.name)
-			t.Logf("case %s: %v", b.fails, err)
+			t.Logf("%v", err)
+			var failure *Failure
+			require.ErrorAs(t, err, &failure, "case %s did not fail with a *Failure", b.fails)
+			assert.Equal(t, b.fails, failure.Case, "the failure names another case")
+			assert.Equal(t, b.reason, failure.Reason, "case %s failed for another reason than the bug: %v", b.fails, err)
 			caught[b.fails] = true
 		})
 	}
 	for name := range cases {
 		assert.True(t, caught[name], "no broken provider shows that case %s can fail", name)
 	}
+}
+
+// keepLastFive is the quickstart's natural first edit: store keeps the
+// newest five messages by reading the state, while store is still listed
+// in omit_state, so the request carries no state.
+type keepLastFive struct{ appendProvider }
+
+func (keepLastFive) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	st, err := sdk.DecodeState[historyState](req.State)
+	if err != nil {
+		return nil, err
+	}
+	st.Messages = slices.Concat(st.Messages, req.RequestMessages, req.ResponseMessages)
+	st.Messages = st.Messages[max(0, len(st.Messages)-5):]
+	return &abi.StoreResponse{StateChange: abi.StateChange{State: mustJSON(st)}}, nil
+}
+
+// TestReadingAnOmittedStateFailsNamingOmitState: the store fails, rather
+// than replacing the history with the newest turn, and the failure tells
+// the author about omit_state.
+func TestReadingAnOmittedStateFailsNamingOmitState(t *testing.T) {
+	for _, c := range Cases() {
+		if c.Name != "provide_returns_stored_in_order" {
+			continue
+		}
+		err := c.Run(t.Context(), factoryOf(func() sdk.Provider { return keepLastFive{} }))
+		var failure *Failure
+		require.ErrorAs(t, err, &failure)
+		assert.Equal(t, ReasonCallFailed, failure.Reason, "%v", err)
+		assert.Contains(t, err.Error(), "omit_state")
+		return
+	}
+	t.Fatal("no case provide_returns_stored_in_order")
 }

@@ -63,6 +63,7 @@ func (provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreRespo
 }
 
 // List pages through everything stored; the cursor is the next index.
+// A cursor at or past the end (after a clear, say) is an empty last page.
 func (provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse, error) {
 	st, err := sdk.DecodeState[state](req.State)
 	if err != nil {
@@ -70,9 +71,10 @@ func (provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse
 	}
 	start := 0
 	if req.Cursor != "" {
-		if start, err = strconv.Atoi(req.Cursor); err != nil || start < 0 || start > len(st.Messages) {
+		if start, err = strconv.Atoi(req.Cursor); err != nil || start < 0 {
 			return nil, abi.Errorf(abi.CodeInvalidArgument, "list: bad cursor %q", req.Cursor)
 		}
+		start = min(start, len(st.Messages))
 	}
 	end := len(st.Messages)
 	if req.Limit > 0 {

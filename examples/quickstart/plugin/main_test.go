@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/sdk"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
@@ -50,7 +51,7 @@ func Test_main(t *testing.T) {
 	assert.True(t, strings.HasPrefix(conformance, "conformance of recent 0.1.0 (sha256 "), "conformance header:\n%s", conformance)
 	_, table, _ := strings.Cut(conformance, "\n\n")
 	assert.True(t, strings.Contains(string(readme), table), "README.md's conformance table differs from the real one; paste this:\n%s", table)
-	assert.True(t, strings.HasSuffix(table, "8 cases: 8 passed, 0 failed\n"), "the quickstart plugin must pass every case:\n%s", conformance)
+	assert.True(t, strings.HasSuffix(table, "12 cases: 10 passed, 0 failed, 2 skipped\n"), "the quickstart plugin must pass every case:\n%s", conformance)
 
 	run("chat", "--plugin", "./recent.wasm", "--session", "chat.json", "-m", "I like Italian food")
 	assert.Contains(t, run("chat", "--plugin", "./recent.wasm", "--session", "chat.json", "-m", "What food do I like?"),
@@ -73,3 +74,18 @@ func TestConformanceNative(t *testing.T) {
 // goTool is the go command; go test puts the running toolchain's bin
 // directory first in PATH, so this is the toolchain running the test.
 func goTool() string { return "go" }
+
+// TestListPastTheEnd: a cursor at or past the end of the history (one
+// issued before a clear, say) is an empty last page, not an error (SPEC
+// section 4.4); a cursor that is not an index is invalid_argument.
+func TestListPastTheEnd(t *testing.T) {
+	state := []byte(`{"messages":[{"role":"user"},{"role":"assistant"}]}`)
+	for _, cursor := range []string{"2", "3", "1000"} {
+		resp, err := provider{}.List(t.Context(), &abi.ListRequest{State: state, Cursor: cursor, Limit: 1})
+		require.NoError(t, err, "cursor %s", cursor)
+		assert.Empty(t, resp.Messages, "cursor %s", cursor)
+		assert.Empty(t, resp.NextCursor, "cursor %s", cursor)
+	}
+	_, err := provider{}.List(t.Context(), &abi.ListRequest{State: state, Cursor: "x"})
+	require.ErrorIs(t, err, abi.ErrInvalidArgument)
+}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -81,22 +83,29 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 	for _, c := range cases {
 		width = max(width, len(c.Name))
 	}
-	failed := 0
+	failed, skipped := 0, 0
 	for _, c := range cases {
 		err := runCase(ctx, h, path, opts, c)
-		status := "PASS"
-		if err != nil {
-			status = "FAIL"
+		status, detail := "PASS", ""
+		var failure *sdktest.Failure
+		if why, ok := sdktest.IsSkipped(err); ok {
+			status, detail = "SKIP", "skipped: "+why
+			skipped++
+		} else if errors.As(err, &failure) {
+			status, detail = "FAIL", fmt.Sprintf("reason %s: %v", failure.Reason, failure.Err)
+			failed++
+		} else if err != nil {
+			status, detail = "FAIL", err.Error()
 			failed++
 		}
 		fmt.Fprintf(e.stdout, "%s  %-*s  %s\n", status, width, c.Name, c.Doc)
-		if err != nil {
-			for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+		if detail != "" {
+			for _, line := range strings.Split(strings.TrimSpace(detail), "\n") {
 				fmt.Fprintf(e.stdout, "      %s\n", strings.TrimSpace(line))
 			}
 		}
 	}
-	fmt.Fprintf(e.stdout, "\n%d cases: %d passed, %d failed\n", len(cases), len(cases)-failed, failed)
+	fmt.Fprintf(e.stdout, "\n%d cases: %d passed, %d failed, %d skipped\n", len(cases), len(cases)-failed-skipped, failed, skipped)
 	if failed > 0 {
 		return failf(cmd, "%d of %d cases failed for %s: fix the plugin (each failure above says what a conforming provider does and what this one did)", failed, len(cases), path)
 	}
@@ -123,7 +132,20 @@ func runCase(ctx context.Context, h *host.Host, path string, opts host.LoadOptio
 		mu.Lock()
 		loaded = append(loaded, p)
 		mu.Unlock()
-		return p, nil
+		return configured{Plugin: p, config: opts.Config}, nil
 	}
 	return c.Run(ctx, factory)
 }
+
+// configured is a loaded plugin that tells the suite its config, so that
+// the requests the suite builds itself (list, clear, migrate_state) carry
+// the config as the host's own calls do.
+type configured struct {
+	*host.Plugin
+	config json.RawMessage
+}
+
+func (c configured) Config() json.RawMessage { return c.config }
+
+var _ sdktest.ConfigSubject = configured{}
+var _ sdktest.ExportsSubject = configured{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,25 +12,30 @@ import (
 	"strings"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host"
 )
 
 // inspection is what inspect reports; its JSON form is the --json output.
 type inspection struct {
-	File         string           `json:"file"`
-	SHA256       string           `json:"sha256"`
-	Size         int64            `json:"size"`
-	Name         string           `json:"name"`
-	Version      string           `json:"version"`
-	ABI          string           `json:"abi"`
-	HostABI      string           `json:"host_abi"`
-	Exports      []string         `json:"exports"`
-	Missing      []string         `json:"missing_optional_exports"`
-	Capabilities []abi.Capability `json:"capabilities"`
-	StateVersion int              `json:"state_version"`
-	StateSchema  json.RawMessage  `json:"state_schema"`
-	InitialState json.RawMessage  `json:"initial_state,omitempty"`
-	ConfigSchema json.RawMessage  `json:"config_schema,omitempty"`
-	OmitState    []string         `json:"omit_state,omitempty"`
+	File    string `json:"file"`
+	SHA256  string `json:"sha256"`
+	Size    int64  `json:"size"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	ABI     string `json:"abi"`
+	HostABI string `json:"host_abi"`
+	// Exports are the exports the plugin serves: an optional export that
+	// answers unimplemented (every SDK plugin exports all of them) is
+	// not among them but in Unimplemented, and in Missing.
+	Exports       []string         `json:"exports"`
+	Missing       []string         `json:"missing_optional_exports"`
+	Unimplemented []string         `json:"unimplemented_optional_exports"`
+	Capabilities  []abi.Capability `json:"capabilities"`
+	StateVersion  int              `json:"state_version"`
+	StateSchema   json.RawMessage  `json:"state_schema"`
+	InitialState  json.RawMessage  `json:"initial_state,omitempty"`
+	ConfigSchema  json.RawMessage  `json:"config_schema,omitempty"`
+	OmitState     []string         `json:"omit_state,omitempty"`
 }
 
 func runInspect(ctx context.Context, e *env, args []string) error {
@@ -81,7 +87,14 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	for _, x := range abi.OptionalExports() {
 		if !slices.Contains(r.Exports, x) {
 			r.Missing = append(r.Missing, x)
+		} else if unimplemented(ctx, p, ps.config.raw, x) {
+			r.Exports = slices.DeleteFunc(r.Exports, func(e string) bool { return e == x })
+			r.Unimplemented = append(r.Unimplemented, x)
+			r.Missing = append(r.Missing, x)
 		}
+	}
+	if r.Unimplemented == nil {
+		r.Unimplemented = []string{}
 	}
 	if r.Capabilities == nil {
 		r.Capabilities = []abi.Capability{}
@@ -98,6 +111,34 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// unimplemented probes an optional export with a request that changes
+// nothing a session holds (the initial state of a key no session has, in
+// the scratch storage inspect grants) and reports whether the plugin
+// answers unimplemented, which SPEC section 4 reads as the export being
+// absent. Any other answer, an error included, means the plugin implements
+// the export.
+func unimplemented(ctx context.Context, p *host.Plugin, config json.RawMessage, export string) bool {
+	req := map[string]any{"state": p.InitialState()}
+	switch export {
+	case abi.ExportMigrateState:
+		req["from_version"] = 0
+	default:
+		req["session"] = abi.SessionFacts{SessionID: "wasmhist-inspect", StateKey: "inspect"}
+	}
+	if export == abi.ExportList {
+		req["limit"] = 1
+	}
+	if len(config) > 0 {
+		req["config"] = config
+	}
+	in, err := json.Marshal(req)
+	if err != nil {
+		return false
+	}
+	_, err = p.Call(ctx, export, in)
+	return errors.Is(err, abi.ErrUnimplemented)
+}
+
 func printInspection(w io.Writer, r inspection) {
 	row := func(k, v string) { fmt.Fprintf(w, "%-14s %s\n", k+":", v) }
 	row("plugin", r.Name+" "+r.Version)
@@ -106,7 +147,7 @@ func printInspection(w io.Writer, r inspection) {
 	row("abi", fmt.Sprintf("%s (this host speaks %s)", r.ABI, r.HostABI))
 	row("exports", strings.Join(r.Exports, ", "))
 	if len(r.Missing) > 0 {
-		row("not exported", strings.Join(r.Missing, ", ")+" (optional)")
+		row("not served", strings.Join(r.Missing, ", ")+" (optional; absent or answering unimplemented)")
 	}
 	caps := "none"
 	if len(r.Capabilities) > 0 {

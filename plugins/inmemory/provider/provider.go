@@ -124,7 +124,8 @@ func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreRespo
 
 // List implements sdk.Lister. The cursor is the index of the page's first
 // message: history only grows at its end, so an index stays valid between
-// pages until the history is cleared.
+// pages until the history is cleared. A cursor at or past the end (one
+// issued before a clear, say) gets an empty last page (SPEC section 4.4).
 func (Provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse, error) {
 	msgs, err := stateMessages(req.State)
 	if err != nil {
@@ -134,10 +135,11 @@ func (Provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse
 	start := 0
 	if req.Cursor != "" {
 		start, err = strconv.Atoi(req.Cursor)
-		if err != nil || start < 0 || start > len(st.Messages) {
+		if err != nil || start < 0 {
 			return nil, &abi.Error{Code: abi.CodeInvalidArgument, Message: "list: cursor " + strconv.Quote(req.Cursor) +
-				" is not a position in a history of " + strconv.Itoa(len(st.Messages)) + " messages"}
+				" is not one this plugin issued: it is a message index, a non-negative integer"}
 		}
+		start = min(start, len(st.Messages))
 	}
 	limit := req.Limit
 	if limit <= 0 {
