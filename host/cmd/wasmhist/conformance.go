@@ -20,13 +20,14 @@ const caseTimeout = 2 * time.Minute
 
 func runConformance(ctx context.Context, e *env, args []string) error {
 	const cmd = "conformance"
-	fs := flagSet(e, cmd, "[--run REGEXP] [--config JSON] PLUGIN.wasm",
+	fs := flagSet(e, cmd, "[--run REGEXP] [--json] [--config JSON] PLUGIN.wasm",
 		"Runs the wasmhist conformance suite (package sdk/sdktest) against a plugin binary\n"+
 			"through the host, exactly as an agent would call it, and prints a pass/fail table.\n"+
 			"Every case loads fresh instances. A plugin that wants the sql capability gets a\n"+
 			"temporary database. The exit status is non-zero when any case fails.\n"+
 			"PLUGIN may also be a built-in name: inmemory or sqlite.")
 	runRE := fs.String("run", "", "run only the cases whose name matches `REGEXP`")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object instead of a table")
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
@@ -67,7 +68,13 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 		l, _ := ps.limits(cmd)
 		return failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err, l))
 	}
-	fmt.Fprintf(e.stdout, "conformance of %s, %s\n\n", describePlugin(first), path)
+	report := conformanceReport{
+		File: path, Plugin: first.Info().Name, Version: first.Info().Version, SHA256: first.SHA256(),
+		Config: cfg, Cases: []caseReport{},
+	}
+	if !*asJSON {
+		fmt.Fprintf(e.stdout, "conformance of %s, %s\n\n", describePlugin(first), path)
+	}
 	first.Close(ctx)
 
 	var cases []sdktest.Case
@@ -86,17 +93,25 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 	failed, skipped := 0, 0
 	for _, c := range cases {
 		err := runCase(ctx, h, path, opts, c)
+		cr := caseReport{Name: c.Name, Doc: c.Doc, Result: "pass"}
 		status, detail := "PASS", ""
 		var failure *sdktest.Failure
 		if why, ok := sdktest.IsSkipped(err); ok {
 			status, detail = "SKIP", "skipped: "+why
+			cr.Result, cr.Detail = "skip", why
 			skipped++
 		} else if errors.As(err, &failure) {
 			status, detail = "FAIL", fmt.Sprintf("reason %s: %v", failure.Reason, failure.Err)
+			cr.Result, cr.Reason, cr.Detail = "fail", string(failure.Reason), fmt.Sprint(failure.Err)
 			failed++
 		} else if err != nil {
 			status, detail = "FAIL", err.Error()
+			cr.Result, cr.Detail = "fail", err.Error()
 			failed++
+		}
+		report.Cases = append(report.Cases, cr)
+		if *asJSON {
+			continue
 		}
 		fmt.Fprintf(e.stdout, "%s  %-*s  %s\n", status, width, c.Name, c.Doc)
 		if detail != "" {
@@ -105,11 +120,43 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}
-	fmt.Fprintf(e.stdout, "\n%d cases: %d passed, %d failed, %d skipped\n", len(cases), len(cases)-failed-skipped, failed, skipped)
+	report.Passed, report.Failed, report.Skipped = len(cases)-failed-skipped, failed, skipped
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			return failf(cmd, "writing the report: %w", err)
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "\n%d cases: %d passed, %d failed, %d skipped\n", len(cases), report.Passed, failed, skipped)
+	}
 	if failed > 0 {
 		return failf(cmd, "%d of %d cases failed for %s: fix the plugin (each failure above says what a conforming provider does and what this one did)", failed, len(cases), path)
 	}
 	return nil
+}
+
+// conformanceReport is the --json output of conformance.
+type conformanceReport struct {
+	File    string          `json:"file"`
+	Plugin  string          `json:"plugin"`
+	Version string          `json:"version"`
+	SHA256  string          `json:"sha256"`
+	Config  json.RawMessage `json:"config,omitempty"`
+	Cases   []caseReport    `json:"cases"`
+	Passed  int             `json:"passed"`
+	Failed  int             `json:"failed"`
+	Skipped int             `json:"skipped"`
+}
+
+// caseReport is one case's outcome: pass, fail (with the case's reason
+// code when it gave one) or skip.
+type caseReport struct {
+	Name   string `json:"name"`
+	Doc    string `json:"doc"`
+	Result string `json:"result"`
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // runCase runs one case with a factory whose subjects are separate loads
