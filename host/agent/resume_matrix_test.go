@@ -453,3 +453,54 @@ func TestResumeClientAsIsAfterOpenEnd(t *testing.T) {
 	require.Len(t, res.Resumed, 1)
 	assert.Equal(t, "c1", res.Resumed[0].CallID)
 }
+
+// TestResumeStreamed: a streamed run shows the answers to the calls an
+// earlier run left open before the model's updates; a consumer that stops
+// at them leaves the calls open and the session unchanged.
+func TestResumeStreamed(t *testing.T) {
+	ctx := context.Background()
+	srv := openaitest.NewServer(t)
+	a, err := agent.New(agent.Config{
+		Model:         modelClient("responses", srv.URL),
+		Tools:         []agent.Tool{clockTool()},
+		Providers:     []agent.ProviderConfig{{Provider: agent.NewMemoryProvider("history"), SkipLoad: true}},
+		MaxIterations: 1,
+	})
+	require.NoError(t, err)
+	s := session.New()
+	srv.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "clock", Arguments: `{}`}))
+	_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "time?")}, nil)
+	require.NoError(t, err)
+	require.Len(t, s.PendingToolCalls, 1)
+	before := *s
+
+	// A consumer that stops at the first update.
+	requests := len(srv.Requests())
+	for u, err := range a.RunStream(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "and now?")}, nil) {
+		require.NoError(t, err)
+		require.NotNil(t, u.Message, "the first update is the answer to the open call")
+		assert.Equal(t, abi.RoleTool, u.Message.Role)
+		assert.Equal(t, []string{"c1"}, u.Message.ResultIDs())
+		break
+	}
+	assert.Equal(t, requests, len(srv.Requests()), "no model call was made")
+	assert.Equal(t, before.Revision, s.Revision)
+	require.Len(t, s.PendingToolCalls, 1, "the call is still open")
+
+	// A consumer that reads everything sees the answer first, then the model.
+	srv.Enqueue(openaitest.Text("ok"))
+	var kinds []string
+	for u, err := range a.RunStream(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "and now?")}, nil) {
+		require.NoError(t, err)
+		switch {
+		case u.Message != nil:
+			kinds = append(kinds, "message:"+string(u.Message.Role))
+		case u.Model != nil:
+			kinds = append(kinds, "model")
+		}
+	}
+	require.NotEmpty(t, kinds)
+	assert.Equal(t, "message:tool", kinds[0])
+	assert.Contains(t, kinds, "model")
+	assert.Empty(t, s.PendingToolCalls)
+}

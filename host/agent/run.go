@@ -247,6 +247,13 @@ func (r *run) compose(convID string, produced, results []abi.Message) []abi.Mess
 func (r *run) execute(ctx context.Context) (*RunResult, error) {
 	ctx = context.WithValue(ctx, runKey{}, r)
 	res := &RunResult{Resumed: r.resumedCalls}
+	// A stream shows the answers to the calls an earlier run left open
+	// first, as they are sent first. A consumer that stops there stops
+	// before any model call: nothing completed, nothing is committed, and
+	// the calls stay open for the next run.
+	if !r.emitMessages(r.resumed) {
+		return res, nil
+	}
 	convID := r.work.ServiceSessionID
 	var results []abi.Message
 	r.pendingInputs = concat(r.ctxMsgs, r.input)
