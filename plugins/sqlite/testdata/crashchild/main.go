@@ -1,6 +1,6 @@
 // Command crashchild stores turns through the host and the sqlite plugin
 // until it is killed, printing "ack <turn>" once each store has returned,
-// i.e. committed. TestCrashDurability runs and kills it; it is built without
+// i.e. committed. TestAtomicityUnderProcessKill runs and kills it; it is built without
 // the race detector so that its start-up stays short.
 //
 // Usage: crashchild <plugin.wasm> <database> <session key> <run id>
