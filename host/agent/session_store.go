@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/wasmhist/wasmhist/host/session"
 )
@@ -37,6 +38,31 @@ type SessionStore interface {
 	// Load returns the stored session, or an error wrapping
 	// ErrSessionNotFound.
 	Load(ctx context.Context, sessionID string) (*session.Session, error)
+}
+
+// SessionManager is a SessionStore that can also list and delete the
+// sessions it holds. It is optional, as database/sql/driver's optional
+// interfaces are: a SessionStore written before it keeps compiling, and a
+// caller that needs it asserts it (store.(SessionManager)).
+type SessionManager interface {
+	SessionStore
+	// List returns every stored session, ordered by id.
+	List(ctx context.Context) ([]SessionInfo, error)
+	// Delete removes a session if its stored revision is revision, the
+	// one the caller last saw; otherwise it removes nothing and returns an
+	// error wrapping ErrStaleRevision, so a delete never loses a commit
+	// the deleter has not seen. A missing session is an error wrapping
+	// ErrSessionNotFound.
+	Delete(ctx context.Context, sessionID string, revision int64) error
+}
+
+// SessionInfo describes one stored session.
+type SessionInfo struct {
+	SessionID string
+	Revision  int64
+	// Updated is when the stored revision was saved, by the store's
+	// clock (the database server's, where there is one).
+	Updated time.Time
 }
 
 // FileStore keeps each session as one JSON file in a directory, named

@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+var _ SessionManager = (*FileStore)(nil)
+
+// List implements SessionManager. Updated is the file's modification
+// time, which a save sets when it renames the new file into place.
+func (f *FileStore) List(ctx context.Context) ([]SessionInfo, error) {
+	entries, err := os.ReadDir(f.dir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: file store: list: %w", err)
+	}
+	var infos []SessionInfo
+	for _, e := range entries {
+		name := e.Name()
+		// Temporary files of a save in progress start with a dot.
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		sf, err := f.file(strings.TrimSuffix(name, ".json"))
+		if err != nil {
+			continue // not a name Save would have written
+		}
+		s, err := sf.Load(ctx)
+		if errors.Is(err, ErrSessionNotFound) {
+			continue // deleted since ReadDir
+		}
+		if err != nil {
+			return nil, err
+		}
+		fi, err := os.Stat(sf.Path())
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("agent: file store: list: %w", err)
+		}
+		infos = append(infos, SessionInfo{SessionID: s.SessionID, Revision: s.Revision, Updated: fi.ModTime()})
+	}
+	slices.SortFunc(infos, func(a, b SessionInfo) int { return strings.Compare(a.SessionID, b.SessionID) })
+	return infos, nil
+}
+
+// Delete implements SessionManager. The revision check and the removal
+// run under the directory lock every save takes, so a save cannot slip in
+// between them.
+func (f *FileStore) Delete(ctx context.Context, id string, revision int64) error {
+	sf, err := f.file(id)
+	if err != nil {
+		return err
+	}
+	unlock, err := lockDir(f.dir)
+	if err != nil {
+		return fmt.Errorf("agent: file store: delete %q: %w", id, err)
+	}
+	defer unlock()
+	old, err := sf.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if old.Revision != revision {
+		return fmt.Errorf("agent: file store: delete %q at revision %d: stored revision is %d: %w",
+			id, revision, old.Revision, ErrStaleRevision)
+	}
+	if err := os.Remove(sf.Path()); err != nil {
+		return fmt.Errorf("agent: file store: delete %q: %w", id, err)
+	}
+	d, err := os.Open(f.dir)
+	if err != nil {
+		return fmt.Errorf("agent: file store: delete %q: %w", id, err)
+	}
+	defer d.Close()
+	// The removal is durable only once the directory entry is.
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("agent: file store: delete %q: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/agent/pgstore"
+	"github.com/wasmhist/wasmhist/host/agent/storetest"
+	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/internal/pgtest"
+)
+
+// One server for the package (starting one takes seconds); each test
+// works in a schema of its own, which also exercises Config.Schema.
+func TestPostgreSQL(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.DSN("postgres")
+	schemas := 0
+	newSchema := func() string { schemas++; return fmt.Sprintf("case %d", schemas) }
+	open := func(t *testing.T, schema string) *pgstore.Store {
+		t.Helper()
+		s, err := pgstore.OpenConfig(t.Context(), pgstore.Config{DSN: dsn, Schema: schema})
+		require.NoError(t, err, "server log:\n%s", srv.Log())
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		return s
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+
+	// Each handle is a Store with a pool of its own, as another host
+	// would have.
+	t.Run("contract", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) func(*testing.T) agent.SessionStore {
+			schema := newSchema()
+			return func(t *testing.T) agent.SessionStore { return open(t, schema) }
+		})
+	})
+
+	t.Run("default schema, others untouched", func(t *testing.T) {
+		ctx := t.Context()
+		for _, q := range []string{
+			`CREATE SCHEMA other`,
+			`CREATE TABLE other.sessions (id text, revision bigint, updated timestamptz, data json)`,
+			`INSERT INTO other.sessions VALUES ('s', 1, now(), '{}')`,
+			`CREATE TABLE public.sessions (id text)`,
+		} {
+			_, err := conn.Exec(ctx, q)
+			require.NoError(t, err, q)
+		}
+		st, err := pgstore.Open(ctx, dsn)
+		require.NoError(t, err)
+		defer st.Close()
+		s := session.New()
+		s.SessionID, s.Revision = "s", 5
+		require.NoError(t, st.Save(ctx, s))
+		require.NoError(t, st.Delete(ctx, "s", 5))
+		require.NoError(t, st.Save(ctx, s))
+
+		var tables []string
+		rows, err := conn.Query(ctx, `SELECT table_schema || '.' || table_name FROM information_schema.tables
+			WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND table_schema NOT LIKE 'case %' ORDER BY 1`)
+		require.NoError(t, err)
+		tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Equal(t, []string{"other.sessions", "public.sessions", "wasmhist.sessions", "wasmhist.store_version"}, tables)
+		var other string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT string_agg(id || '@' || revision || data::text, ',') FROM other.sessions`).Scan(&other))
+		require.Equal(t, "s@1{}", other, "another schema's table changed")
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM public.sessions`).Scan(&n))
+		require.Zero(t, n, "the public schema's table changed")
+		var rev int64
+		require.NoError(t, conn.QueryRow(ctx, `SELECT revision FROM wasmhist.sessions WHERE id = 's'`).Scan(&rev))
+		require.Equal(t, int64(5), rev)
+	})
+
+	// A row that is not a valid session is reported with the row and
+	// where in its JSON the problem is, not handed to the agent.
+	t.Run("corrupt row reported", func(t *testing.T) {
+		tests := []struct {
+			name, data string
+			revision   int64
+			want       []string
+		}{
+			{name: "schema", revision: 1, data: `{"schema_version":1,"session_id":"bad","revision":1,"state":{"p":{"provider":"memory","state_version":1}}}`,
+				want: []string{`row "bad"`, "/state/p", "data"}},
+			{name: "revision column disagrees", revision: 2, data: `{"schema_version":1,"session_id":"bad","revision":1}`,
+				want: []string{`row "bad"`, "revision 2", "revision 1"}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				schema := newSchema()
+				st := open(t, schema)
+				_, err := conn.Exec(t.Context(), `INSERT INTO `+pgx.Identifier{schema, "sessions"}.Sanitize()+` VALUES ('bad', $1, now(), $2)`, tt.revision, tt.data)
+				require.NoError(t, err)
+				_, err = st.Load(t.Context(), "bad")
+				require.ErrorIs(t, err, session.ErrInvalid)
+				for _, w := range tt.want {
+					require.ErrorContains(t, err, w)
+				}
+			})
+		}
+	})
+
+	t.Run("invalid session refused", func(t *testing.T) {
+		st := open(t, newSchema())
+		for name, s := range map[string]*session.Session{
+			"schema version 0": {SessionID: "x", Revision: 1},
+			"empty id":         {SchemaVersion: session.SchemaVersion, Revision: 1},
+		} {
+			require.ErrorIs(t, st.Save(t.Context(), s), session.ErrInvalid, name)
+		}
+		infos, err := st.List(t.Context())
+		require.NoError(t, err)
+		require.Empty(t, infos, "a refused session was stored")
+	})
+
+	// A schema a later version migrated is refused rather than written
+	// in a layout that version no longer reads.
+	t.Run("newer schema refused", func(t *testing.T) {
+		schema := newSchema()
+		open(t, schema)
+		_, err := conn.Exec(t.Context(), `UPDATE `+pgx.Identifier{schema, "store_version"}.Sanitize()+` SET version = 2`)
+		require.NoError(t, err)
+		_, err = pgstore.OpenConfig(t.Context(), pgstore.Config{DSN: dsn, Schema: schema})
+		require.ErrorContains(t, err, "version 2, newer than this program's 1")
+	})
+}

@@ -1,0 +1,327 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/session"
+)
+
+// rawSlot is compact JSON that any re-encoding would change: keys out of
+// order, a number with a trailing zero and one in exponent form, an
+// escaped character and an empty object and array.
+const rawSlot = `{"z":1,"a":[1.50,2e3,"\u00e9"],"m":{},"e":[]}`
+
+func newSession(id string, revision int64, note string) *session.Session {
+	return &session.Session{
+		SchemaVersion:    session.SchemaVersion,
+		SessionID:        id,
+		ServiceSessionID: "conv-" + id,
+		Revision:         revision,
+		State: map[string]session.ProviderState{
+			"history": {Provider: "memory", StateVersion: 1, Data: json.RawMessage(rawSlot)},
+			"note":    {Provider: "note", StateVersion: 3, Data: json.RawMessage(fmt.Sprintf(`{"note":%q}`, note))},
+		},
+		PendingToolCalls: []session.PendingToolCall{{
+			CallID: "c1", Name: "clock", Arguments: json.RawMessage(`{"tz":"UTC"}`), Done: true, Result: json.RawMessage(`{"time":"12:00"}`),
+		}},
+	}
+}
+
+// same reports how got differs from want, comparing the encoded sessions
+// and each slot's raw bytes.
+func same(want, got *session.Session) error {
+	if got == nil {
+		return errors.New("loaded a nil session")
+	}
+	w, err := json.Marshal(want)
+	if err != nil {
+		return err
+	}
+	g, err := json.Marshal(got)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(w, g) {
+		return fmt.Errorf("loaded session differs:\nwant %s\ngot  %s", w, g)
+	}
+	for k, ps := range want.State {
+		if !bytes.Equal(ps.Data, got.State[k].Data) {
+			return fmt.Errorf("state slot %q: want raw bytes %s, got %s", k, ps.Data, got.State[k].Data)
+		}
+	}
+	return nil
+}
+
+func note(s *session.Session) string {
+	var n struct{ Note string }
+	json.Unmarshal(s.State["note"].Data, &n)
+	return n.Note
+}
+
+func caseLoadMissing(ctx context.Context, open func() agent.SessionStore) error {
+	st := open()
+	s, err := st.Load(ctx, "absent")
+	if !errors.Is(err, agent.ErrSessionNotFound) {
+		return fmt.Errorf("Load of a missing session: want agent.ErrSessionNotFound, got session %v, error %v", s, err)
+	}
+	return nil
+}
+
+func caseRoundTrip(ctx context.Context, open func() agent.SessionStore) error {
+	st, other := open(), open()
+	want := newSession("round-trip", 1, "first")
+	if err := st.Save(ctx, want); err != nil {
+		return fmt.Errorf("Save: %w", err)
+	}
+	for name, h := range map[string]agent.SessionStore{"the saving handle": st, "another handle": other} {
+		got, err := h.Load(ctx, want.SessionID)
+		if err != nil {
+			return fmt.Errorf("Load from %s: %w", name, err)
+		}
+		if err := same(want, got); err != nil {
+			return fmt.Errorf("Load from %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func caseStaleSave(ctx context.Context, open func() agent.SessionStore) error {
+	st := open()
+	first := newSession("stale", 2, "first")
+	if err := st.Save(ctx, first); err != nil {
+		return fmt.Errorf("Save at revision 2: %w", err)
+	}
+	for _, rev := range []int64{2, 1, 0} {
+		if err := st.Save(ctx, newSession("stale", rev, "stale")); !errors.Is(err, agent.ErrStaleRevision) {
+			return fmt.Errorf("Save at revision %d over stored revision 2: want agent.ErrStaleRevision, got %v", rev, err)
+		}
+	}
+	got, err := st.Load(ctx, "stale")
+	if err != nil {
+		return fmt.Errorf("Load: %w", err)
+	}
+	if err := same(first, got); err != nil {
+		return fmt.Errorf("after refused saves: %w", err)
+	}
+	return nil
+}
+
+func caseNextRevision(ctx context.Context, open func() agent.SessionStore) error {
+	st := open()
+	for rev := int64(1); rev <= 3; rev++ {
+		want := newSession("next", rev, fmt.Sprint("note ", rev))
+		if err := st.Save(ctx, want); err != nil {
+			return fmt.Errorf("Save at revision %d over %d: %w", rev, rev-1, err)
+		}
+		got, err := st.Load(ctx, "next")
+		if err != nil {
+			return fmt.Errorf("Load at revision %d: %w", rev, err)
+		}
+		if err := same(want, got); err != nil {
+			return fmt.Errorf("at revision %d: %w", rev, err)
+		}
+	}
+	// Revisions need not be consecutive: the check is "newer", not "next".
+	if err := st.Save(ctx, newSession("next", 7, "skipped ahead")); err != nil {
+		return fmt.Errorf("Save at revision 7 over 3: %w", err)
+	}
+	return nil
+}
+
+func manager(st agent.SessionStore) (agent.SessionManager, error) {
+	m, ok := st.(agent.SessionManager)
+	if !ok {
+		return nil, fmt.Errorf("%T does not implement agent.SessionManager", st)
+	}
+	return m, nil
+}
+
+func caseList(ctx context.Context, open func() agent.SessionStore) error {
+	m, err := manager(open())
+	if err != nil {
+		return err
+	}
+	infos, err := m.List(ctx)
+	if err != nil {
+		return fmt.Errorf("List of an empty store: %w", err)
+	}
+	if len(infos) != 0 {
+		return fmt.Errorf("List of an empty store: got %v", infos)
+	}
+	// The clock may be a database server's: allow for a little skew.
+	before := time.Now().Add(-time.Minute)
+	for _, s := range []*session.Session{newSession("b", 1, ""), newSession("c", 5, ""), newSession("a", 2, ""), newSession("b", 3, "")} {
+		if err := m.Save(ctx, s); err != nil {
+			return fmt.Errorf("Save %q at revision %d: %w", s.SessionID, s.Revision, err)
+		}
+	}
+	after := time.Now().Add(time.Minute)
+	infos, err = m.List(ctx)
+	if err != nil {
+		return fmt.Errorf("List: %w", err)
+	}
+	var got []string
+	for _, in := range infos {
+		got = append(got, fmt.Sprintf("%s@%d", in.SessionID, in.Revision))
+		if in.Updated.Before(before) || in.Updated.After(after) {
+			return fmt.Errorf("List: %q was updated at %v, not between %v and %v", in.SessionID, in.Updated, before, after)
+		}
+	}
+	if want := []string{"a@2", "b@3", "c@5"}; !slices.Equal(want, got) {
+		return fmt.Errorf("List: want %v, got %v", want, got)
+	}
+	return nil
+}
+
+func caseDelete(ctx context.Context, open func() agent.SessionStore) error {
+	m, err := manager(open())
+	if err != nil {
+		return err
+	}
+	if err := m.Save(ctx, newSession("doomed", 3, "")); err != nil {
+		return fmt.Errorf("Save: %w", err)
+	}
+	if err := m.Save(ctx, newSession("kept", 1, "")); err != nil {
+		return fmt.Errorf("Save: %w", err)
+	}
+	for _, rev := range []int64{2, 4} {
+		if err := m.Delete(ctx, "doomed", rev); !errors.Is(err, agent.ErrStaleRevision) {
+			return fmt.Errorf("Delete at revision %d of stored revision 3: want agent.ErrStaleRevision, got %v", rev, err)
+		}
+		if _, err := m.Load(ctx, "doomed"); err != nil {
+			return fmt.Errorf("Load after a refused Delete: %w", err)
+		}
+	}
+	if err := m.Delete(ctx, "doomed", 3); err != nil {
+		return fmt.Errorf("Delete at the stored revision: %w", err)
+	}
+	if _, err := m.Load(ctx, "doomed"); !errors.Is(err, agent.ErrSessionNotFound) {
+		return fmt.Errorf("Load after Delete: want agent.ErrSessionNotFound, got %v", err)
+	}
+	for _, id := range []string{"doomed", "absent"} {
+		if err := m.Delete(ctx, id, 3); !errors.Is(err, agent.ErrSessionNotFound) {
+			return fmt.Errorf("Delete of missing %q: want agent.ErrSessionNotFound, got %v", id, err)
+		}
+	}
+	infos, err := m.List(ctx)
+	if err != nil {
+		return fmt.Errorf("List: %w", err)
+	}
+	if len(infos) != 1 || infos[0].SessionID != "kept" {
+		return fmt.Errorf("List after Delete: want only \"kept\", got %v", infos)
+	}
+	// A deleted id starts again from any revision.
+	if err := m.Save(ctx, newSession("doomed", 1, "again")); err != nil {
+		return fmt.Errorf("Save after Delete: %w", err)
+	}
+	return nil
+}
+
+// Hammer sizes: every writer commits rounds times, so a lost update shows
+// as a missing mark and a revision below writers*rounds.
+const (
+	hammerWriters = 8
+	hammerRounds  = 10
+	// hammerAttempts bounds each writer's saves, successful or stale, so
+	// a store that never accepts a save fails instead of hanging.
+	hammerAttempts = hammerRounds * hammerWriters * 20
+)
+
+func caseHammer(ctx context.Context, open func() agent.SessionStore) error {
+	const id = "hammer"
+	seed := open()
+	if err := seed.Save(ctx, marked(id, 0, nil)); err != nil {
+		return fmt.Errorf("Save of the seed: %w", err)
+	}
+	handles := make([]agent.SessionStore, hammerWriters)
+	for i := range handles {
+		handles[i] = open()
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		saved    []string // the mark of every save that returned nil
+		failures []error
+	)
+	for w, st := range handles {
+		wg.Go(func() {
+			fail := func(err error) {
+				mu.Lock()
+				failures = append(failures, fmt.Errorf("writer %d: %w", w, err))
+				mu.Unlock()
+			}
+			done, attempts := 0, 0
+			for done < hammerRounds {
+				if attempts++; attempts > hammerAttempts {
+					fail(fmt.Errorf("%d saves in %d attempts", done, hammerAttempts))
+					return
+				}
+				s, err := st.Load(ctx, id)
+				if err != nil {
+					fail(fmt.Errorf("Load: %w", err))
+					return
+				}
+				var marks []string
+				if err := json.Unmarshal(s.State["marks"].Data, &marks); err != nil {
+					fail(fmt.Errorf("revision %d: marks: %w", s.Revision, err))
+					return
+				}
+				mark := fmt.Sprintf("w%d.%d", w, done)
+				err = st.Save(ctx, marked(id, s.Revision+1, append(marks, mark)))
+				switch {
+				case errors.Is(err, agent.ErrStaleRevision):
+					continue
+				case err != nil:
+					fail(fmt.Errorf("Save: %w", err))
+					return
+				}
+				done++
+				mu.Lock()
+				saved = append(saved, mark)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		return errors.Join(failures...)
+	}
+	final, err := seed.Load(ctx, id)
+	if err != nil {
+		return fmt.Errorf("Load of the result: %w", err)
+	}
+	if final.Revision != int64(len(saved)) {
+		return fmt.Errorf("%d saves returned nil, but the stored revision is %d", len(saved), final.Revision)
+	}
+	var marks []string
+	if err := json.Unmarshal(final.State["marks"].Data, &marks); err != nil {
+		return fmt.Errorf("marks: %w", err)
+	}
+	slices.Sort(marks)
+	slices.Sort(saved)
+	if !slices.Equal(saved, marks) {
+		return fmt.Errorf("the stored session does not reflect every successful save:\nsaved  %v\nstored %v", saved, marks)
+	}
+	return nil
+}
+
+func marked(id string, revision int64, marks []string) *session.Session {
+	if marks == nil {
+		marks = []string{}
+	}
+	data, _ := json.Marshal(marks)
+	return &session.Session{
+		SchemaVersion: session.SchemaVersion,
+		SessionID:     id,
+		Revision:      revision,
+		State:         map[string]session.ProviderState{"marks": {Provider: "hammer", StateVersion: 1, Data: data}},
+	}
+}
