@@ -1,7 +1,8 @@
 package main
 
 import (
-	"context"
+	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,68 +13,158 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
-	"github.com/wasmhist/wasmhist/host"
-	"github.com/wasmhist/wasmhist/sdk"
-	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
-// Test_main follows the quickstart (../README.md): the plugin it shows is
-// this one, its wasm build passes `wasmhist conformance` with exactly the
-// table the README prints, and it remembers across processes.
-func Test_main(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
-	require.NoError(t, err)
-	src, err := os.ReadFile("main.go")
-	require.NoError(t, err)
-	// Not require.Contains: its message would print the whole README.
-	require.True(t, strings.Contains(string(readme), "```go\n"+string(src)+"```"),
-		"README.md does not show main.go as it is: copy main.go into the README's ```go block")
+// cloneDir is what the README calls the clone of wasmhist.
+const cloneDir = "/path/to/wasmhist"
 
-	wasm := sdktest.BuildPlugin(t, "github.com/wasmhist/wasmhist/examples/quickstart/plugin")
-	dir := t.TempDir()
-	wasmhist := filepath.Join(dir, "wasmhist")
-	out, err := exec.Command(goTool(), "build", "-o", wasmhist, "github.com/wasmhist/wasmhist/host/cmd/wasmhist").CombinedOutput()
-	require.NoError(t, err, "building wasmhist:\n%s", out)
-	local := filepath.Join(dir, "recent.wasm")
-	b, err := os.ReadFile(wasm)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(local, b, 0o644))
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(t.Context(), wasmhist, args...)
-		cmd.Dir = dir
-		out, err := cmd.Output()
-		require.NoError(t, err, "wasmhist %s:\n%s", strings.Join(args, " "), out)
-		return string(out)
+// block is one fenced code block of the README.
+type block struct {
+	lang string
+	// file is the name the README gives a go block ("`main.go`:" on the
+	// line before it).
+	file string
+	text string
+}
+
+// readmeBlocks returns the README's fenced code blocks in order.
+func readmeBlocks(t *testing.T, readme string) []block {
+	t.Helper()
+	var (
+		blocks []block
+		cur    *block
+		prev   string
+	)
+	sc := bufio.NewScanner(strings.NewReader(readme))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case cur == nil && strings.HasPrefix(line, "```"):
+			cur = &block{lang: strings.TrimPrefix(line, "```")}
+			if name, ok := strings.CutSuffix(prev, "`:"); ok && strings.HasPrefix(name, "`") {
+				cur.file = strings.TrimPrefix(name, "`")
+			}
+		case cur != nil && line == "```":
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			cur.text += line + "\n"
+		case line != "":
+			prev = line
+		}
 	}
-
-	conformance := run("conformance", "recent.wasm")
-	assert.True(t, strings.HasPrefix(conformance, "conformance of recent 0.1.0 (sha256 "), "conformance header:\n%s", conformance)
-	_, table, _ := strings.Cut(conformance, "\n\n")
-	assert.True(t, strings.Contains(string(readme), table), "README.md's conformance table differs from the real one; paste this:\n%s", table)
-	assert.True(t, strings.HasSuffix(table, "12 cases: 10 passed, 0 failed, 2 skipped\n"), "the quickstart plugin must pass every case:\n%s", conformance)
-
-	run("chat", "--plugin", "./recent.wasm", "--session", "chat.json", "-m", "I like Italian food")
-	assert.Contains(t, run("chat", "--plugin", "./recent.wasm", "--session", "chat.json", "-m", "What food do I like?"),
-		"assistant: You told me you like Italian food.", "a new process did not remember")
-	assert.Contains(t, run("history", "--plugin", "./recent.wasm", "--session", "chat.json"), "4 messages",
-		"history through the plugin's list export")
+	require.NoError(t, sc.Err())
+	require.Nil(t, cur, "README.md has an unclosed code block")
+	return blocks
 }
 
-// TestConformanceNative runs the suite on the plugin's Go code in process,
-// as README.md's last step suggests.
-func TestConformanceNative(t *testing.T) {
-	h, err := host.New(t.Context(), host.Config{})
+// Test_main follows the quickstart (../README.md) as a reader would: the
+// README's code blocks, in order, become one shell script run in a
+// directory outside the repository, with /path/to/wasmhist the module
+// root. sh blocks run as they are, go blocks are written to the file the
+// README names, and a console block's command runs with its output
+// compared with the one shown. The go blocks must be this directory's
+// files, so the plugin the repository tests is the one the README shows.
+func Test_main(t *testing.T) {
+	if testing.Short() {
+		t.Skip("installs wasmhist and builds a plugin module from scratch")
+	}
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
 	require.NoError(t, err)
-	t.Cleanup(func() { h.Close(context.Background()) })
-	sdktest.Run(t, func(ctx context.Context) (sdktest.Subject, error) {
-		return h.LoadNative(ctx, "recent", sdk.Handler(provider{}), host.LoadOptions{})
-	})
+	readme := string(b)
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	require.NoError(t, err)
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(gomod), "module github.com/wasmhist/wasmhist\n"), "%s is not the wasmhist module root", root)
+
+	work := t.TempDir()
+	outDir := filepath.Join(work, "out")
+	require.NoError(t, os.Mkdir(outDir, 0o755))
+	var script strings.Builder
+	script.WriteString("set -euo pipefail\n")
+	type console struct{ out, want string }
+	var consoles []console
+	var files, shells int
+	for _, bl := range readmeBlocks(t, readme) {
+		switch bl.lang {
+		case "sh":
+			shells++
+			script.WriteString(strings.ReplaceAll(bl.text, cloneDir, root))
+		case "go":
+			require.NotEmpty(t, bl.file, "a go block in README.md without a \"`FILE.go`:\" line before it")
+			src, err := os.ReadFile(bl.file)
+			require.NoError(t, err, "README.md shows %s, which this directory does not have", bl.file)
+			// Not require.Equal: its message would print both files.
+			require.True(t, string(src) == bl.text, "README.md does not show %s as it is: copy %s into the README's ```go block", bl.file, bl.file)
+			files++
+			fmt.Fprintf(&script, "cat > %s <<'QUICKSTART_EOF'\n%sQUICKSTART_EOF\n", bl.file, bl.text)
+		case "console":
+			cmd, want, ok := strings.Cut(bl.text, "\n")
+			require.True(t, ok && strings.HasPrefix(cmd, "$ "), "console block %q: want a $ command line, then its output", cmd)
+			c := console{out: filepath.Join(outDir, fmt.Sprintf("console-%d.txt", len(consoles))), want: want}
+			consoles = append(consoles, c)
+			fmt.Fprintf(&script, "%s | tee %s\n", strings.TrimPrefix(cmd, "$ "), c.out)
+		default:
+			t.Fatalf("README.md has a ```%s block: the test runs sh, go and console blocks only", bl.lang)
+		}
+	}
+	// Every step has something to run; a README without them tests nothing.
+	require.GreaterOrEqual(t, shells, 5, "sh blocks in README.md")
+	require.Equal(t, 2, files, "go blocks in README.md (main.go, conformance_test.go)")
+	require.Len(t, consoles, 1, "console blocks in README.md")
+
+	cmd := exec.CommandContext(t.Context(), "bash", "-c", script.String())
+	cmd.Dir = work
+	cmd.Env = quickstartEnv(work)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the quickstart's steps failed; the script:\n%s\noutput:\n%s", script.String(), out)
+
+	got, err := os.ReadFile(consoles[0].out)
+	require.NoError(t, err)
+	header, table, _ := strings.Cut(string(got), "\n\n")
+	assert.True(t, strings.HasPrefix(header, "conformance of recent 0.1.0 (sha256 "), "conformance header:\n%s", got)
+	_, wantTable, _ := strings.Cut(consoles[0].want, "\n\n")
+	assert.Equal(t, wantTable, table, "README.md's conformance table differs from the real one")
+	assert.True(t, strings.HasSuffix(table, "12 cases: 10 passed, 0 failed, 2 skipped\n"), "the quickstart plugin must pass every case:\n%s", got)
+
+	assert.Contains(t, string(out), "assistant: You told me you like Italian food.", "a new process did not remember")
+	assert.Contains(t, string(out), "4 messages", "history through the plugin's list export")
+	assert.Contains(t, string(out), "ok  \texample.com/recent", "the native conformance test of step 6")
 }
 
-// goTool is the go command; go test puts the running toolchain's bin
-// directory first in PATH, so this is the toolchain running the test.
-func goTool() string { return "go" }
+// quickstartEnv is the reader's environment, but with the command and
+// the sample plugins installed under work, and module settings at Go's
+// defaults: no -mod flag (go.mod must be right as the steps leave it) and
+// no workspace. The build and module caches are kept, so only the module
+// proxy is reached, and only for what the caches lack.
+func quickstartEnv(work string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "GOBIN", "XDG_DATA_HOME", "GOWORK", "GOFLAGS", "PATH", "GOOS", "GOARCH":
+			if k == "GOFLAGS" {
+				var keep []string
+				for _, f := range strings.Fields(v) {
+					if !strings.HasPrefix(f, "-mod=") && !strings.HasPrefix(f, "-modfile=") {
+						keep = append(keep, f)
+					}
+				}
+				env = append(env, "GOFLAGS="+strings.Join(keep, " "))
+			}
+			continue
+		}
+		env = append(env, kv)
+	}
+	bin := filepath.Join(work, "bin")
+	return append(env,
+		"GOBIN="+bin,
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"XDG_DATA_HOME="+filepath.Join(work, "data"),
+		"GOWORK=off",
+	)
+}
 
 // TestListPastTheEnd: a cursor at or past the end of the history (one
 // issued before a clear, say) is an empty last page, not an error (SPEC

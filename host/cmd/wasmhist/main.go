@@ -70,6 +70,7 @@ func commands() []command {
 		{name: "history", summary: "print the history a session's plugin stored", run: runHistory},
 		{name: "inspect", summary: "describe a plugin binary: ABI, exports, capabilities, schemas, sha256", run: runInspect},
 		{name: "conformance", summary: "run the conformance suite against a plugin binary", run: runConformance},
+		{name: "new", summary: "write a new plugin module (new plugin NAME) that builds and passes conformance", run: runNew},
 		{name: "session", summary: "validate, list, show, delete, export or import session files", run: runSession},
 		{name: "cache", summary: "show or clear the compile cache of plugins (cache show, cache clear)", run: runCache},
 		{name: "version", summary: "print the versions of wasmhist, its ABI, Go, wazero and the Extism go-sdk", run: runVersion},

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"go/format"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/template"
+)
+
+// wasmhistModule is the module path a generated plugin's replace points at.
+const wasmhistModule = "github.com/wasmhist/wasmhist"
+
+// pluginName is what `new plugin` accepts as a NAME: it becomes the
+// plugin's name, the last element of its module path and its directory,
+// so it must be all three at once.
+var pluginName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+
+func runNew(_ context.Context, e *env, args []string) error {
+	const cmd = "new"
+	fs := flagSet(e, cmd, "plugin NAME [--dir DIR] [--module PATH] [--wasmhist PATH]",
+		"Writes a new plugin module: go.mod, main.go with a provider that keeps a session's\n"+
+			"messages in its state (the quickstart's), conformance_test.go running the conformance\n"+
+			"suite on it natively, and a Makefile that builds NAME.wasm. wasmhist is not\n"+
+			"published, so go.mod replaces it with a clone: --wasmhist, or the wasmhist module\n"+
+			"the current directory is in. Then: cd DIR && go mod tidy && make && wasmhist conformance NAME.wasm")
+	dir := fs.String("dir", "", "write the module into `DIR`, which must not exist (default ./NAME)")
+	module := fs.String("module", "", "the module `PATH` (default example.com/NAME)")
+	clone := fs.String("wasmhist", "", "the wasmhist clone to build against, a `PATH` (default: the wasmhist module the current directory is in)")
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 || pos[0] != "plugin" {
+		return usagef(cmd, "want 'plugin NAME', got %q: use 'wasmhist new plugin NAME'", strings.Join(pos, " "))
+	}
+	name := pos[1]
+	if !pluginName.MatchString(name) {
+		return usagef(cmd, "plugin name %q: use lower-case letters, digits, - and _, starting with a letter", name)
+	}
+	if *dir == "" {
+		*dir = name
+	}
+	if *module == "" {
+		*module = "example.com/" + name
+	}
+	root, err := wasmhistRoot(cmd, *clone)
+	if err != nil {
+		return err
+	}
+	goVersion, err := goDirective(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return failf(cmd, "reading %s: %w: check that --wasmhist is a clone of wasmhist", filepath.Join(root, "go.mod"), err)
+	}
+	files, err := pluginFiles(newPlugin{Name: name, Module: *module, Wasmhist: root, Go: goVersion})
+	if err != nil {
+		return failf(cmd, "generating the plugin: %w", err)
+	}
+	// Mkdir, not MkdirAll, for the last element: never write into a
+	// directory someone already has.
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(*dir)), 0o755); err != nil {
+		return failf(cmd, "creating %s: %w", *dir, err)
+	}
+	if err := os.Mkdir(*dir, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return failf(cmd, "%s already exists: %w: pass --dir with a new directory", *dir, err)
+		}
+		return failf(cmd, "creating %s: %w", *dir, err)
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(*dir, f.name), f.data, 0o644); err != nil {
+			return failf(cmd, "writing %s: %w", filepath.Join(*dir, f.name), err)
+		}
+	}
+	fmt.Fprintf(e.stdout, "created plugin %s in %s (module %s, building against %s)\n", name, *dir, *module, root)
+	fmt.Fprintf(e.stdout, "next: cd %s && go mod tidy && make && wasmhist conformance %s.wasm\n", *dir, name)
+	return nil
+}
+
+// wasmhistRoot returns the absolute directory of the wasmhist module to
+// build against: clone if given, else the module enclosing the working
+// directory if that is wasmhist. The command cannot know the clone it was
+// built from, so there is no other default.
+func wasmhistRoot(cmd, clone string) (string, error) {
+	if clone != "" {
+		abs, err := filepath.Abs(clone)
+		if err != nil {
+			return "", failf(cmd, "--wasmhist %s: %w", clone, err)
+		}
+		if mod, err := modulePath(filepath.Join(abs, "go.mod")); err != nil || mod != wasmhistModule {
+			return "", usagef(cmd, "--wasmhist %s is not a clone of wasmhist (its go.mod must declare module %s): pass the clone's top directory", clone, wasmhistModule)
+		}
+		return abs, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", failf(cmd, "finding the wasmhist clone: %w: pass --wasmhist PATH", err)
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if mod, err := modulePath(filepath.Join(d, "go.mod")); err == nil {
+			if mod == wasmhistModule {
+				return d, nil
+			}
+			break // the enclosing module is another one
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	return "", usagef(cmd, "the current directory is not inside a wasmhist clone: pass --wasmhist PATH, the clone to build the plugin against")
+}
+
+// modulePath reads the module path a go.mod declares.
+func modulePath(gomod string) (string, error) {
+	return goModLine(gomod, "module")
+}
+
+// goDirective reads the go version a go.mod declares.
+func goDirective(gomod string) (string, error) {
+	return goModLine(gomod, "go")
+}
+
+func goModLine(gomod, directive string) (string, error) {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), directive+" "); ok {
+			return strings.Trim(strings.TrimSpace(v), `"`), nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("no %s directive", directive)
+}
+
+// newPlugin is what the templates of a new plugin are filled with.
+type newPlugin struct {
+	Name, Module, Wasmhist, Go string
+}
+
+type newFile struct {
+	name string
+	data []byte
+}
+
+// pluginFiles renders the new module's files; Go sources are formatted,
+// which also proves they parse.
+func pluginFiles(p newPlugin) ([]newFile, error) {
+	var files []newFile
+	for _, t := range []struct{ name, text string }{
+		{"go.mod", newGoMod},
+		{"main.go", newMainGo},
+		{"conformance_test.go", newConformanceTest},
+		{"Makefile", newMakefile},
+	} {
+		var b bytes.Buffer
+		if err := template.Must(template.New(t.name).Parse(t.text)).Execute(&b, p); err != nil {
+			return nil, err
+		}
+		data := b.Bytes()
+		if strings.HasSuffix(t.name, ".go") {
+			var err error
+			if data, err = format.Source(data); err != nil {
+				return nil, fmt.Errorf("%s: %w", t.name, err)
+			}
+		}
+		files = append(files, newFile{t.name, data})
+	}
+	return files, nil
+}
+
+// The replace takes the clone for every version of wasmhist; go mod tidy
+// then requires it at v0.0.0-00010101000000-000000000000 without asking
+// the module proxy, which has never heard of it.
+const newGoMod = `module {{.Module}}
+
+go {{.Go}}
+
+replace github.com/wasmhist/wasmhist => {{printf "%q" .Wasmhist}}
+`
+
+// newMainGo is examples/quickstart/plugin/main.go under another name.
+const newMainGo = `// Command {{.Name}} is a wasmhist history plugin: it keeps a session's
+// messages in the session state and gives the model the most recent ones.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/sdk"
+)
+
+// config is what the operator may set: how many messages the model sees.
+type config struct {
+	MaxMessages int ` + "`json:\"max_messages,omitempty\"`" + `
+}
+
+// state is the plugin's whole memory of a session.
+type state struct {
+	Messages []json.RawMessage ` + "`json:\"messages\"`" + `
+}
+
+type provider struct{}
+
+var (
+	_ sdk.Provider = provider{}
+	_ sdk.Lister   = provider{} // optional: lets ` + "`wasmhist history`" + ` read it
+)
+
+func (provider) Describe() abi.PluginInfo {
+	return abi.PluginInfo{
+		Name:         {{printf "%q" .Name}},
+		Version:      "0.1.0",
+		StateVersion: 1,
+		StateSchema:  json.RawMessage(` + "`" + `{"type":"object","required":["messages"],"properties":{"messages":{"type":"array","items":{"type":"object"}}}}` + "`" + `),
+		InitialState: json.RawMessage(` + "`" + `{"messages":[]}` + "`" + `),
+		ConfigSchema: json.RawMessage(` + "`" + `{"type":"object","properties":{"max_messages":{"type":"integer","minimum":1}},"additionalProperties":false}` + "`" + `),
+		// provide and store work without seeing the state: keep it on the host.
+		OmitState: []string{abi.ExportProvide, abi.ExportStore},
+	}
+}
+
+// Provide selects the newest messages by reference; the host cuts the
+// window without splitting a tool call from its result.
+func (provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	cfg, err := sdk.DecodeConfig[config](req.Config)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxMessages == 0 {
+		cfg.MaxMessages = 100
+	}
+	sel := &abi.StateSelection{Pointer: "/messages", Window: &abi.Window{MaxMessages: cfg.MaxMessages}}
+	return &abi.ProvideResponse{FromState: sel}, nil
+}
+
+// Store appends the new messages, request first, without decoding them.
+func (provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	msgs := slices.Concat(req.RequestMessages, req.ResponseMessages)
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps("/messages", msgs)}}, nil
+}
+
+// List pages through everything stored; the cursor is the next index.
+// A cursor at or past the end (after a clear, say) is an empty last page.
+func (provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse, error) {
+	st, err := sdk.DecodeState[state](req.State)
+	if err != nil {
+		return nil, err
+	}
+	start := 0
+	if req.Cursor != "" {
+		if start, err = strconv.Atoi(req.Cursor); err != nil || start < 0 {
+			return nil, abi.Errorf(abi.CodeInvalidArgument, "list: bad cursor %q", req.Cursor)
+		}
+		start = min(start, len(st.Messages))
+	}
+	end := len(st.Messages)
+	if req.Limit > 0 {
+		end = min(end, start+req.Limit)
+	}
+	resp := &abi.ListResponse{Messages: st.Messages[start:end]}
+	if end < len(st.Messages) {
+		resp.NextCursor = strconv.Itoa(end)
+	}
+	return resp, nil
+}
+
+func init() { sdk.Register(provider{}) }
+
+func main() {}
+`
+
+// newConformanceTest is examples/quickstart/plugin/conformance_test.go
+// under another name.
+const newConformanceTest = `package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/sdk"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
+)
+
+// TestConformance runs the conformance suite on the provider's Go code.
+func TestConformance(t *testing.T) {
+	h, err := host.New(t.Context(), host.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	sdktest.Run(t, func(ctx context.Context) (sdktest.Subject, error) {
+		return h.LoadNative(ctx, {{printf "%q" .Name}}, sdk.Handler(provider{}), host.LoadOptions{})
+	})
+}
+`
+
+const newMakefile = `# {{.Name}}.wasm is the plugin: the standard Go toolchain, no TinyGo.
+GO ?= go
+
+{{.Name}}.wasm: go.mod $(wildcard *.go)
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $@ .
+
+.PHONY: test
+test:
+	$(GO) test ./...
+`
