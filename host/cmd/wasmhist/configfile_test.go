@@ -15,6 +15,7 @@ import (
 var commandPaths = [][]string{
 	{"chat"}, {"history"}, {"inspect"}, {"conformance"}, {"session"}, {"session", "validate"}, {"session", "list"},
 	{"session", "show"}, {"session", "delete"}, {"session", "export"}, {"session", "import"}, {"cache"}, {"version"},
+	{"new", "plugin"},
 }
 
 var flagLine = regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`)
