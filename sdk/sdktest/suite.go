@@ -69,6 +69,12 @@ func CasesWith(opts Options) []Case {
 	return cases
 }
 
+// MaxMessagesPerSession is the most messages the suite stores in one
+// session slot. A plugin that bounds its history (abi/SPEC.md section
+// 10.1) passes the suite under a configuration that keeps at least this
+// many; TestSuiteStaysWithinMaxMessagesPerSession keeps the number true.
+const MaxMessagesPerSession = 64
+
 // Run runs every case as a subtest of t against subjects from f. A case
 // that does not apply is skipped.
 func Run(t *testing.T, f Factory) {

@@ -528,3 +528,56 @@ func TestReadingAnOmittedStateFailsNamingOmitState(t *testing.T) {
 	}
 	t.Fatal("no case provide_returns_stored_in_order")
 }
+
+// countingSubject counts the messages stored in each session slot,
+// whichever way the suite stores them.
+type countingSubject struct {
+	Subject
+	mu     *sync.Mutex
+	stored map[string]int
+}
+
+func (c countingSubject) add(facts abi.SessionFacts, n int) {
+	c.mu.Lock()
+	c.stored[facts.SessionID+"\x00"+facts.StateKey] += n
+	c.mu.Unlock()
+}
+
+func (c countingSubject) StoreState(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request, response []json.RawMessage) (json.RawMessage, error) {
+	c.add(facts, len(request)+len(response))
+	return c.Subject.StoreState(ctx, facts, state, request, response)
+}
+
+func (c countingSubject) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
+	if export == abi.ExportStore {
+		var req abi.StoreRequest
+		if json.Unmarshal(input, &req) == nil {
+			c.add(req.Session, len(req.RequestMessages)+len(req.ResponseMessages))
+		}
+	}
+	return c.Subject.Call(ctx, export, input)
+}
+
+// TestSuiteStaysWithinMaxMessagesPerSession: no case stores more than
+// MaxMessagesPerSession messages in one session slot, so a plugin bounded
+// by that much passes (abi/SPEC.md section 10.1).
+func TestSuiteStaysWithinMaxMessagesPerSession(t *testing.T) {
+	mu := &sync.Mutex{}
+	stored := map[string]int{}
+	inner := factoryOf(func() sdk.Provider { return pagedProvider{} })
+	f := func(ctx context.Context) (Subject, error) {
+		s, err := inner(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return countingSubject{Subject: s, mu: mu, stored: stored}, nil
+	}
+	Run(t, f)
+	most := 0
+	for _, n := range stored {
+		most = max(most, n)
+	}
+	t.Logf("the most messages stored in one slot: %d", most)
+	require.NotEmpty(t, stored, "the count saw no store")
+	assert.LessOrEqual(t, most, MaxMessagesPerSession)
+}

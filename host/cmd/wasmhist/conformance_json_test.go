@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
 // TestConformanceJSON: --json reports every case with its result, under
@@ -39,4 +41,13 @@ func TestConformanceJSON(t *testing.T) {
 		}
 	}
 	assert.Positive(t, reasons, "failures carry the case's reason code")
+}
+
+// TestConformanceOfABoundedPlugin: a plugin that bounds its history by
+// configuration passes under a bound of sdktest.MaxMessagesPerSession and
+// fails under a smaller one (abi/SPEC.md section 10.1).
+func TestConformanceOfABoundedPlugin(t *testing.T) {
+	enough := fmt.Sprintf(`{"max_messages": %d}`, sdktest.MaxMessagesPerSession)
+	invocation{}.ok(t, "conformance", "--config", enough, "inmemory")
+	invocation{}.failsWithOneLine(t, exitFail, []string{"conformance", "--config", `{"max_messages": 2}`, "inmemory"}, "cases failed")
 }
