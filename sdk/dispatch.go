@@ -3,7 +3,9 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
@@ -24,7 +26,7 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte) (out
 		// running out of memory) becomes an ordinary error, so the host
 		// reports the plugin's bug without losing the instance to a trap.
 		if r := recover(); r != nil {
-			out, aerr = nil, &abi.Error{Code: abi.CodeInternal, Message: export + ": panic: " + panicText(r)}
+			out, aerr = nil, &abi.Error{Code: abi.CodeInternal, Message: export + ": panic: " + panicText(r) + panicSite()}
 		}
 	}()
 	// Errors are built without fmt, and requests decoded and responses
@@ -122,6 +124,37 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte) (out
 // invalidRequest is the error for a request that does not decode.
 func invalidRequest(export string, err error) *abi.Error {
 	return &abi.Error{Code: abi.CodeInvalidArgument, Message: export + ": decode request: " + abi.ErrInvalidArgument.Error() + ": " + err.Error()}
+}
+
+// panicSite says where the recovered panic happened, " at file:line in
+// function", from the first frame below the panic that is not the Go
+// runtime's; the author gets the whole stack by running the provider
+// natively (the conformance suite's native run, or a test calling
+// Handler), where a panic is not recovered by the host's boundary.
+func panicSite() string {
+	var pcs [32]uintptr
+	// Skip runtime.Callers, panicSite and the deferred function.
+	n := runtime.Callers(3, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	afterPanic := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			afterPanic = true
+		case afterPanic && !strings.HasPrefix(f.Function, "runtime."):
+			file := f.File
+			if i := strings.LastIndexByte(file, '/'); i >= 0 {
+				if j := strings.LastIndexByte(file[:i], '/'); j >= 0 {
+					file = file[j+1:]
+				}
+			}
+			return " (at " + file + ":" + strconv.Itoa(f.Line) + " in " + f.Function + "; run the provider natively, e.g. with sdktest, for the whole stack)"
+		}
+		if !more {
+			return ""
+		}
+	}
 }
 
 // panicText describes a recovered value as fmt's %v would for the values

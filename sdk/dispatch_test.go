@@ -139,7 +139,7 @@ func TestHandler(t *testing.T) {
 		},
 		{
 			name: "a panic is internal", provider: &echoProvider{panic: "boom"}, export: abi.ExportProvide,
-			input: `{}`, wantErr: abi.ErrInternal, errParts: []string{"panic", "boom"},
+			input: `{}`, wantErr: abi.ErrInternal, errParts: []string{"panic", "boom", "(at sdk/dispatch_test.go:", "in github.com/wasmhist/wasmhist/sdk.(*echoProvider).Provide", "run the provider natively"},
 		},
 		{name: "list without Lister is unimplemented", provider: &echoProvider{}, export: abi.ExportList, input: `{}`, wantErr: abi.ErrUnimplemented, errParts: []string{"Lister"}},
 		{name: "clear without Clearer is unimplemented", provider: &echoProvider{}, export: abi.ExportClear, input: `{}`, wantErr: abi.ErrUnimplemented, errParts: []string{"Clearer"}},

@@ -163,6 +163,8 @@ func TestGuestErrors(t *testing.T) {
 		{name: "provider error code", export: abi.ExportProvide, input: `{"request_messages":[{"do":"fail"}]}`, wantErr: abi.ErrNotFound, want: "asked to fail"},
 		{name: "plain error", export: abi.ExportProvide, input: `{"request_messages":[{"do":"plain"}]}`, wantErr: abi.ErrInternal, want: "a plain error"},
 		{name: "panic", export: abi.ExportProvide, input: `{"request_messages":[{"do":"panic"}]}`, wantErr: abi.ErrInternal, want: "asked to"},
+		// The guest says where it panicked, file and line, as compiled.
+		{name: "panic site", export: abi.ExportProvide, input: `{"request_messages":[{"do":"panic"}]}`, wantErr: abi.ErrInternal, want: "(at guest/main.go:"},
 		{name: "optional export missing", export: abi.ExportList, input: `{}`, wantErr: abi.ErrUnimplemented},
 	}
 	for _, tt := range tests {
