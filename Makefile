@@ -53,8 +53,13 @@ fuzz:
 	done
 
 # Benchmarks as recorded in BENCHMARKS.md (see there for benchstat usage).
+# The comparison with hashicorp/go-plugin lives in bench/peer, a module of its
+# own so that the main module never requires go-plugin or gRPC; ./... does
+# not descend into it.
 bench: plugins
 	$(GO) test -run='^$$' -bench=. -benchmem -count=6 ./... | tee bench.txt
+	cd bench/peer && $(GO) test -run='^$$' -bench=PeerTurn -benchmem -benchtime=200x -count=6 . | tee -a ../../bench.txt
+	cd bench/peer && $(GO) test -run='^$$' -bench=PeerLoadFreshProcess -benchtime=5x -count=6 . | tee -a ../../bench.txt
 
 clean:
 	rm -f plugins/*/*.wasm bench.txt
