@@ -35,7 +35,10 @@ func Build(dir string) (string, error) {
 	} else if a, err := filepath.Abs(dir); err == nil {
 		abs = a
 	}
-	sum := sha256.Sum256([]byte(abs))
+	// The key includes the module the build resolves in: two checkouts of
+	// one module build the same import path from different sources, and
+	// must not overwrite each other's output while their tests run.
+	sum := sha256.Sum256([]byte(abs + "\x00" + moduleRoot()))
 	outDir := filepath.Join(os.TempDir(), "wasmhist-plugins")
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return "", err
@@ -87,6 +90,25 @@ func GoCommand() string {
 		}
 	}
 	return "go"
+}
+
+// moduleRoot returns the nearest directory at or above the working
+// directory that holds a go.mod, or "".
+func moduleRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if fileExists(filepath.Join(dir, "go.mod")) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
 }
 
 func fileExists(p string) bool {
