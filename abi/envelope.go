@@ -43,7 +43,8 @@ type PluginInfo struct {
 	Capabilities []Capability `json:"capabilities,omitempty"`
 	// OmitState lists exports whose requests need no state: the host then
 	// leaves Request.State out, which keeps large histories from crossing the
-	// boundary. Only provide, store and clear may be listed.
+	// boundary. Only provide, store, clear and (from ABI 1.1) list may be
+	// listed.
 	OmitState []string `json:"omit_state,omitempty"`
 }
 
@@ -117,10 +118,20 @@ type ListRequest struct {
 	Limit int `json:"limit,omitempty"`
 }
 
-// ListResponse is list's output. An empty NextCursor means the last page.
+// ListResponse is list's output: one page either by value (Messages and
+// NextCursor, an empty NextCursor meaning the last page) or, from ABI 1.1,
+// by reference (FromState), which the host pages itself.
 type ListResponse struct {
 	Messages   []json.RawMessage `json:"messages"`
 	NextCursor string            `json:"next_cursor,omitempty"`
+	// FromState names the array in the plugin's state that holds everything
+	// stored for the key, oldest first (ABI 1.1; SPEC section 4.4.1). The
+	// host then serves the page the request's cursor and limit name from that
+	// array, and issues the cursors itself, so a plugin that keeps its
+	// history in the state lists it without receiving the state (list in
+	// PluginInfo.OmitState). Window must be nil; Messages must be empty and
+	// NextCursor absent.
+	FromState *StateSelection `json:"from_state,omitempty"`
 }
 
 // ClearRequest is clear's input.

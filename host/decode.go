@@ -92,6 +92,18 @@ func decodeList(out []byte) (*abi.ListResponse, error) {
 	if err := unmarshalOutput(abi.ExportList, out, &r); err != nil {
 		return nil, err
 	}
+	if s := r.FromState; s != nil {
+		// The host pages a reference itself (SPEC section 4.4.1): a page
+		// or a cursor of the plugin's own beside it would say two things.
+		switch {
+		case len(r.Messages) > 0:
+			return nil, invalidOutput(abi.ExportList, "messages and from_state are both set")
+		case r.NextCursor != "":
+			return nil, invalidOutput(abi.ExportList, "from_state with a next_cursor: the host issues the cursors of a page by reference")
+		case s.Window != nil:
+			return nil, invalidOutput(abi.ExportList, "from_state of list has a window: list pages through everything stored")
+		}
+	}
 	return &r, nil
 }
 
@@ -109,14 +121,20 @@ func decodeMigrate(out []byte) (json.RawMessage, error) {
 // decodeMessages validates messages a plugin returned by value against the
 // message schema and decodes them. field names them in errors.
 func decodeMessages(export, field string, raws []json.RawMessage) ([]abi.Message, error) {
+	return decodeMessagesAt(export, field, 0, raws)
+}
+
+// decodeMessagesAt is decodeMessages of raws that start at index first of
+// field, so that errors name the index in field.
+func decodeMessagesAt(export, field string, first int, raws []json.RawMessage) ([]abi.Message, error) {
 	ms := schema.Project(schemas.Message)
 	msgs := make([]abi.Message, len(raws))
 	for i, raw := range raws {
 		if err := ms.Validate(raw); err != nil {
-			return nil, invalidOutput(export, "%s[%d]: %v", field, i, err)
+			return nil, invalidOutput(export, "%s[%d]: %v", field, first+i, err)
 		}
 		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
-			return nil, invalidOutput(export, "%s[%d]: %v", field, i, err)
+			return nil, invalidOutput(export, "%s[%d]: %v", field, first+i, err)
 		}
 	}
 	return msgs, nil

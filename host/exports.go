@@ -90,14 +90,16 @@ func (p *Plugin) change(ctx context.Context, export string, state json.RawMessag
 	return next, changed, nil
 }
 
+// list runs the list export. A plugin that lists it in omit_state gets no
+// state, and may answer by reference (from_state): the host then serves the
+// page from the array in the state itself, with a cursor of its own, so the
+// call costs the plugin nothing and the host the page (SPEC section 4.4.1).
 func (p *Plugin) list(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, cursor string, limit int) ([]abi.Message, string, error) {
 	if !p.has(abi.ExportList) {
 		return nil, "", p.unsupported(abi.ExportList)
 	}
-	r := newRequest(len(state))
-	r.raw("state", state)
-	r.raw("config", p.config)
-	r.value("session", facts)
+	r := newRequest(p.stateSize(abi.ExportList, state))
+	p.common(r, abi.ExportList, facts, state)
 	if cursor != "" {
 		r.value("cursor", cursor)
 	}
@@ -109,6 +111,10 @@ func (p *Plugin) list(ctx context.Context, facts abi.SessionFacts, state json.Ra
 	err := p.invoke(ctx, abi.ExportList, r.bytes(), func(out []byte) error {
 		resp, err := decodeList(out)
 		if err != nil {
+			return err
+		}
+		if resp.FromState != nil {
+			msgs, next, err = p.pageFromState(state, resp.FromState.Pointer, cursor, limit)
 			return err
 		}
 		msgs, err = decodeMessages(abi.ExportList, "messages", resp.Messages)

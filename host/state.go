@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+
 	"github.com/wasmhist/wasmhist/host/session"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -162,6 +165,60 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.
 		keptRaw[i] = append(json.RawMessage(nil), r...)
 	}
 	return keptRaw, kept, nil
+}
+
+// DefaultListPage is how many messages the host puts in a page of list it
+// serves from the state (SPEC section 4.4.1) when the caller names no limit.
+const DefaultListPage = 100
+
+// pageFromState serves a list page by reference: the elements of the
+// array at pointer from the cursor's index on, at most limit of them. The
+// cursor is the host's own, the decimal index of the page's first element;
+// the next one is issued while elements remain. Through the indexed
+// document this costs the page, not the history: the Doc the last store
+// left in the cache already knows where every element is.
+func (p *Plugin) pageFromState(state json.RawMessage, pointer, cursor string, limit int) ([]abi.Message, string, error) {
+	start := 0
+	if cursor != "" {
+		n, err := strconv.Atoi(cursor)
+		if err != nil || n < 0 || strconv.Itoa(n) != cursor {
+			return nil, "", &abi.Error{Code: abi.CodeInvalidArgument, Message: "list: cursor " + strconv.Quote(cursor) +
+				" is not one the host issued for a page from the state: it is a message index, a non-negative decimal integer"}
+		}
+		start = n
+	}
+	if limit <= 0 {
+		limit = DefaultListPage
+	}
+	if _, err := statepatch.ParsePointer(pointer); err != nil {
+		return nil, "", invalidOutput(abi.ExportList, "from_state pointer %q: %v", pointer, err)
+	}
+	doc, err := p.docs.Take(state)
+	if err != nil {
+		return nil, "", invalidOutput(abi.ExportList, "from_state: state: %v", err)
+	}
+	defer p.docs.Put(doc)
+	raws, total, err := doc.ElementRange(pointer, start, start+min(limit, math.MaxInt-start))
+	if errors.Is(err, statepatch.ErrNotFound) {
+		return []abi.Message{}, "", nil
+	}
+	if err != nil {
+		return nil, "", invalidOutput(abi.ExportList, "from_state pointer %q: %v", pointer, err)
+	}
+	// The page is checked against the message schema as a page by value
+	// is, so list still vouches for every message it returns (the state
+	// schema may allow any object); that costs the page. Decoding copies
+	// what the caller keeps out of the Doc's buffer, which the next patch
+	// edits in place.
+	msgs, err := decodeMessagesAt(abi.ExportList, "from_state "+pointer+": messages", start, raws)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if end := start + len(raws); end < total {
+		next = strconv.Itoa(end)
+	}
+	return msgs, next, nil
 }
 
 // initialState is a copy of the plugin's initial state: a new slot's bytes

@@ -312,25 +312,7 @@ func encodeProvideResponse(r *abi.ProvideResponse) []byte {
 		e.key("messages")
 		e.rawArray(r.Messages)
 	}
-	if s := r.FromState; s != nil {
-		e.key("from_state")
-		e.b = append(e.b, `{"pointer":`...)
-		e.str(s.Pointer)
-		if w := s.Window; w != nil {
-			e.b = append(e.b, `,"window":{`...)
-			inner := encoder{b: e.b}
-			if w.MaxMessages != 0 {
-				inner.key("max_messages")
-				inner.b = strconv.AppendInt(inner.b, int64(w.MaxMessages), 10)
-			}
-			if w.MaxTokens != 0 {
-				inner.key("max_tokens")
-				inner.b = strconv.AppendInt(inner.b, int64(w.MaxTokens), 10)
-			}
-			e.b = append(inner.b, '}')
-		}
-		e.b = append(e.b, '}')
-	}
+	e.selection(r.FromState)
 	e.stateChange(&r.StateChange)
 	return append(e.b, '}')
 }
@@ -342,8 +324,35 @@ func encodeStoreResponse(r *abi.StoreResponse) []byte {
 	return append(e.b, '}')
 }
 
+// selection adds a from_state member, if s is not nil.
+func (e *encoder) selection(s *abi.StateSelection) {
+	if s == nil {
+		return
+	}
+	e.key("from_state")
+	e.b = append(e.b, `{"pointer":`...)
+	e.str(s.Pointer)
+	if w := s.Window; w != nil {
+		e.b = append(e.b, `,"window":{`...)
+		inner := encoder{b: e.b}
+		if w.MaxMessages != 0 {
+			inner.key("max_messages")
+			inner.b = strconv.AppendInt(inner.b, int64(w.MaxMessages), 10)
+		}
+		if w.MaxTokens != 0 {
+			inner.key("max_tokens")
+			inner.b = strconv.AppendInt(inner.b, int64(w.MaxTokens), 10)
+		}
+		e.b = append(inner.b, '}')
+	}
+	e.b = append(e.b, '}')
+}
+
 func encodeListResponse(r *abi.ListResponse) []byte {
 	n := len(r.NextCursor) + 48
+	if r.FromState != nil {
+		n += len(r.FromState.Pointer) + 64
+	}
 	for _, m := range r.Messages {
 		n += len(m) + 1
 	}
@@ -359,6 +368,7 @@ func encodeListResponse(r *abi.ListResponse) []byte {
 		e.key("next_cursor")
 		e.str(r.NextCursor)
 	}
+	e.selection(r.FromState)
 	return append(e.b, '}')
 }
 

@@ -268,6 +268,8 @@ func TestEncodeOtherResponsesMatchEncodingJSON(t *testing.T) {
 		{Messages: msgs},
 		{Messages: msgs[:1], NextCursor: "1"},
 		{Messages: msgs, NextCursor: "\"q\"\n\x01é\xff"},
+		{Messages: []json.RawMessage{}, FromState: &abi.StateSelection{Pointer: "/messages"}},
+		{Messages: []json.RawMessage{}, FromState: &abi.StateSelection{Pointer: "/a~1b/\"q\"", Window: &abi.Window{MaxMessages: 3}}},
 	} {
 		check(t, r, encodeListResponse(&r))
 	}

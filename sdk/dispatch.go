@@ -186,7 +186,7 @@ func listPage(resp *abi.ListResponse, err error) (*abi.ListResponse, error) {
 	if err == nil && (resp == nil || resp.Messages == nil) {
 		page := abi.ListResponse{Messages: []json.RawMessage{}}
 		if resp != nil {
-			page.NextCursor = resp.NextCursor
+			page.NextCursor, page.FromState = resp.NextCursor, resp.FromState
 		}
 		resp = &page
 	}

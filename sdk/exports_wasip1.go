@@ -13,11 +13,13 @@ import (
 // plugin. Optional exports are always present and answer
 // abi.CodeUnimplemented when the provider lacks the interface.
 
-// The marker's name carries the ABI major; it returns the minor, so a host
-// can refuse another major from the export section alone.
+// The marker's name carries the ABI major, so a host can refuse another
+// major from the export section alone. It returns 0, as SPEC section 3
+// requires: an Extism host reads a non-zero result as a failed call, and
+// from minor 1 on the minor would be one.
 //
 //go:wasmexport wasmhist_abi_v1
-func exportMarker() int32 { return abi.Minor }
+func exportMarker() int32 { return 0 }
 
 //go:wasmexport describe
 func exportDescribe() int32 { return run(abi.ExportDescribe) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -111,4 +112,45 @@ func benchMessage(role abi.Role, i int) abi.Message {
 	m.MessageID = fmt.Sprintf("msg-%06d", i)
 	m.CreatedAt = "2026-11-21T10:00:00Z"
 	return m
+}
+
+// BenchmarkListPage measures one list page of 100 messages, from the
+// middle of a history of N short messages, through the in-memory plugin as
+// WebAssembly. list omits the state and answers by reference (ABI 1.1), so
+// the page should cost about the same whatever N. The session is built
+// once as state JSON; its first, untimed page leaves the indexed document in
+// the plugin's cache, as a previous page or store would.
+func BenchmarkListPage(b *testing.B) {
+	ctx := context.Background()
+	h, err := host.New(ctx, host.Config{})
+	require.NoError(b, err)
+	defer h.Close(ctx)
+	p, err := h.Load(ctx, host.File(sdktest.BuildPlugin(b, "github.com/wasmhist/wasmhist/plugins/inmemory")), host.LoadOptions{})
+	require.NoError(b, err)
+	for _, n := range []int{1000, 100_000} {
+		var data strings.Builder
+		data.WriteString(`{"messages":[`)
+		for i := range n {
+			if i > 0 {
+				data.WriteByte(',')
+			}
+			fmt.Fprintf(&data, `{"role":"user","contents":[{"type":"text","text":"message %d of a long chat"}]}`, i)
+		}
+		data.WriteString(`]}`)
+		s := &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "bench",
+			State: map[string]session.ProviderState{"history": {Provider: provider.Name, StateVersion: provider.StateVersion, Data: []byte(data.String())}}}
+		cursor := strconv.Itoa(n / 2)
+		page, _, err := p.List(ctx, s, "history", cursor, 100)
+		require.NoError(b, err)
+		require.Len(b, page, 100)
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				page, _, err := p.List(ctx, s, "history", cursor, 100)
+				if err != nil || len(page) != 100 {
+					b.Fatalf("page of %d, %v", len(page), err)
+				}
+			}
+		})
+	}
 }

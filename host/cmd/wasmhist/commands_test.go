@@ -109,7 +109,7 @@ func TestInspect(t *testing.T) {
 	for _, w := range []string{
 		"plugin:        inmemory 0.1.0",
 		"sha256:        " + wantSum,
-		"abi:           1.0 (this host speaks " + abi.Version + ")",
+		"abi:           " + abi.Version + " (this host speaks " + abi.Version + ")",
 		"exports:       describe, provide, store, list, clear",
 		"capabilities:  none",
 		"state schema:",

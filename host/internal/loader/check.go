@@ -120,8 +120,15 @@ func CheckInfo(plugin string, info *abi.PluginInfo, granted, available []abi.Cap
 		return fmt.Errorf("%w: %s: describe: state_schema is required", hosterr.ErrInvalidPlugin, info.Name)
 	}
 	for _, e := range info.OmitState {
-		if e != abi.ExportProvide && e != abi.ExportStore && e != abi.ExportClear {
-			return fmt.Errorf("%w: %s: describe: omit_state may list provide, store and clear, not %q", hosterr.ErrInvalidPlugin, info.Name, e)
+		switch {
+		case e == abi.ExportProvide || e == abi.ExportStore || e == abi.ExportClear:
+		case e == abi.ExportList && minor >= 1:
+			// ABI 1.1: list answers by reference (SPEC section 4.4.1).
+		case e == abi.ExportList:
+			return fmt.Errorf("%w: %s: describe: omit_state lists list, which ABI 1.1 added, but the plugin reports ABI %s: report abi \"1.1\" or leave list out",
+				hosterr.ErrInvalidPlugin, info.Name, info.ABI)
+		default:
+			return fmt.Errorf("%w: %s: describe: omit_state may list provide, store, clear and list, not %q", hosterr.ErrInvalidPlugin, info.Name, e)
 		}
 	}
 	for _, c := range info.Capabilities {

@@ -138,30 +138,46 @@ func (d *Doc) Get(pointer string) (json.RawMessage, error) {
 // Elements returns the elements of the array at a JSON Pointer without
 // decoding them (none for null). The slices are valid until the next Apply.
 func (d *Doc) Elements(pointer string) ([]json.RawMessage, error) {
+	out, _, err := d.ElementRange(pointer, 0, -1)
+	return out, err
+}
+
+// ElementRange returns the elements from index from up to, not including,
+// index to (to < 0: up to the end) of the array at a JSON Pointer, and the
+// array's length; none and 0 for null. Indexes past the end are clamped, so
+// a range at or past the end is empty. Once the array is indexed (the last
+// patch or lookup did that), the cost is that of the range, not of the
+// array. The slices are valid until the next Apply.
+func (d *Doc) ElementRange(pointer string, from, to int) ([]json.RawMessage, int, error) {
 	tokens, err := ParsePointer(pointer)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrPatch, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrPatch, err)
 	}
 	frames, err := d.walk(tokens)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	f := frames[len(frames)-1]
 	if f.n.kind == 0 && string(d.buf[f.abs:f.abs+f.n.size]) == "null" {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if f.n.kind != '[' {
-		return nil, fmt.Errorf("%w: %s is not an array", ErrPatch, quotePointer(pointer))
+		return nil, 0, fmt.Errorf("%w: %s is not an array", ErrPatch, quotePointer(pointer))
 	}
 	if err := d.index(f.n, f.abs); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	out := make([]json.RawMessage, len(f.n.kids))
-	for i, k := range f.n.kids {
+	n := len(f.n.kids)
+	if to < 0 || to > n {
+		to = n
+	}
+	from = min(max(from, 0), to)
+	out := make([]json.RawMessage, to-from)
+	for i, k := range f.n.kids[from:to] {
 		a := f.abs + k.off
 		out[i] = d.buf[a : a+k.size : a+k.size]
 	}
-	return out, nil
+	return out, n, nil
 }
 
 // Apply applies ops in order, checking each new value against s (if s is

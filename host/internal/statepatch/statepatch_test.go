@@ -195,6 +195,46 @@ func TestElements(t *testing.T) {
 	require.Equal(t, "1", string(v))
 }
 
+// TestElementRange: a range is the elements it names, clamped to the
+// array, with the array's length; after an append it sees the new element.
+func TestElementRange(t *testing.T) {
+	d, err := Parse([]byte(`{"m":[0,1,2,3,4],"n":null}`))
+	require.NoError(t, err)
+	tests := []struct {
+		from, to int
+		want     []string
+	}{
+		{0, 2, []string{"0", "1"}},
+		{3, 10, []string{"3", "4"}},
+		{2, -1, []string{"2", "3", "4"}},
+		{5, 7, []string{}},
+		{9, 12, []string{}},
+		{-3, 1, []string{"0"}},
+	}
+	for _, tt := range tests {
+		got, n, err := d.ElementRange("/m", tt.from, tt.to)
+		require.NoError(t, err)
+		require.Equal(t, 5, n)
+		s := []string{}
+		for _, g := range got {
+			s = append(s, string(g))
+		}
+		require.Equal(t, tt.want, s, "range %d..%d", tt.from, tt.to)
+	}
+	got, n, err := d.ElementRange("/n", 0, 10)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.Zero(t, n)
+	_, _, err = d.ElementRange("/missing", 0, 10)
+	require.ErrorIs(t, err, ErrNotFound)
+	require.NoError(t, d.Apply(ops(t, `[{"op":"add","path":"/m/-","value":5}]`), nil))
+	got, n, err = d.ElementRange("/m", 4, 100)
+	require.NoError(t, err)
+	require.Equal(t, 6, n)
+	require.Len(t, got, 2)
+	require.Equal(t, "5", string(got[1]))
+}
+
 func TestParsePointer(t *testing.T) {
 	tests := []struct {
 		in   string

@@ -2,10 +2,12 @@
 // that keeps every message in the session state, {"messages": [...]}.
 //
 // It never decodes a message. store answers a patch that appends the new
-// messages, and provide answers a reference to the stored array with the
-// configured window, so the host does the JSON work natively and neither
-// call ships the history across the WebAssembly boundary (both are listed in
-// PluginInfo.OmitState, as is clear). Only list reads the state.
+// messages, provide a reference to the stored array with the configured
+// window, and list a reference to the same array, which the host pages
+// (ABI 1.1), so the host does the JSON work natively and no call ships the
+// history across the WebAssembly boundary (all four are listed in
+// PluginInfo.OmitState, as is clear). list still pages a state it is given
+// itself, as it did under ABI 1.0.
 package provider
 
 import (
@@ -94,7 +96,7 @@ func (Provider) Describe() abi.PluginInfo {
 		StateSchema:  stateSchema,
 		InitialState: initialState,
 		ConfigSchema: configSchema,
-		OmitState:    []string{abi.ExportProvide, abi.ExportStore, abi.ExportClear},
+		OmitState:    []string{abi.ExportProvide, abi.ExportStore, abi.ExportClear, abi.ExportList},
 	}
 }
 
@@ -122,11 +124,22 @@ func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreRespo
 	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps(messagesPointer, msgs)}}, nil
 }
 
-// List implements sdk.Lister. The cursor is the index of the page's first
-// message: history only grows at its end, so an index stays valid between
-// pages until the history is cleared. A cursor at or past the end (one
-// issued before a clear, say) gets an empty last page (SPEC section 4.4).
+// List implements sdk.Lister. A request without a state (list is in
+// OmitState) is answered by reference: the host serves the page the cursor
+// and limit name from the stored array, so a page costs the plugin nothing
+// whatever the size of the history (SPEC section 4.4.1).
+//
+// A request with a state is paged here, as ABI 1.0 did: a host that sends
+// the state has not left it out, and may not know the reference. The
+// cursor is then the index of the page's first message, the form the
+// host's cursors have too: history only grows at its end, so an index
+// stays valid between pages until the history is cleared. A cursor at or
+// past the end (one issued before a clear, say) gets an empty last page
+// (SPEC section 4.4).
 func (Provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse, error) {
+	if len(req.State) == 0 {
+		return &abi.ListResponse{FromState: &abi.StateSelection{Pointer: messagesPointer}}, nil
+	}
 	msgs, err := stateMessages(req.State)
 	if err != nil {
 		return nil, err

@@ -32,12 +32,12 @@ func TestDescribe(t *testing.T) {
 	for name, doc := range map[string]json.RawMessage{"state_schema": info.StateSchema, "config_schema": info.ConfigSchema, "initial_state": info.InitialState} {
 		assert.True(t, json.Valid(doc), "%s is not valid JSON: %s", name, doc)
 	}
-	// provide, store and clear must not receive the history: that is what
-	// keeps the per-call cost flat as the history grows.
-	for _, export := range []string{abi.ExportProvide, abi.ExportStore, abi.ExportClear} {
+	// No export receives the history: that is what keeps the per-call
+	// cost flat as the history grows. list answers by reference, ABI 1.1.
+	for _, export := range []string{abi.ExportProvide, abi.ExportStore, abi.ExportClear, abi.ExportList} {
 		assert.Contains(t, info.OmitState, export)
 	}
-	assert.NotContains(t, info.OmitState, abi.ExportList, "list needs the state")
+	assert.Equal(t, "1.1", info.ABI, "list in omit_state needs ABI 1.1")
 }
 
 func TestProvideWindow(t *testing.T) {
@@ -148,6 +148,25 @@ func TestList(t *testing.T) {
 			assert.Equal(t, tt.wantNext, resp.NextCursor, "next cursor")
 		})
 	}
+}
+
+// TestListByReference: without a state (list is in omit_state) every page
+// is the stored array by reference, which the host pages; the wire answer
+// is that and nothing else.
+func TestListByReference(t *testing.T) {
+	for _, cursor := range []string{"", "200", "whatever"} {
+		resp, err := Provider{}.List(t.Context(), &abi.ListRequest{Cursor: cursor, Limit: 100})
+		require.NoError(t, err)
+		require.NotNil(t, resp.FromState, "cursor %q", cursor)
+		assert.Equal(t, "/messages", resp.FromState.Pointer)
+		assert.Nil(t, resp.FromState.Window)
+		assert.Empty(t, resp.Messages)
+		assert.Empty(t, resp.NextCursor)
+	}
+	in := `{"session":{"session_id":"s","state_key":"history"},"cursor":"300","limit":100}`
+	out, err := sdk.Handler(Provider{})(t.Context(), abi.ExportList, []byte(in))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"messages":[],"from_state":{"pointer":"/messages"}}`, string(out))
 }
 
 func TestListPagesThroughEverything(t *testing.T) {
