@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
@@ -18,10 +19,30 @@ func invalidOutput(export, format string, args ...any) error {
 }
 
 func unmarshalOutput(export string, out []byte, v any) error {
+	// encoding/json replaces invalid UTF-8 in strings it decodes, but
+	// keeps it in json.RawMessage values (states, messages), which would
+	// then be stored and sent on: refuse the output whole (abi/SPEC.md
+	// section 2.3).
+	if !utf8.Valid(out) {
+		return invalidOutput(export, "response is not valid UTF-8 (byte %d)", firstInvalidUTF8(out))
+	}
 	if err := json.Unmarshal(out, v); err != nil {
 		return invalidOutput(export, "response is not the expected JSON: %v", err)
 	}
 	return nil
+}
+
+// firstInvalidUTF8 is the offset of the first byte of out that does not
+// start a valid UTF-8 sequence.
+func firstInvalidUTF8(out []byte) int {
+	for i := 0; i < len(out); {
+		r, n := utf8.DecodeRune(out[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(out)
 }
 
 // isNull reports whether raw is absent or the JSON null.

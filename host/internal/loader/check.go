@@ -70,8 +70,15 @@ func CheckSections(plugin string, s *Sections, capFuncs []string) (*Static, erro
 		}
 	}
 	for _, im := range s.Imports {
+		if im.Kind != "func" {
+			return nil, fmt.Errorf("%w: %s imports %s %s.%s; a plugin imports only functions (abi/SPEC.md section 2)", hosterr.ErrInvalidPlugin, plugin, im.Kind, im.Module, im.Name)
+		}
 		switch im.Module {
-		case moduleKernel, moduleWASI:
+		case moduleKernel:
+			if !slices.Contains(kernelImports, im.Name) {
+				return nil, fmt.Errorf("%w: %s imports %s.%s, which is not one of the Extism kernel functions a plugin may use (abi/SPEC.md section 2.1)", hosterr.ErrInvalidPlugin, plugin, im.Module, im.Name)
+			}
+		case moduleWASI:
 		case abi.CapabilityModule:
 			if !slices.Contains(capFuncs, im.Name) {
 				return nil, fmt.Errorf("%w: %s imports host function %s.%s, which this host does not provide", hosterr.ErrInvalidPlugin, plugin, im.Module, im.Name)
@@ -81,6 +88,18 @@ func CheckSections(plugin string, s *Sections, capFuncs []string) (*Static, erro
 		}
 	}
 	return st, nil
+}
+
+// kernelImports are the extism:host/env functions a plugin may import
+// (abi/SPEC.md section 2.1): the ones it uses, and those of the Extism
+// kernel the host serves but a plugin should not call, which an Extism
+// plugin kit may still import.
+var kernelImports = []string{
+	"input_length", "input_load_u64", "input_load_u8", "alloc", "free", "length", "load_u64", "load_u8",
+	"store_u64", "store_u8", "output_set", "error_set",
+	"input_offset", "length_unsafe", "config_get", "var_get", "var_set", "http_request", "http_status_code",
+	"http_headers", "get_log_level", "log_trace", "log_debug", "log_info", "log_warn", "log_error",
+	"input_set", "output_length", "output_offset", "error_get", "memory_bytes", "reset",
 }
 
 // VersionError is the error for a plugin built against another ABI version

@@ -32,7 +32,7 @@ func TestReadSectionsOfBuiltPlugins(t *testing.T) {
 			require.NoError(t, err)
 			s, err := ReadSections(b)
 			require.NoError(t, err)
-			assert.Contains(t, s.Imports, Import{Module: moduleKernel, Name: "output_set"})
+			assert.Contains(t, s.Imports, Import{Module: moduleKernel, Name: "output_set", Kind: "func"})
 			st, err := CheckSections(tt.dir, s, nil)
 			if tt.err != nil {
 				require.ErrorIs(t, err, tt.err)
@@ -72,15 +72,21 @@ func TestCheckSectionsImports(t *testing.T) {
 		b = append(b, str(name)...)
 		return append(b, 0, 0)
 	}
+	// memory imports "env"."memory" with limits {min 1}: kind 2, flags 0, min 1.
+	memory := append(append(append([]byte{1}, str(moduleKernel)...), str("memory")...), 2, 0, 1)
 	tests := []struct {
 		name string
 		imp  []byte
 		err  error
+		says string
 	}{
-		{"kernel", imp(moduleKernel, "alloc"), nil},
-		{"known capability", imp(abi.CapabilityModule, "sql_query"), nil},
-		{"unknown capability", imp(abi.CapabilityModule, "launch"), hosterr.ErrInvalidPlugin},
-		{"foreign module", imp("env", "getpid"), hosterr.ErrInvalidPlugin},
+		{"kernel", imp(moduleKernel, "alloc"), nil, ""},
+		{"kernel function a plugin should not call", imp(moduleKernel, "reset"), nil, ""},
+		{"known capability", imp(abi.CapabilityModule, "sql_query"), nil, ""},
+		{"unknown capability", imp(abi.CapabilityModule, "launch"), hosterr.ErrInvalidPlugin, "does not provide"},
+		{"foreign module", imp("env", "getpid"), hosterr.ErrInvalidPlugin, "plugins may import only"},
+		{"unknown kernel function", imp(moduleKernel, "spawn"), hosterr.ErrInvalidPlugin, "not one of the Extism kernel functions"},
+		{"a memory, not a function", memory, hosterr.ErrInvalidPlugin, "imports only functions"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +98,7 @@ func TestCheckSectionsImports(t *testing.T) {
 				require.NoError(t, err)
 			} else {
 				require.ErrorIs(t, err, tt.err)
+				assert.ErrorContains(t, err, tt.says)
 			}
 		})
 	}

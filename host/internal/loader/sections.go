@@ -19,16 +19,18 @@ const (
 	kindFunc = 0x00
 )
 
-// Import is a function a module imports.
+// Import is something a module imports: a function, or (Kind not "func")
+// a table, memory or global, which no plugin may import.
 type Import struct {
 	Module, Name string
+	Kind         string
 }
 
 // Sections is what the host reads of a module before compiling it.
 type Sections struct {
 	// Exports are the names of exported functions.
 	Exports []string
-	// Imports are the imported functions.
+	// Imports are everything the module imports.
 	Imports []Import
 }
 
@@ -95,16 +97,19 @@ func readImports(r *reader) []Import {
 		case 0x00: // func: type index
 			r.u32()
 			if r.err == nil {
-				out = append(out, Import{Module: mod, Name: name})
+				out = append(out, Import{Module: mod, Name: name, Kind: "func"})
 			}
 		case 0x01: // table: reftype, limits
 			r.byte()
 			r.limits()
+			out = append(out, Import{Module: mod, Name: name, Kind: "table"})
 		case 0x02: // memory: limits
 			r.limits()
+			out = append(out, Import{Module: mod, Name: name, Kind: "memory"})
 		case 0x03: // global: valtype, mutability
 			r.byte()
 			r.byte()
+			out = append(out, Import{Module: mod, Name: name, Kind: "global"})
 		default:
 			if r.err == nil {
 				r.err = fmt.Errorf("unknown import kind %#x", kind)
