@@ -44,11 +44,11 @@ func (h *host) turn(ctx context.Context, id, text string) (string, error) {
 		s = session.New()
 		s.SessionID = id
 	} else if err != nil {
-		return "", fmt.Errorf("Load: %w", err)
+		return "", fmt.Errorf("load: %w", err)
 	}
 	res, err := h.agent.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, nil)
 	if err != nil {
-		return "", fmt.Errorf("Run %q at revision %d: %w", text, s.Revision, err)
+		return "", fmt.Errorf("run %q at revision %d: %w", text, s.Revision, err)
 	}
 	return res.Text(), nil
 }
@@ -97,7 +97,7 @@ func caseAgentsAlternate(ctx context.Context, open func() agent.SessionStore) er
 	}
 	final, err := open().Load(ctx, id)
 	if err != nil {
-		return fmt.Errorf("Load: %w", err)
+		return fmt.Errorf("load: %w", err)
 	}
 	if final.Revision != int64(len(turns)) {
 		return fmt.Errorf("after %d turns the stored revision is %d", len(turns), final.Revision)
@@ -160,7 +160,7 @@ func caseRacingCommits(ctx context.Context, open func() agent.SessionStore) erro
 		}
 		s, err := st.Load(ctx, id)
 		if err != nil {
-			return fmt.Errorf("Load: %w", err)
+			return fmt.Errorf("load: %w", err)
 		}
 		before, err := json.Marshal(s)
 		if err != nil {
@@ -192,7 +192,7 @@ func caseRacingCommits(ctx context.Context, open func() agent.SessionStore) erro
 	}
 	stored, err := open().Load(ctx, id)
 	if err != nil {
-		return fmt.Errorf("Load: %w", err)
+		return fmt.Errorf("load: %w", err)
 	}
 	if err := same(winner.s, stored); err != nil {
 		return fmt.Errorf("the store does not hold the winner's session: %w", err)

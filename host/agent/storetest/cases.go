@@ -60,17 +60,11 @@ func same(want, got *session.Session) error {
 	return nil
 }
 
-func note(s *session.Session) string {
-	var n struct{ Note string }
-	json.Unmarshal(s.State["note"].Data, &n)
-	return n.Note
-}
-
 func caseLoadMissing(ctx context.Context, open func() agent.SessionStore) error {
 	st := open()
 	s, err := st.Load(ctx, "absent")
 	if !errors.Is(err, agent.ErrSessionNotFound) {
-		return fmt.Errorf("Load of a missing session: want agent.ErrSessionNotFound, got session %v, error %v", s, err)
+		return fmt.Errorf("load of a missing session: want agent.ErrSessionNotFound, got session %v, error %v", s, err)
 	}
 	return nil
 }
@@ -79,15 +73,15 @@ func caseRoundTrip(ctx context.Context, open func() agent.SessionStore) error {
 	st, other := open(), open()
 	want := newSession("round-trip", 1, "first")
 	if err := st.Save(ctx, want); err != nil {
-		return fmt.Errorf("Save: %w", err)
+		return fmt.Errorf("save: %w", err)
 	}
 	for name, h := range map[string]agent.SessionStore{"the saving handle": st, "another handle": other} {
 		got, err := h.Load(ctx, want.SessionID)
 		if err != nil {
-			return fmt.Errorf("Load from %s: %w", name, err)
+			return fmt.Errorf("load from %s: %w", name, err)
 		}
 		if err := same(want, got); err != nil {
-			return fmt.Errorf("Load from %s: %w", name, err)
+			return fmt.Errorf("load from %s: %w", name, err)
 		}
 	}
 	return nil
@@ -97,16 +91,16 @@ func caseStaleSave(ctx context.Context, open func() agent.SessionStore) error {
 	st := open()
 	first := newSession("stale", 2, "first")
 	if err := st.Save(ctx, first); err != nil {
-		return fmt.Errorf("Save at revision 2: %w", err)
+		return fmt.Errorf("save at revision 2: %w", err)
 	}
 	for _, rev := range []int64{2, 1, 0} {
 		if err := st.Save(ctx, newSession("stale", rev, "stale")); !errors.Is(err, agent.ErrStaleRevision) {
-			return fmt.Errorf("Save at revision %d over stored revision 2: want agent.ErrStaleRevision, got %v", rev, err)
+			return fmt.Errorf("save at revision %d over stored revision 2: want agent.ErrStaleRevision, got %v", rev, err)
 		}
 	}
 	got, err := st.Load(ctx, "stale")
 	if err != nil {
-		return fmt.Errorf("Load: %w", err)
+		return fmt.Errorf("load: %w", err)
 	}
 	if err := same(first, got); err != nil {
 		return fmt.Errorf("after refused saves: %w", err)
@@ -119,11 +113,11 @@ func caseNextRevision(ctx context.Context, open func() agent.SessionStore) error
 	for rev := int64(1); rev <= 3; rev++ {
 		want := newSession("next", rev, fmt.Sprint("note ", rev))
 		if err := st.Save(ctx, want); err != nil {
-			return fmt.Errorf("Save at revision %d over %d: %w", rev, rev-1, err)
+			return fmt.Errorf("save at revision %d over %d: %w", rev, rev-1, err)
 		}
 		got, err := st.Load(ctx, "next")
 		if err != nil {
-			return fmt.Errorf("Load at revision %d: %w", rev, err)
+			return fmt.Errorf("load at revision %d: %w", rev, err)
 		}
 		if err := same(want, got); err != nil {
 			return fmt.Errorf("at revision %d: %w", rev, err)
@@ -131,7 +125,7 @@ func caseNextRevision(ctx context.Context, open func() agent.SessionStore) error
 	}
 	// Revisions need not be consecutive: the check is "newer", not "next".
 	if err := st.Save(ctx, newSession("next", 7, "skipped ahead")); err != nil {
-		return fmt.Errorf("Save at revision 7 over 3: %w", err)
+		return fmt.Errorf("save at revision 7 over 3: %w", err)
 	}
 	return nil
 }
@@ -151,32 +145,32 @@ func caseList(ctx context.Context, open func() agent.SessionStore) error {
 	}
 	infos, err := m.List(ctx)
 	if err != nil {
-		return fmt.Errorf("List of an empty store: %w", err)
+		return fmt.Errorf("list of an empty store: %w", err)
 	}
 	if len(infos) != 0 {
-		return fmt.Errorf("List of an empty store: got %v", infos)
+		return fmt.Errorf("list of an empty store: got %v", infos)
 	}
 	// The clock may be a database server's: allow for a little skew.
 	before := time.Now().Add(-time.Minute)
 	for _, s := range []*session.Session{newSession("b", 1, ""), newSession("c", 5, ""), newSession("a", 2, ""), newSession("b", 3, "")} {
 		if err := m.Save(ctx, s); err != nil {
-			return fmt.Errorf("Save %q at revision %d: %w", s.SessionID, s.Revision, err)
+			return fmt.Errorf("save %q at revision %d: %w", s.SessionID, s.Revision, err)
 		}
 	}
 	after := time.Now().Add(time.Minute)
 	infos, err = m.List(ctx)
 	if err != nil {
-		return fmt.Errorf("List: %w", err)
+		return fmt.Errorf("list: %w", err)
 	}
 	var got []string
 	for _, in := range infos {
 		got = append(got, fmt.Sprintf("%s@%d", in.SessionID, in.Revision))
 		if in.Updated.Before(before) || in.Updated.After(after) {
-			return fmt.Errorf("List: %q was updated at %v, not between %v and %v", in.SessionID, in.Updated, before, after)
+			return fmt.Errorf("list: %q was updated at %v, not between %v and %v", in.SessionID, in.Updated, before, after)
 		}
 	}
 	if want := []string{"a@2", "b@3", "c@5"}; !slices.Equal(want, got) {
-		return fmt.Errorf("List: want %v, got %v", want, got)
+		return fmt.Errorf("list: want %v, got %v", want, got)
 	}
 	return nil
 }
@@ -187,40 +181,40 @@ func caseDelete(ctx context.Context, open func() agent.SessionStore) error {
 		return err
 	}
 	if err := m.Save(ctx, newSession("doomed", 3, "")); err != nil {
-		return fmt.Errorf("Save: %w", err)
+		return fmt.Errorf("save: %w", err)
 	}
 	if err := m.Save(ctx, newSession("kept", 1, "")); err != nil {
-		return fmt.Errorf("Save: %w", err)
+		return fmt.Errorf("save: %w", err)
 	}
 	for _, rev := range []int64{2, 4} {
 		if err := m.Delete(ctx, "doomed", rev); !errors.Is(err, agent.ErrStaleRevision) {
-			return fmt.Errorf("Delete at revision %d of stored revision 3: want agent.ErrStaleRevision, got %v", rev, err)
+			return fmt.Errorf("delete at revision %d of stored revision 3: want agent.ErrStaleRevision, got %v", rev, err)
 		}
 		if _, err := m.Load(ctx, "doomed"); err != nil {
-			return fmt.Errorf("Load after a refused Delete: %w", err)
+			return fmt.Errorf("load after a refused Delete: %w", err)
 		}
 	}
 	if err := m.Delete(ctx, "doomed", 3); err != nil {
-		return fmt.Errorf("Delete at the stored revision: %w", err)
+		return fmt.Errorf("delete at the stored revision: %w", err)
 	}
 	if _, err := m.Load(ctx, "doomed"); !errors.Is(err, agent.ErrSessionNotFound) {
-		return fmt.Errorf("Load after Delete: want agent.ErrSessionNotFound, got %v", err)
+		return fmt.Errorf("load after Delete: want agent.ErrSessionNotFound, got %v", err)
 	}
 	for _, id := range []string{"doomed", "absent"} {
 		if err := m.Delete(ctx, id, 3); !errors.Is(err, agent.ErrSessionNotFound) {
-			return fmt.Errorf("Delete of missing %q: want agent.ErrSessionNotFound, got %v", id, err)
+			return fmt.Errorf("delete of missing %q: want agent.ErrSessionNotFound, got %v", id, err)
 		}
 	}
 	infos, err := m.List(ctx)
 	if err != nil {
-		return fmt.Errorf("List: %w", err)
+		return fmt.Errorf("list: %w", err)
 	}
 	if len(infos) != 1 || infos[0].SessionID != "kept" {
-		return fmt.Errorf("List after Delete: want only \"kept\", got %v", infos)
+		return fmt.Errorf("list after Delete: want only \"kept\", got %v", infos)
 	}
 	// A deleted id starts again from any revision.
 	if err := m.Save(ctx, newSession("doomed", 1, "again")); err != nil {
-		return fmt.Errorf("Save after Delete: %w", err)
+		return fmt.Errorf("save after Delete: %w", err)
 	}
 	return nil
 }
@@ -239,7 +233,7 @@ func caseHammer(ctx context.Context, open func() agent.SessionStore) error {
 	const id = "hammer"
 	seed := open()
 	if err := seed.Save(ctx, marked(id, 0, nil)); err != nil {
-		return fmt.Errorf("Save of the seed: %w", err)
+		return fmt.Errorf("save of the seed: %w", err)
 	}
 	handles := make([]agent.SessionStore, hammerWriters)
 	for i := range handles {
@@ -266,7 +260,7 @@ func caseHammer(ctx context.Context, open func() agent.SessionStore) error {
 				}
 				s, err := st.Load(ctx, id)
 				if err != nil {
-					fail(fmt.Errorf("Load: %w", err))
+					fail(fmt.Errorf("load: %w", err))
 					return
 				}
 				var marks []string
@@ -280,7 +274,7 @@ func caseHammer(ctx context.Context, open func() agent.SessionStore) error {
 				case errors.Is(err, agent.ErrStaleRevision):
 					continue
 				case err != nil:
-					fail(fmt.Errorf("Save: %w", err))
+					fail(fmt.Errorf("save: %w", err))
 					return
 				}
 				done++
@@ -296,7 +290,7 @@ func caseHammer(ctx context.Context, open func() agent.SessionStore) error {
 	}
 	final, err := seed.Load(ctx, id)
 	if err != nil {
-		return fmt.Errorf("Load of the result: %w", err)
+		return fmt.Errorf("load of the result: %w", err)
 	}
 	if final.Revision != int64(len(saved)) {
 		return fmt.Errorf("%d saves returned nil, but the stored revision is %d", len(saved), final.Revision)
