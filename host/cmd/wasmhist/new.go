@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 )
@@ -158,10 +159,15 @@ type newFile struct {
 // which also proves they parse.
 func pluginFiles(p newPlugin) ([]newFile, error) {
 	var files []newFile
+	for _, name := range []string{"main.go", "conformance_test.go"} {
+		data, err := quickstartSource(p, name)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, newFile{name, data})
+	}
 	for _, t := range []struct{ name, text string }{
 		{"go.mod", newGoMod},
-		{"main.go", newMainGo},
-		{"conformance_test.go", newConformanceTest},
 		{"Makefile", newMakefile},
 	} {
 		var b bytes.Buffer
@@ -180,6 +186,23 @@ func pluginFiles(p newPlugin) ([]newFile, error) {
 	return files, nil
 }
 
+// quickstartName is the plugin name the quickstart's sources use.
+const quickstartName = "recent"
+
+// quickstartSource is the quickstart plugin's file name, read from the
+// clone the new module builds against, under the new plugin's name: what
+// the quickstart explains is exactly what new writes, with no second copy
+// to keep equal.
+func quickstartSource(p newPlugin, name string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(p.Wasmhist, "examples", "quickstart", "plugin", name))
+	if err != nil {
+		return nil, fmt.Errorf("reading the quickstart's %s from the wasmhist clone: %w", name, err)
+	}
+	src := strings.ReplaceAll(string(b), "// Command "+quickstartName+" ", "// Command "+p.Name+" ")
+	src = strings.ReplaceAll(src, strconv.Quote(quickstartName), strconv.Quote(p.Name))
+	return format.Source([]byte(src))
+}
+
 // The replace takes the clone for every version of wasmhist; go mod tidy
 // then requires it at v0.0.0-00010101000000-000000000000 without asking
 // the module proxy, which has never heard of it.
@@ -188,127 +211,6 @@ const newGoMod = `module {{.Module}}
 go {{.Go}}
 
 replace github.com/wasmhist/wasmhist => {{printf "%q" .Wasmhist}}
-`
-
-// newMainGo is examples/quickstart/plugin/main.go under another name.
-const newMainGo = `// Command {{.Name}} is a wasmhist history plugin: it keeps a session's
-// messages in the session state and gives the model the most recent ones.
-package main
-
-import (
-	"context"
-	"encoding/json"
-	"slices"
-	"strconv"
-
-	"github.com/wasmhist/wasmhist/abi"
-	"github.com/wasmhist/wasmhist/sdk"
-)
-
-// config is what the operator may set: how many messages the model sees.
-type config struct {
-	MaxMessages int ` + "`json:\"max_messages,omitempty\"`" + `
-}
-
-// state is the plugin's whole memory of a session.
-type state struct {
-	Messages []json.RawMessage ` + "`json:\"messages\"`" + `
-}
-
-type provider struct{}
-
-var (
-	_ sdk.Provider = provider{}
-	_ sdk.Lister   = provider{} // optional: lets ` + "`wasmhist history`" + ` read it
-)
-
-func (provider) Describe() abi.PluginInfo {
-	return abi.PluginInfo{
-		Name:         {{printf "%q" .Name}},
-		Version:      "0.1.0",
-		StateVersion: 1,
-		StateSchema:  json.RawMessage(` + "`" + `{"type":"object","required":["messages"],"properties":{"messages":{"type":"array","items":{"type":"object"}}}}` + "`" + `),
-		InitialState: json.RawMessage(` + "`" + `{"messages":[]}` + "`" + `),
-		ConfigSchema: json.RawMessage(` + "`" + `{"type":"object","properties":{"max_messages":{"type":"integer","minimum":1}},"additionalProperties":false}` + "`" + `),
-		// provide and store work without seeing the state: keep it on the host.
-		OmitState: []string{abi.ExportProvide, abi.ExportStore},
-	}
-}
-
-// Provide selects the newest messages by reference; the host cuts the
-// window without splitting a tool call from its result.
-func (provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
-	cfg, err := sdk.DecodeConfig[config](req.Config)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.MaxMessages == 0 {
-		cfg.MaxMessages = 100
-	}
-	sel := &abi.StateSelection{Pointer: "/messages", Window: &abi.Window{MaxMessages: cfg.MaxMessages}}
-	return &abi.ProvideResponse{FromState: sel}, nil
-}
-
-// Store appends the new messages, request first, without decoding them.
-func (provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
-	msgs := slices.Concat(req.RequestMessages, req.ResponseMessages)
-	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps("/messages", msgs)}}, nil
-}
-
-// List pages through everything stored; the cursor is the next index.
-// A cursor at or past the end (after a clear, say) is an empty last page.
-func (provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse, error) {
-	st, err := sdk.DecodeState[state](req.State)
-	if err != nil {
-		return nil, err
-	}
-	start := 0
-	if req.Cursor != "" {
-		if start, err = strconv.Atoi(req.Cursor); err != nil || start < 0 {
-			return nil, abi.Errorf(abi.CodeInvalidArgument, "list: bad cursor %q", req.Cursor)
-		}
-		start = min(start, len(st.Messages))
-	}
-	end := len(st.Messages)
-	if req.Limit > 0 {
-		end = min(end, start+req.Limit)
-	}
-	resp := &abi.ListResponse{Messages: st.Messages[start:end]}
-	if end < len(st.Messages) {
-		resp.NextCursor = strconv.Itoa(end)
-	}
-	return resp, nil
-}
-
-func init() { sdk.Register(provider{}) }
-
-func main() {}
-`
-
-// newConformanceTest is examples/quickstart/plugin/conformance_test.go
-// under another name.
-const newConformanceTest = `package main
-
-import (
-	"context"
-	"testing"
-
-	"github.com/wasmhist/wasmhist/host"
-	"github.com/wasmhist/wasmhist/sdk"
-	"github.com/wasmhist/wasmhist/sdk/sdktest"
-)
-
-// TestConformance runs the conformance suite on the provider's Go code.
-func TestConformance(t *testing.T) {
-	h, err := host.New(t.Context(), host.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(context.Background()) })
-	sdktest.Run(t, func(ctx context.Context) (sdktest.Subject, error) {
-		return h.LoadNative(ctx, {{printf "%q" .Name}}, sdk.Handler(provider{}), host.LoadOptions{})
-	})
-}
 `
 
 const newMakefile = `# {{.Name}}.wasm is the plugin: the standard Go toolchain, no TinyGo.

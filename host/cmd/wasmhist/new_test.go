@@ -53,7 +53,9 @@ func TestNewPlugin(t *testing.T) {
 // TestNewPluginIsTheQuickstart: the generated sources are the
 // quickstart's, so what the quickstart explains is what `new` writes.
 func TestNewPluginIsTheQuickstart(t *testing.T) {
-	files, err := pluginFiles(newPlugin{Name: "recent", Module: "example.com/recent", Wasmhist: "/w", Go: "1.26"})
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	require.NoError(t, err)
+	files, err := pluginFiles(newPlugin{Name: "recent", Module: "example.com/recent", Wasmhist: root, Go: "1.26"})
 	require.NoError(t, err)
 	got := map[string]string{}
 	for _, f := range files {
