@@ -60,7 +60,7 @@ func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode
 		}
 		return err
 	}
-	call := capability.NewCall(p.name, p.grants, p.host.backends)
+	call := capability.NewCall(ctx, p.name, p.grants, p.host.backends)
 	out, err := r.run(capability.WithCall(ctx, call), export, input)
 	outLen = len(out)
 	if err == nil && len(out) > p.limits.MaxOutputBytes {

@@ -25,6 +25,7 @@ import (
 	"sync"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // Func is one capability host function.
@@ -166,21 +167,56 @@ type Session interface {
 	End(ctx context.Context, ok bool) error
 }
 
+// Joiner is a Grant whose sessions can stay open across the calls of a
+// txn.Txn, so that their work commits once, with the Txn.
+type Joiner interface {
+	Grant
+	// Target names the database Begin would open for ctx (for example
+	// "sqlite:/abs/path"): the calls of one Txn share one session per
+	// target.
+	Target(ctx context.Context) (string, error)
+}
+
+// Joinable is a Session of a Joiner.
+type Joinable interface {
+	Session
+	txn.Participant
+	// StartCall starts one call's part of the session: from here to
+	// EndCall, the call's work can be undone alone (a savepoint). Calls of
+	// one session take turns: StartCall waits for the previous EndCall.
+	StartCall(ctx context.Context) error
+	// EndCall ends the call's part, keeping its work when ok and undoing it
+	// otherwise. It reports whether the session holds uncommitted writes;
+	// a session that does not has ended itself (as End would) and must
+	// not be used again.
+	EndCall(ctx context.Context, ok bool) (pending bool, err error)
+}
+
 // Call is one export call of one plugin instance.
 type Call struct {
 	Plugin   string
 	grants   map[abi.Capability]Grant
 	backends *Backends
-
 	mu       sync.Mutex
 	sessions map[abi.Capability]Session
 	order    []abi.Capability
+	// joined are the sessions kept for a Txn, by capability, with their
+	// targets.
+	txn    *txn.Txn
+	joined map[abi.Capability]joined
+}
+
+type joined struct {
+	target string
+	s      Joinable
+	member bool // already a participant of the Txn
 }
 
 // NewCall starts a call for a plugin with its grants, served from the
-// backends of its Host.
-func NewCall(plugin string, grants []Grant, backends *Backends) *Call {
-	c := &Call{Plugin: plugin, grants: make(map[abi.Capability]Grant, len(grants)), backends: backends}
+// backends of its Host. Work of grants that are Joiners joins the Txn of
+// ctx, if it carries one (see package txn).
+func NewCall(ctx context.Context, plugin string, grants []Grant, backends *Backends) *Call {
+	c := &Call{Plugin: plugin, grants: make(map[abi.Capability]Grant, len(grants)), backends: backends, txn: txn.From(ctx)}
 	for _, g := range grants {
 		c.grants[g.Capability()] = g
 	}
@@ -195,9 +231,15 @@ func (c *Call) Session(ctx context.Context, capName abi.Capability) (Session, er
 	if s, ok := c.sessions[capName]; ok {
 		return s, nil
 	}
+	if j, ok := c.joined[capName]; ok {
+		return j.s, nil
+	}
 	g, ok := c.grants[capName]
 	if !ok {
 		return nil, abi.Errorf(abi.CodePermissionDenied, "plugin %q was not granted capability %q", c.Plugin, capName)
+	}
+	if jg, ok := g.(Joiner); ok && c.txn != nil {
+		return c.join(ctx, capName, jg)
 	}
 	be, err := c.backends.Get(capName)
 	if err != nil {
@@ -215,7 +257,52 @@ func (c *Call) Session(ctx context.Context, capName abi.Capability) (Session, er
 	return s, nil
 }
 
-// End ends every session the call began, in reverse order.
+// join returns the Txn's session of the grant's target, beginning one if
+// the Txn has none.
+func (c *Call) join(ctx context.Context, capName abi.Capability, g Joiner) (Session, error) {
+	target, err := g.Target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	j := joined{target: target}
+	if p := c.txn.Participant(target); p != nil {
+		js, ok := p.(Joinable)
+		if !ok {
+			return nil, fmt.Errorf("capability: %s is held by a participant of type %T", target, p)
+		}
+		j.s, j.member = js, true
+	} else {
+		be, err := c.backends.Get(capName)
+		if err != nil {
+			return nil, err
+		}
+		s, err := g.Begin(ctx, be)
+		if err != nil {
+			return nil, err
+		}
+		js, ok := s.(Joinable)
+		if !ok {
+			s.End(ctx, false)
+			return nil, fmt.Errorf("capability: %s: session of type %T cannot join a transaction", capName, s)
+		}
+		j.s = js
+	}
+	if err := j.s.StartCall(ctx); err != nil {
+		if !j.member {
+			j.s.End(ctx, false)
+		}
+		return nil, err
+	}
+	if c.joined == nil {
+		c.joined = make(map[abi.Capability]joined)
+	}
+	c.joined[capName] = j
+	return j.s, nil
+}
+
+// End ends every session the call began, in reverse order. Sessions of a
+// Txn end only the call's part; one left with uncommitted writes joins the
+// Txn, which commits it later.
 func (c *Call) End(ctx context.Context, ok bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -223,7 +310,22 @@ func (c *Call) End(ctx context.Context, ok bool) error {
 	for i := len(c.order) - 1; i >= 0; i-- {
 		errs = append(errs, c.sessions[c.order[i]].End(ctx, ok))
 	}
-	c.sessions, c.order = nil, nil
+	for _, j := range c.joined {
+		pending, err := j.s.EndCall(ctx, ok)
+		if err != nil {
+			errs = append(errs, err)
+			if j.member {
+				// The Txn's transaction may be gone with the call's part.
+				c.txn.Fail(fmt.Errorf("%s: %w", j.target, err))
+			}
+		}
+		if pending && !j.member {
+			if err := c.txn.Join(j.target, j.s); err != nil {
+				errs = append(errs, err, j.s.End(ctx, false))
+			}
+		}
+	}
+	c.sessions, c.order, c.joined = nil, nil, nil
 	return errors.Join(errs...)
 }
 

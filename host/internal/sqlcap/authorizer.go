@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	sqlite "modernc.org/sqlite"
+
+	"github.com/wasmhist/wasmhist/host/internal/hostrows"
 )
 
 // policy is the authorizer of one connection. It applies the plugin rules
@@ -75,11 +77,18 @@ func (p *policy) check(action sqlite.AuthorizerActionCode, arg1, arg2, dbName st
 		if deniedTables[strings.ToLower(arg1)] {
 			return "table " + quote(arg1) + " is not accessible"
 		}
-		return ""
+		return hostTable(arg1)
 	case sqlite.AuthCreateTable, sqlite.AuthCreateIndex, sqlite.AuthCreateView, sqlite.AuthCreateTrigger,
 		sqlite.AuthDropTable, sqlite.AuthDropIndex, sqlite.AuthDropView, sqlite.AuthDropTrigger,
-		sqlite.AuthAlterTable, sqlite.AuthAnalyze, sqlite.AuthReindex:
-		return ""
+		sqlite.AuthAnalyze, sqlite.AuthReindex:
+		// arg1 names the object, arg2 the table it belongs to (if any).
+		if r := hostTable(arg1); r != "" {
+			return r
+		}
+		return hostTable(arg2)
+	case sqlite.AuthAlterTable:
+		// arg1 is the schema, arg2 the table.
+		return hostTable(arg2)
 	case sqlite.AuthCreateVTable, sqlite.AuthDropVTable:
 		if !allowedModules[strings.ToLower(arg2)] {
 			return "virtual table module " + quote(arg2) + " is not allowed"
@@ -101,6 +110,16 @@ func (p *policy) check(action sqlite.AuthorizerActionCode, arg1, arg2, dbName st
 		return "temporary objects are not allowed"
 	}
 	return "operation " + actionName(action) + " is not allowed"
+}
+
+// hostTable refuses the tables the host keeps in the plugin's database
+// (the sessions and the commit journal): their names start with
+// hostrows.Prefix, which a plugin may neither use nor reach.
+func hostTable(name string) string {
+	if strings.HasPrefix(strings.ToLower(name), hostrows.Prefix) {
+		return "names starting with " + quote(hostrows.Prefix) + " are the host's: " + quote(name) + " is not accessible"
+	}
+	return ""
 }
 
 func checkPragma(name, arg string) string {

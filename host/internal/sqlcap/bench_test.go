@@ -30,7 +30,7 @@ func BenchmarkWorkload(b *testing.B) {
 			grant := NewGrant(FixedPath(path), Limits{})
 			ctx := context.Background()
 			run := func(b *testing.B, req []byte, write bool) {
-				call := capability.NewCall("bench", []capability.Grant{grant}, backendsOf(s))
+				call := capability.NewCall(context.Background(), "bench", []capability.Grant{grant}, backendsOf(s))
 				if _, err := Func.Call(ctx, call, req); err != nil {
 					b.Fatal(err)
 				}

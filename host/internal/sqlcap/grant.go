@@ -53,7 +53,7 @@ func (g *grant) Begin(ctx context.Context, b capability.Backend) (capability.Ses
 		store.done(db)
 		return nil, fmt.Errorf("sqlcap: connect %s: %w", db.path, err)
 	}
-	return &session{store: store, db: db, limits: store.limits(g.limits), conn: c}, nil
+	return &session{store: store, db: db, limits: store.limits(g.limits), conn: c, turn: make(chan struct{}, 1)}, nil
 }
 
 // Kind is the sql capability as a Host registers it: the host function and
@@ -99,4 +99,13 @@ type session struct {
 	// transaction back (interrupt, I/O, busy): later requests repeat it and
 	// End rolls back even when the export call succeeded.
 	failed error
+
+	// joined: the session belongs to a txn.Txn (see join.go); savepoint:
+	// the current call runs inside one; turn: held by the call using the
+	// session, so the calls of a Txn take turns.
+	joined    bool
+	laterCall bool // the transaction was open when the call started
+	savepoint bool
+	turn      chan struct{}
+	ended     bool
 }

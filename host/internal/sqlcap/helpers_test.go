@@ -33,7 +33,7 @@ type testCall struct {
 }
 
 func begin(t testing.TB, s *Store, path string) *testCall {
-	return &testCall{t: t, call: capability.NewCall("test", []capability.Grant{NewGrant(FixedPath(path), Limits{})}, backendsOf(s))}
+	return &testCall{t: t, call: capability.NewCall(context.Background(), "test", []capability.Grant{NewGrant(FixedPath(path), Limits{})}, backendsOf(s))}
 }
 
 // backendsOf serves the sql capability from s, as a Host's backends do.

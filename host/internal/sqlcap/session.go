@@ -79,6 +79,10 @@ func (s *session) begin(ctx context.Context, write bool) error {
 // ended (a timed-out call must still roll back).
 func (s *session) End(ctx context.Context, ok bool) error {
 	ctx = context.WithoutCancel(ctx)
+	if s.ended {
+		return nil
+	}
+	s.ended = true
 	defer func() {
 		if s.writer {
 			<-s.db.writer

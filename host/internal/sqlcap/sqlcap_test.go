@@ -93,7 +93,7 @@ func TestTransactionPerExportCall(t *testing.T) {
 }
 
 func TestNotGranted(t *testing.T) {
-	call := capability.NewCall("nogrant", nil, nil)
+	call := capability.NewCall(context.Background(), "nogrant", nil, nil)
 	_, err := Func.Call(context.Background(), call, []byte(`{"statements":[{"sql":"SELECT 1"}]}`))
 	require.ErrorIs(t, err, abi.ErrPermissionDenied)
 }

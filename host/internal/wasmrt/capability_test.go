@@ -50,7 +50,7 @@ func TestCapabilityHostFunction(t *testing.T) {
 			in, err := m.NewInstance(ctx, testPages)
 			require.NoError(t, err)
 			defer in.Close(ctx)
-			call := capability.NewCall("capcall", tt.grants, echoBackends)
+			call := capability.NewCall(context.Background(), "capcall", tt.grants, echoBackends)
 			out, err := in.Call(capability.WithCall(ctx, call), abi.ExportProvide, []byte(tt.input))
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, string(out))

@@ -1,0 +1,62 @@
+// Package hostrows is the layout of the rows the host keeps in a database
+// next to a plugin's data: the session store's sessions and the commit
+// journal. The session stores and the sql capabilities both write them, so
+// a run's session row and its plugin writes can commit in one transaction.
+//
+// The tables' names start with "wasmhist_", a prefix the sql capability
+// keeps from plugins: a plugin's statements can neither read nor write them.
+package hostrows
+
+import (
+	"fmt"
+
+	"github.com/wasmhist/wasmhist/host/txn"
+)
+
+// Prefix starts the name of every host table; plugins may not use it.
+const Prefix = "wasmhist_"
+
+// SQLite table names.
+const (
+	SessionsTable = "wasmhist_sessions"
+	JournalTable  = "wasmhist_journal"
+	VersionTable  = "wasmhist_store_version"
+)
+
+// SQLiteTable is the SQLite table of t.
+func SQLiteTable(t txn.Table) (string, error) {
+	switch t {
+	case txn.Sessions:
+		return SessionsTable, nil
+	case txn.Journal:
+		return JournalTable, nil
+	}
+	return "", fmt.Errorf("hostrows: unknown table %q", t)
+}
+
+// SQLiteCreate creates table (SessionsTable or JournalTable) if missing.
+// Both have one layout: the session id, its revision, when it was written
+// (Unix microseconds) and the session JSON as session.Encode wrote it.
+func SQLiteCreate(table string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
+		id TEXT PRIMARY KEY,
+		revision INTEGER NOT NULL,
+		updated_us INTEGER NOT NULL, -- Unix time in microseconds
+		data TEXT NOT NULL           -- the session, as session.Encode wrote it
+	) STRICT`
+}
+
+// SQLiteUpsert writes a row (id, revision, updated_us, data) unless the
+// stored one's revision is not lower: the revision check runs in the
+// statement that writes, under SQLite's write lock. Zero rows affected
+// means stale.
+func SQLiteUpsert(table string) string {
+	return `INSERT INTO ` + table + ` (id, revision, updated_us, data) VALUES (?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET revision = excluded.revision, updated_us = excluded.updated_us, data = excluded.data
+		WHERE ` + table + `.revision < excluded.revision`
+}
+
+// SQLiteSelect reads (revision, data) of one id.
+func SQLiteSelect(table string) string {
+	return `SELECT revision, data FROM ` + table + ` WHERE id = ?`
+}

@@ -1,0 +1,227 @@
+package sqlcap
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/hostrows"
+	"github.com/wasmhist/wasmhist/host/txn"
+)
+
+// A session joins a txn.Txn as the grant's Joinable: its transaction stays
+// open across the calls of the Txn while it holds writes, each call inside a
+// savepoint so that a failed call undoes only its own part, and the host's
+// session and journal rows are written into the same transaction.
+var (
+	_ capability.Joiner   = (*grant)(nil)
+	_ capability.Joinable = (*session)(nil)
+)
+
+// Target is the txn target naming the SQLite database at path: the session
+// stores name their database the same way to find its transaction.
+func Target(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("sqlcap: database path %q: %w", path, err)
+	}
+	return "sqlite:" + abs, nil
+}
+
+// Target implements capability.Joiner.
+func (g *grant) Target(ctx context.Context) (string, error) {
+	path, err := g.path(ctx)
+	if err != nil {
+		return "", fmt.Errorf("sqlcap: choose database: %w", err)
+	}
+	if path == "" {
+		return "", errors.New("sqlcap: the grant names no database file")
+	}
+	return Target(path)
+}
+
+const savepoint = "wasmhist_call"
+
+// StartCall implements capability.Joinable.
+func (s *session) StartCall(ctx context.Context) error {
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("sqlcap: waiting for another call's use of %s: %w", s.db.path, ctx.Err())
+	}
+	s.joined = true
+	s.laterCall = s.began
+	if s.began && s.failed == nil {
+		if err := s.hostExec(ctx, "SAVEPOINT "+savepoint); err != nil {
+			<-s.turn
+			return fmt.Errorf("sqlcap: savepoint in %s: %w", s.db.path, err)
+		}
+		s.savepoint = true
+	}
+	return nil
+}
+
+// EndCall implements capability.Joinable.
+func (s *session) EndCall(ctx context.Context, ok bool) (pending bool, err error) {
+	ctx = context.WithoutCancel(ctx)
+	defer func() { <-s.turn }()
+	if !s.began {
+		return false, s.End(ctx, ok)
+	}
+	if s.laterCall {
+		// A later call of the Txn: its part goes or stays, the earlier
+		// calls' writes stay pending either way.
+		s.laterCall, s.savepoint = false, false
+		switch {
+		case s.failed != nil:
+			return true, s.failed
+		case ok:
+			if err := s.hostExec(ctx, "RELEASE "+savepoint); err != nil {
+				s.failed = err
+				return true, fmt.Errorf("sqlcap: release savepoint in %s: %w", s.db.path, err)
+			}
+		default:
+			if err := s.hostExec(ctx, "ROLLBACK TO "+savepoint); err != nil {
+				s.failed = err
+				return true, fmt.Errorf("sqlcap: roll back a failed call in %s: %w", s.db.path, err)
+			}
+			if err := s.hostExec(ctx, "RELEASE "+savepoint); err != nil {
+				s.failed = err
+				return true, fmt.Errorf("sqlcap: release savepoint in %s: %w", s.db.path, err)
+			}
+		}
+		return true, nil
+	}
+	// The call that began the transaction.
+	if !ok || s.failed != nil {
+		return false, s.End(ctx, ok)
+	}
+	if s.wrote() {
+		return true, nil
+	}
+	// Read only: end it now, so that no snapshot is held across the model
+	// call that follows and a later write starts from the newest data.
+	return false, s.End(ctx, true)
+}
+
+// wrote reports whether the open transaction holds writes (or the write
+// lock, after BEGIN IMMEDIATE).
+func (s *session) wrote() bool {
+	state := int32(sqlite3.SQLITE_TXN_WRITE)
+	s.conn.Raw(func(dc any) error {
+		tls := libc.NewTLS()
+		state = sqlite3.Xsqlite3_txn_state(tls, dc.(*conn).handle, 0)
+		tls.Close()
+		return nil
+	})
+	return state == sqlite3.SQLITE_TXN_WRITE
+}
+
+// Commit implements txn.Participant.
+func (s *session) Commit(ctx context.Context) error { return s.End(ctx, true) }
+
+// Rollback implements txn.Participant.
+func (s *session) Rollback(ctx context.Context) error { return s.End(ctx, false) }
+
+// Put implements txn.Participant.
+func (s *session) Put(ctx context.Context, t txn.Table, id string, rev int64, data []byte) error {
+	table, err := hostrows.SQLiteTable(t)
+	if err != nil {
+		return err
+	}
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := s.hostExec(ctx, hostrows.SQLiteCreate(table)); err != nil {
+		return fmt.Errorf("sqlcap: %s: create %s: %w", s.db.path, table, err)
+	}
+	var n int64
+	err = s.conn.Raw(func(dc any) error {
+		res, err := dc.(*conn).inner.ExecContext(ctx, hostrows.SQLiteUpsert(table), []driver.NamedValue{
+			{Ordinal: 1, Value: id}, {Ordinal: 2, Value: rev}, {Ordinal: 3, Value: time.Now().UnixMicro()}, {Ordinal: 4, Value: string(data)},
+		})
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlcap: %s: write %s row %q at revision %d: %w", s.db.path, table, id, rev, err)
+	}
+	if n == 0 {
+		stored, _, _ := s.Get(ctx, t, id)
+		return fmt.Errorf("sqlcap: %s: write %s row %q at revision %d: stored revision is %d: %w", s.db.path, table, id, rev, stored, txn.ErrStale)
+	}
+	return nil
+}
+
+// Get implements txn.Participant.
+func (s *session) Get(ctx context.Context, t txn.Table, id string) (int64, []byte, error) {
+	table, err := hostrows.SQLiteTable(t)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.usable(); err != nil {
+		return 0, nil, err
+	}
+	var (
+		rev   int64
+		data  []byte
+		found bool
+	)
+	err = s.conn.Raw(func(dc any) error {
+		rows, err := dc.(*conn).inner.QueryContext(ctx, hostrows.SQLiteSelect(table), []driver.NamedValue{{Ordinal: 1, Value: id}})
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		vals := make([]driver.Value, 2)
+		switch err := rows.Next(vals); {
+		case err == nil:
+		case errors.Is(err, io.EOF):
+			return nil
+		default:
+			return err
+		}
+		found = true
+		r, ok1 := vals[0].(int64)
+		d, ok2 := vals[1].(string)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("row of types %T, %T", vals[0], vals[1])
+		}
+		rev, data = r, []byte(d)
+		return nil
+	})
+	if err != nil && strings.Contains(err.Error(), "no such table") {
+		err, found = nil, false
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("sqlcap: %s: read %s row %q: %w", s.db.path, table, id, err)
+	}
+	if !found {
+		return 0, nil, fmt.Errorf("sqlcap: %s: %s row %q: %w", s.db.path, table, id, txn.ErrNotFound)
+	}
+	return rev, data, nil
+}
+
+// usable refuses host rows on a session without an open, intact
+// transaction.
+func (s *session) usable() error {
+	if s.failed != nil {
+		return fmt.Errorf("sqlcap: %s: the transaction was lost: %w", s.db.path, s.failed)
+	}
+	if !s.began {
+		return fmt.Errorf("sqlcap: %s: %w", s.db.path, txn.ErrNoTarget)
+	}
+	return nil
+}

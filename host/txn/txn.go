@@ -1,0 +1,284 @@
+// Package txn makes the database work of several plugin calls commit once.
+//
+// An agent run calls its plugins several times (provide, store, perhaps again
+// after each model call) and then saves the session. A plugin granted a
+// database writes into it during those calls; without a Txn each call
+// commits when it returns, before the session is saved, so a run that fails
+// afterwards leaves its writes behind. With a Txn in the calls' context, the
+// capability keeps each database's transaction open across the calls (each
+// call inside a savepoint, so a failed call still changes nothing) and the
+// owner of the Txn commits or rolls back all of them at the end:
+//
+//	tx := txn.New()
+//	ctx := txn.With(ctx, tx)
+//	... plugin calls with ctx ...
+//	if err := tx.Put(ctx, target, txn.Sessions, id, rev, data); ... // the session row, same transaction
+//	err := tx.Commit(ctx) // or tx.Rollback(ctx)
+//
+// A database a call only read from leaves the Txn when the call returns, so
+// a run holds no read snapshot across a model call and takes the write lock
+// only from its first write to its commit.
+//
+// The package has no dependencies: the agent uses it without linking the
+// plugin runtime or a database driver, and a capability joins a Txn through
+// the Participant interface.
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Table names a host-owned table a Participant keeps next to the plugin's
+// data. A plugin's statements can neither read nor write these tables.
+type Table string
+
+const (
+	// Sessions is the session store's table: the whole session, one row
+	// per session id.
+	Sessions Table = "sessions"
+	// Journal records, in a plugin's database, the session each committed
+	// run produced, so that a session kept elsewhere (a file) that missed a
+	// commit can be brought up to the database.
+	Journal Table = "journal"
+)
+
+// Errors of Put and Get.
+var (
+	// ErrStale is Put's answer when the stored revision is not lower than
+	// the one being written: someone committed meanwhile.
+	ErrStale = errors.New("txn: stale revision")
+	// ErrNotFound is Get's answer for a row that does not exist.
+	ErrNotFound = errors.New("txn: no such row")
+	// ErrNoTarget is the answer for a target with no open transaction in
+	// the Txn.
+	ErrNoTarget = errors.New("txn: target has no open transaction")
+	// ErrDone is the answer for a Txn already committed or rolled back.
+	ErrDone = errors.New("txn: already committed or rolled back")
+)
+
+// Participant is one database's transaction inside a Txn, provided by the
+// capability that opened it.
+type Participant interface {
+	// Put writes a host row in the open transaction if the stored row's
+	// revision is lower than rev (or there is none), and returns an error
+	// wrapping ErrStale otherwise.
+	Put(ctx context.Context, t Table, id string, rev int64, data []byte) error
+	// Get reads a host row in the open transaction, or returns an error
+	// wrapping ErrNotFound.
+	Get(ctx context.Context, t Table, id string) (rev int64, data []byte, err error)
+	// Commit commits the transaction and releases its connection.
+	Commit(ctx context.Context) error
+	// Rollback rolls it back and releases its connection.
+	Rollback(ctx context.Context) error
+}
+
+// Txn is the open database work of one unit (an agent's run up to its
+// commit). It is safe for concurrent use by the calls of that unit.
+type Txn struct {
+	mu      sync.Mutex
+	parts   map[string]Participant
+	order   []string // targets in the order they joined
+	failed  error
+	done    bool
+	onEvent func(Event, string) error
+}
+
+// New returns an empty Txn.
+func New() *Txn { return &Txn{parts: map[string]Participant{}} }
+
+type ctxKey struct{}
+
+// With returns a context whose plugin calls join t.
+func With(ctx context.Context, t *Txn) context.Context {
+	return context.WithValue(ctx, ctxKey{}, t)
+}
+
+// From returns the Txn of ctx, or nil.
+func From(ctx context.Context) *Txn {
+	t, _ := ctx.Value(ctxKey{}).(*Txn)
+	return t
+}
+
+// Participant returns the open transaction of target, or nil.
+func (t *Txn) Participant(target string) Participant {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.parts[target]
+}
+
+// Join adds the open transaction of target. A capability calls it when a
+// call leaves uncommitted work behind, the first time for that target.
+func (t *Txn) Join(target string, p Participant) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return ErrDone
+	}
+	if _, ok := t.parts[target]; ok {
+		return fmt.Errorf("txn: %s joined twice", target)
+	}
+	t.parts[target] = p
+	t.order = append(t.order, target)
+	return nil
+}
+
+// Fail marks the Txn failed: Commit will roll back and return err. A
+// capability calls it when a transaction was lost under a call (an
+// interrupted statement, an I/O error) although the call's own error may
+// have gone unnoticed.
+func (t *Txn) Fail(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.failed == nil {
+		t.failed = err
+	}
+}
+
+// Err is the error Fail recorded, or nil.
+func (t *Txn) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed
+}
+
+// Targets lists the targets with open transactions, in the order they
+// joined.
+func (t *Txn) Targets() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.order)
+}
+
+// Put writes a host row in target's open transaction; see Participant.
+func (t *Txn) Put(ctx context.Context, target string, tab Table, id string, rev int64, data []byte) error {
+	p, err := t.part(target)
+	if err != nil {
+		return err
+	}
+	return p.Put(ctx, tab, id, rev, data)
+}
+
+// Get reads a host row in target's open transaction; see Participant.
+func (t *Txn) Get(ctx context.Context, target string, tab Table, id string) (int64, []byte, error) {
+	p, err := t.part(target)
+	if err != nil {
+		return 0, nil, err
+	}
+	return p.Get(ctx, tab, id)
+}
+
+func (t *Txn) part(target string) (Participant, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return nil, ErrDone
+	}
+	p, ok := t.parts[target]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNoTarget, target)
+	}
+	return p, nil
+}
+
+// Event is a step of Commit, for fault injection in tests.
+type Event int
+
+const (
+	// BeforeCommit is before target's COMMIT.
+	BeforeCommit Event = iota
+	// AfterCommit is after target's COMMIT succeeded.
+	AfterCommit
+)
+
+// OnEvent installs a hook Commit calls at each step; an error from it
+// fails Commit there, as a crash at that point would. For tests.
+func (t *Txn) OnEvent(f func(e Event, target string) error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.onEvent = f
+}
+
+// Commit commits every open transaction, in the order they joined, and
+// ends the Txn. If the Txn failed or a commit fails, the transactions not
+// yet committed are rolled back; those already committed stay (with
+// several databases there is no atomic commit across them, see
+// CommitError).
+func (t *Txn) Commit(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	t.mu.Lock()
+	if t.done {
+		t.mu.Unlock()
+		return ErrDone
+	}
+	t.done = true
+	order, parts, failed, hook := t.order, t.parts, t.failed, t.onEvent
+	t.mu.Unlock()
+	if failed != nil {
+		return errors.Join(fmt.Errorf("txn: rolled back: %w", failed), rollbackAll(ctx, order, parts))
+	}
+	for i, target := range order {
+		var err error
+		if hook != nil {
+			err = hook(BeforeCommit, target)
+		}
+		if err != nil {
+			return &CommitError{Target: target, Committed: slices.Clone(order[:i]), Err: errors.Join(err, rollbackAll(ctx, order[i:], parts))}
+		}
+		if err := parts[target].Commit(ctx); err != nil {
+			// A failed COMMIT ends its own transaction.
+			return &CommitError{Target: target, Committed: slices.Clone(order[:i]), Err: errors.Join(err, rollbackAll(ctx, order[i+1:], parts))}
+		}
+		if hook != nil {
+			if err := hook(AfterCommit, target); err != nil {
+				return &CommitError{Target: target, Committed: slices.Clone(order[:i+1]), Err: errors.Join(err, rollbackAll(ctx, order[i+1:], parts))}
+			}
+		}
+	}
+	return nil
+}
+
+func rollbackAll(ctx context.Context, order []string, parts map[string]Participant) error {
+	var errs []error
+	for i := len(order) - 1; i >= 0; i-- {
+		if err := parts[order[i]].Rollback(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("roll back %s: %w", order[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Rollback rolls back every open transaction and ends the Txn. It is a
+// no-op after Commit or Rollback, so it can be deferred.
+func (t *Txn) Rollback(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	t.mu.Lock()
+	if t.done {
+		t.mu.Unlock()
+		return nil
+	}
+	t.done = true
+	order, parts := t.order, t.parts
+	t.mu.Unlock()
+	return rollbackAll(ctx, order, parts)
+}
+
+// CommitError reports a Commit that failed at Target. The targets in
+// Committed had committed before it; the others were rolled back.
+type CommitError struct {
+	Target    string
+	Committed []string
+	Err       error
+}
+
+func (e *CommitError) Error() string {
+	if len(e.Committed) == 0 {
+		return fmt.Sprintf("txn: commit %s: %v", e.Target, e.Err)
+	}
+	return fmt.Sprintf("txn: commit %s (after %v committed): %v", e.Target, e.Committed, e.Err)
+}
+
+func (e *CommitError) Unwrap() error { return e.Err }
