@@ -155,6 +155,15 @@ type RunOptions struct {
 	// MaxIterations, when positive, bounds the model calls of this run
 	// instead of Config.MaxIterations.
 	MaxIterations int
+	// RunID, when set, identifies the run to the caller, who keeps it
+	// when repeating a run whose outcome it does not know (the process
+	// died, a connection broke after the commit). Each commit records it
+	// in the session (Session.LastRunID); a run whose RunID the session
+	// already holds, with no tool call left open, was committed: Run
+	// returns at once with RunResult.AlreadyCommitted and changes nothing.
+	// Up to 256 bytes; a fresh random id per user turn is the usual
+	// choice.
+	RunID string
 }
 
 // RunResult is the outcome of a run.
@@ -175,6 +184,10 @@ type RunResult struct {
 	// (session.Session.PendingToolCalls) that this run answered before its
 	// input, and how.
 	Resumed []ResumedCall
+	// AlreadyCommitted reports a run whose RunOptions.RunID the session
+	// already recorded: an earlier attempt committed it, and this one did
+	// nothing (Messages is empty).
+	AlreadyCommitted bool
 }
 
 // Text returns the text of the last assistant message.
@@ -316,6 +329,9 @@ func New(cfg Config) (*Agent, error) {
 // Agent documentation); on failure s holds only what per-service-call
 // persistence committed before the failure.
 func (a *Agent) Run(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions) (*RunResult, error) {
+	if committed(s, opts) {
+		return &RunResult{AlreadyCommitted: true}, nil
+	}
 	r, err := a.newRun(ctx, s, input, opts, nil)
 	if err != nil {
 		return nil, err
@@ -341,6 +357,9 @@ func (a *Agent) RunStream(ctx context.Context, s *session.Session, input []abi.M
 			}
 			return !stopped
 		}
+		if committed(s, opts) {
+			return
+		}
 		r, err := a.newRun(ctx, s, input, opts, emit)
 		if err != nil {
 			yield(RunUpdate{}, err)
@@ -352,6 +371,11 @@ func (a *Agent) RunStream(ctx context.Context, s *session.Session, input []abi.M
 			a.log.Warn("agent: storing a run the consumer stopped failed", "session", s.SessionID, "error", err)
 		}
 	}
+}
+
+// committed reports a run the session says was committed already.
+func committed(s *session.Session, opts *RunOptions) bool {
+	return s != nil && opts != nil && opts.RunID != "" && s.LastRunID == opts.RunID && len(s.PendingToolCalls) == 0
 }
 
 // warnOnce logs msg the first time key is seen by this agent, so that a

@@ -11,6 +11,7 @@ import (
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/agent/model"
 	"github.com/wasmhist/wasmhist/host/agent/reducer"
+	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // localConversationID is the sentinel conversation id PersistPerServiceCall
@@ -36,6 +37,11 @@ type run struct {
 	ctxMsgs []abi.Message // context-provider messages, stamped
 	input   []abi.Message // the caller's messages, stamped external
 	history []abi.Message // history the loop loaded (not in sentinel mode)
+
+	// txn holds the database transactions the run's plugin calls left
+	// open; each commit commits them with the session (commit.go).
+	txn   *txn.Txn
+	runID string // RunOptions.RunID, recorded by each commit
 
 	mode          *modeRow // computed once, in newRun
 	resendContext bool     // sentinel mode: context is not in the reloaded history
@@ -76,6 +82,7 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 		store:   a.cfg.Store,
 		maxIter: a.cfg.MaxIterations,
 		emit:    emit,
+		txn:     txn.New(),
 	}
 	if o.Store != nil {
 		r.store = o.Store
@@ -83,6 +90,10 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 	if o.MaxIterations > 0 {
 		r.maxIter = o.MaxIterations
 	}
+	if len(o.RunID) > 256 {
+		return nil, fmt.Errorf("agent: run: %w: RunID of %d bytes, at most 256", ErrConfig, len(o.RunID))
+	}
+	r.runID = o.RunID
 	if r.maxIter == 0 {
 		r.maxIter = DefaultMaxIterations
 	}
@@ -244,9 +255,16 @@ func (r *run) compose(convID string, produced, results []abi.Message) []abi.Mess
 }
 
 // execute runs the function-invocation loop.
-func (r *run) execute(ctx context.Context) (*RunResult, error) {
-	ctx = context.WithValue(ctx, runKey{}, r)
-	res := &RunResult{Resumed: r.resumedCalls}
+func (r *run) execute(ctx context.Context) (res *RunResult, err error) {
+	ctx = txn.With(context.WithValue(ctx, runKey{}, r), r.txn)
+	// Whatever the plugins wrote since the last commit goes with a failed
+	// run (after a commit the Txn is empty and this does nothing).
+	defer func() {
+		if rerr := r.txn.Rollback(ctx); rerr != nil {
+			r.a.log.Warn("agent: rolling back the run's database work failed", "session", r.work.SessionID, "error", rerr)
+		}
+	}()
+	res = &RunResult{Resumed: r.resumedCalls}
 	// A stream shows the answers to the calls an earlier run left open
 	// first, as they are sent first. A consumer that stops there stops
 	// before any model call: nothing completed, nothing is committed, and
@@ -468,10 +486,10 @@ func (r *run) storeInto(ctx context.Context, pc ProviderConfig, resumed, inputs,
 func (r *run) commit(ctx context.Context) error {
 	next := snapshot(r.work)
 	next.Revision++
-	if r.a.cfg.Saver != nil {
-		if err := r.a.cfg.Saver.Save(ctx, snapshot(next)); err != nil {
-			return fmt.Errorf("agent: commit session %q: %w", next.SessionID, err)
-		}
+	next.LastRunID = r.runID
+	if err := r.saveSession(ctx, snapshot(next)); err != nil {
+		r.txn.Rollback(ctx)
+		return fmt.Errorf("agent: commit session %q: %w", next.SessionID, err)
 	}
 	r.work.Revision = next.Revision
 	*r.target = *next

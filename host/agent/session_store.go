@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // Errors of session stores, for errors.Is.
@@ -71,7 +72,10 @@ type FileStore struct {
 	dir string
 }
 
-var _ SessionStore = (*FileStore)(nil)
+var (
+	_ SessionStore = (*FileStore)(nil)
+	_ TxnSaver     = (*FileStore)(nil)
+)
 
 // NewFileStore returns a store writing into dir, creating it if needed.
 func NewFileStore(dir string) (*FileStore, error) {
@@ -95,6 +99,15 @@ func (f *FileStore) Load(ctx context.Context, id string) (*session.Session, erro
 		return nil, err
 	}
 	return sf.Load(ctx)
+}
+
+// PrepareSave implements TxnSaver.
+func (f *FileStore) PrepareSave(ctx context.Context, tx *txn.Txn, s *session.Session) (PreparedSave, error) {
+	sf, err := f.file(s.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return sf.PrepareSave(ctx, tx, s)
 }
 
 // Save implements SessionSaver.
@@ -127,7 +140,7 @@ type SessionFile struct {
 	mu   sync.Mutex
 }
 
-var _ SessionSaver = (*SessionFile)(nil)
+var _ TxnSaver = (*SessionFile)(nil)
 
 // NewSessionFile returns the session file at path. Nothing is read or
 // created until Load or Save.
@@ -155,24 +168,44 @@ func (f *SessionFile) Load(_ context.Context) (*session.Session, error) {
 
 // Save implements SessionSaver.
 func (f *SessionFile) Save(ctx context.Context, s *session.Session) error {
+	p, err := f.prepare(ctx, s)
+	if err != nil {
+		return err
+	}
+	return p.Commit(ctx)
+}
+
+// PrepareSave implements TxnSaver: it takes the directory's lock, checks
+// the revision and writes the new file beside the old one, synced; Commit
+// renames it over the old one. Between the two no other writer can save.
+func (f *SessionFile) PrepareSave(ctx context.Context, _ *txn.Txn, s *session.Session) (PreparedSave, error) {
+	return f.prepare(ctx, s)
+}
+
+func (f *SessionFile) prepare(ctx context.Context, s *session.Session) (_ *preparedFile, err error) {
 	data, err := json.Marshal(s)
 	if err != nil {
-		return fmt.Errorf("agent: session file %s: save: %w", f.path, err)
+		return nil, fmt.Errorf("agent: session file %s: save: %w", f.path, err)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	unlock, err := lockDir(filepath.Dir(f.path))
 	if err != nil {
-		return fmt.Errorf("agent: session file %s: save: %w", f.path, err)
+		f.mu.Unlock()
+		return nil, fmt.Errorf("agent: session file %s: save: %w", f.path, err)
 	}
-	defer unlock()
+	defer func() {
+		if err != nil {
+			unlock()
+			f.mu.Unlock()
+		}
+	}()
 	mode := os.FileMode(0o600)
 	switch fi, err := os.Stat(f.path); {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
-		return fmt.Errorf("agent: session file %s: save: %w", f.path, err)
+		return nil, fmt.Errorf("agent: session file %s: save: %w", f.path, err)
 	case fi.Mode().Perm()&0o200 == 0:
-		return fmt.Errorf("agent: session file %s: save: the file is read-only (mode %04o): %w", f.path, fi.Mode().Perm(), os.ErrPermission)
+		return nil, fmt.Errorf("agent: session file %s: save: the file is read-only (mode %04o): %w", f.path, fi.Mode().Perm(), os.ErrPermission)
 	default:
 		mode = fi.Mode().Perm()
 	}
@@ -180,49 +213,89 @@ func (f *SessionFile) Save(ctx context.Context, s *session.Session) error {
 	switch {
 	case errors.Is(err, ErrSessionNotFound):
 	case err != nil:
-		return err
+		return nil, err
 	case old.Revision >= s.Revision:
-		return fmt.Errorf("agent: session file %s: save %q at revision %d: stored revision is %d: %w",
+		return nil, fmt.Errorf("agent: session file %s: save %q at revision %d: stored revision is %d: %w",
 			f.path, s.SessionID, s.Revision, old.Revision, ErrStaleRevision)
 	}
-	if err := writeFileAtomic(f.path, data, mode); err != nil {
-		return fmt.Errorf("agent: session file %s: save: %w", f.path, err)
+	tmp, err := writeTemp(f.path, data, mode)
+	if err != nil {
+		return nil, fmt.Errorf("agent: session file %s: save: %w", f.path, err)
+	}
+	return &preparedFile{f: f, tmp: tmp, unlock: unlock}, nil
+}
+
+// preparedFile is a staged save: the new file written beside the old one,
+// the directory locked.
+type preparedFile struct {
+	f      *SessionFile
+	tmp    string
+	unlock func()
+	done   bool
+}
+
+func (p *preparedFile) Target() string { return "" }
+
+func (p *preparedFile) Commit(context.Context) error {
+	if p.done {
+		return nil
+	}
+	defer p.end()
+	if err := renameDurably(p.tmp, p.f.path); err != nil {
+		os.Remove(p.tmp)
+		return fmt.Errorf("agent: session file %s: save: %w", p.f.path, err)
 	}
 	return nil
 }
 
-// writeFileAtomic replaces path with data so that a crash leaves either the
-// old file or the new one.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+func (p *preparedFile) Abort() {
+	if p.done {
+		return
+	}
+	os.Remove(p.tmp)
+	p.end()
+}
+
+func (p *preparedFile) end() {
+	p.done = true
+	p.unlock()
+	p.f.mu.Unlock()
+}
+
+// writeTemp writes data, synced, to a new file beside path and returns its
+// name.
+func writeTemp(path string, data []byte, mode os.FileMode) (string, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
+		return "", err
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return tmp.Name(), nil
+}
+
+// renameDurably renames tmp to path and syncs the directory: the rename is
+// durable only once the directory entry is.
+func renameDurably(tmp, path string) error {
+	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
+	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	// The rename is durable only once the directory entry is.
 	return d.Sync()
 }

@@ -46,6 +46,11 @@ type Session struct {
 	// input (package agent). Like State, the slice is replaced, never
 	// written into.
 	PendingToolCalls []PendingToolCall `json:"pending_tool_calls,omitempty"`
+	// LastRunID is the id the caller gave the run whose commit made this
+	// revision (package agent's RunOptions.RunID), so that a run repeated
+	// after a crash that hid its outcome is recognised as committed
+	// instead of being stored twice.
+	LastRunID string `json:"last_run_id,omitempty"`
 }
 
 // PendingToolCall is one tool call a committed model response asked for

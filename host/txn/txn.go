@@ -56,8 +56,6 @@ var (
 	// ErrNoTarget is the answer for a target with no open transaction in
 	// the Txn.
 	ErrNoTarget = errors.New("txn: target has no open transaction")
-	// ErrDone is the answer for a Txn already committed or rolled back.
-	ErrDone = errors.New("txn: already committed or rolled back")
 )
 
 // Participant is one database's transaction inside a Txn, provided by the
@@ -70,6 +68,8 @@ type Participant interface {
 	// Get reads a host row in the open transaction, or returns an error
 	// wrapping ErrNotFound.
 	Get(ctx context.Context, t Table, id string) (rev int64, data []byte, err error)
+	// Delete removes a host row in the open transaction, if there is one.
+	Delete(ctx context.Context, t Table, id string) error
 	// Commit commits the transaction and releases its connection.
 	Commit(ctx context.Context) error
 	// Rollback rolls it back and releases its connection.
@@ -83,7 +83,6 @@ type Txn struct {
 	parts   map[string]Participant
 	order   []string // targets in the order they joined
 	failed  error
-	done    bool
 	onEvent func(Event, string) error
 }
 
@@ -115,9 +114,6 @@ func (t *Txn) Participant(target string) Participant {
 func (t *Txn) Join(target string, p Participant) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.done {
-		return ErrDone
-	}
 	if _, ok := t.parts[target]; ok {
 		return fmt.Errorf("txn: %s joined twice", target)
 	}
@@ -171,12 +167,18 @@ func (t *Txn) Get(ctx context.Context, target string, tab Table, id string) (int
 	return p.Get(ctx, tab, id)
 }
 
+// Delete removes a host row in target's open transaction; see Participant.
+func (t *Txn) Delete(ctx context.Context, target string, tab Table, id string) error {
+	p, err := t.part(target)
+	if err != nil {
+		return err
+	}
+	return p.Delete(ctx, tab, id)
+}
+
 func (t *Txn) part(target string) (Participant, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.done {
-		return nil, ErrDone
-	}
 	p, ok := t.parts[target]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrNoTarget, target)
@@ -202,21 +204,24 @@ func (t *Txn) OnEvent(f func(e Event, target string) error) {
 	t.onEvent = f
 }
 
+// take empties the Txn for its next unit and returns what it held.
+func (t *Txn) take() (order []string, parts map[string]Participant, failed error, hook func(Event, string) error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	order, parts, failed, hook = t.order, t.parts, t.failed, t.onEvent
+	t.order, t.parts, t.failed = nil, map[string]Participant{}, nil
+	return
+}
+
 // Commit commits every open transaction, in the order they joined, and
-// ends the Txn. If the Txn failed or a commit fails, the transactions not
+// empties the Txn, which the next unit of work (the run's next commit) can
+// use. If the Txn failed or a commit fails, the transactions not
 // yet committed are rolled back; those already committed stay (with
 // several databases there is no atomic commit across them, see
 // CommitError).
 func (t *Txn) Commit(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
-	t.mu.Lock()
-	if t.done {
-		t.mu.Unlock()
-		return ErrDone
-	}
-	t.done = true
-	order, parts, failed, hook := t.order, t.parts, t.failed, t.onEvent
-	t.mu.Unlock()
+	order, parts, failed, hook := t.take()
 	if failed != nil {
 		return errors.Join(fmt.Errorf("txn: rolled back: %w", failed), rollbackAll(ctx, order, parts))
 	}
@@ -251,18 +256,11 @@ func rollbackAll(ctx context.Context, order []string, parts map[string]Participa
 	return errors.Join(errs...)
 }
 
-// Rollback rolls back every open transaction and ends the Txn. It is a
-// no-op after Commit or Rollback, so it can be deferred.
+// Rollback rolls back every open transaction and empties the Txn. On an
+// empty Txn it does nothing, so it can be deferred.
 func (t *Txn) Rollback(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
-	t.mu.Lock()
-	if t.done {
-		t.mu.Unlock()
-		return nil
-	}
-	t.done = true
-	order, parts := t.order, t.parts
-	t.mu.Unlock()
+	order, parts, _, _ := t.take()
 	return rollbackAll(ctx, order, parts)
 }
 

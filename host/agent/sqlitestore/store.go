@@ -23,14 +23,16 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
 	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/internal/hostrows"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // Table names are prefixed: the file may hold other tables (a provider's,
-// say).
+// say), and the sql capability keeps plugins away from the prefix.
 const (
-	sessionsTable = "wasmhist_sessions"
-	versionTable  = "wasmhist_store_version"
+	sessionsTable = hostrows.SessionsTable
+	versionTable  = hostrows.VersionTable
 )
 
 // schemaVersion is the layout of the tables this version writes. Open
@@ -47,11 +49,15 @@ const busyTimeout = 30 * time.Second
 // Store is a session store in one SQLite database. It is safe for
 // concurrent use; Close releases its connections.
 type Store struct {
-	db   *sql.DB
-	path string
+	db     *sql.DB
+	path   string
+	target string
 }
 
-var _ agent.SessionManager = (*Store)(nil)
+var (
+	_ agent.SessionManager = (*Store)(nil)
+	_ agent.TxnSaver       = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the database at path and the store's
 // tables in it.
@@ -74,7 +80,12 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path}
+	target, err := hostrows.SQLiteTarget(path)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlitestore: open: %w", err)
+	}
+	s := &Store{db: db, path: path, target: target}
 	if err := s.migrate(context.Background()); err != nil {
 		db.Close()
 		return nil, err
@@ -90,12 +101,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	defer tx.Rollback()
 	stmts := []string{
 		`CREATE TABLE IF NOT EXISTS ` + versionTable + ` (version INTEGER NOT NULL) STRICT`,
-		`CREATE TABLE IF NOT EXISTS ` + sessionsTable + ` (
-			id TEXT PRIMARY KEY,
-			revision INTEGER NOT NULL,
-			updated_us INTEGER NOT NULL, -- Unix time in microseconds
-			data TEXT NOT NULL           -- the session, as session.Encode wrote it
-		) STRICT`,
+		hostrows.SQLiteCreate(sessionsTable),
 	}
 	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
@@ -153,39 +159,98 @@ func decode(where, id string, rev int64, data []byte) (*session.Session, error) 
 	return sess, nil
 }
 
+// Target is the txn target of the store's database: the sql capability's
+// grant on the same file has the same one, and a run whose plugin wrote to
+// it commits the session row in the plugin's transaction.
+func (s *Store) Target() string { return s.target }
+
 // Save implements agent.SessionSaver. The revision check is the upsert's
 // WHERE clause: SQLite runs the statement under the database's write lock,
 // so no other write can land between the check and the write.
 func (s *Store) Save(ctx context.Context, sess *session.Session) error {
+	p, err := s.prepare(ctx, nil, sess)
+	if err != nil {
+		return err
+	}
+	return p.Commit(ctx)
+}
+
+// PrepareSave implements agent.TxnSaver. When tx holds a transaction on
+// the store's own database (a plugin granted this file wrote during the
+// run), the row is written into it and commits with the plugin's writes.
+// Otherwise the row is written in a transaction of the store's own that
+// holds SQLite's write lock until Commit.
+func (s *Store) PrepareSave(ctx context.Context, tx *txn.Txn, sess *session.Session) (agent.PreparedSave, error) {
+	return s.prepare(ctx, tx, sess)
+}
+
+func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session) (agent.PreparedSave, error) {
 	data, err := session.Encode(sess)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: save: %w", err)
+		return nil, fmt.Errorf("sqlitestore: save: %w", err)
 	}
 	if sess.SessionID == "" {
-		return fmt.Errorf("sqlitestore: save: %w: empty session id", session.ErrInvalid)
+		return nil, fmt.Errorf("sqlitestore: save: %w: empty session id", session.ErrInvalid)
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO `+sessionsTable+` (id, revision, updated_us, data) VALUES (?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET revision = excluded.revision, updated_us = excluded.updated_us, data = excluded.data
-		WHERE `+sessionsTable+`.revision < excluded.revision`,
+	if tx != nil && tx.Participant(s.target) != nil {
+		err := tx.Put(ctx, s.target, txn.Sessions, sess.SessionID, sess.Revision, data)
+		if errors.Is(err, txn.ErrStale) {
+			return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w: %w", sess.SessionID, sess.Revision, agent.ErrStaleRevision, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
+		}
+		return inTxn(s.target), nil
+	}
+	own, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
+	}
+	res, err := own.ExecContext(ctx, hostrows.SQLiteUpsert(sessionsTable),
 		sess.SessionID, sess.Revision, time.Now().UnixMicro(), string(data))
-	if err != nil {
-		return fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
 	}
-	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
+		own.Rollback()
+		return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
 	}
 	if n == 0 {
 		// Nothing was written, so the row exists and its revision is
-		// not lower. Reading it again is only for the message: a later
-		// save may already have moved it on.
+		// not lower.
 		var stored int64
-		s.db.QueryRowContext(ctx, `SELECT revision FROM `+sessionsTable+` WHERE id = ?`, sess.SessionID).Scan(&stored)
-		return fmt.Errorf("sqlitestore: save %q at revision %d: stored revision is %d: %w",
+		own.QueryRowContext(ctx, `SELECT revision FROM `+sessionsTable+` WHERE id = ?`, sess.SessionID).Scan(&stored)
+		own.Rollback()
+		return nil, fmt.Errorf("sqlitestore: save %q at revision %d: stored revision is %d: %w",
 			sess.SessionID, sess.Revision, stored, agent.ErrStaleRevision)
+	}
+	return &ownTx{tx: own, what: fmt.Sprintf("%q at revision %d", sess.SessionID, sess.Revision)}, nil
+}
+
+// inTxn is a save written into the run's transaction on the target.
+type inTxn string
+
+func (t inTxn) Target() string             { return string(t) }
+func (inTxn) Commit(context.Context) error { return nil }
+func (inTxn) Abort()                       {}
+
+// ownTx is a save in the store's own transaction.
+type ownTx struct {
+	tx   *sql.Tx
+	what string
+}
+
+func (*ownTx) Target() string { return "" }
+
+func (o *ownTx) Commit(context.Context) error {
+	if err := o.tx.Commit(); err != nil {
+		return fmt.Errorf("sqlitestore: save %s: %w", o.what, err)
 	}
 	return nil
 }
+
+func (o *ownTx) Abort() { o.tx.Rollback() }
 
 // List implements agent.SessionManager.
 func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {

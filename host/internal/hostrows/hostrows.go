@@ -9,6 +9,7 @@ package hostrows
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/wasmhist/wasmhist/host/txn"
 )
@@ -59,4 +60,19 @@ func SQLiteUpsert(table string) string {
 // SQLiteSelect reads (revision, data) of one id.
 func SQLiteSelect(table string) string {
 	return `SELECT revision, data FROM ` + table + ` WHERE id = ?`
+}
+
+// SQLiteTarget is the txn target naming the SQLite database at path, the
+// same for the sql capability's grant and for a session store on that file.
+func SQLiteTarget(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("database path %q: %w", path, err)
+	}
+	return "sqlite:" + abs, nil
+}
+
+// SQLiteDelete removes the row of one id.
+func SQLiteDelete(table string) string {
+	return `DELETE FROM ` + table + ` WHERE id = ?`
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -30,11 +29,11 @@ var (
 // Target is the txn target naming the SQLite database at path: the session
 // stores name their database the same way to find its transaction.
 func Target(path string) (string, error) {
-	abs, err := filepath.Abs(path)
+	t, err := hostrows.SQLiteTarget(path)
 	if err != nil {
-		return "", fmt.Errorf("sqlcap: database path %q: %w", path, err)
+		return "", fmt.Errorf("sqlcap: %w", err)
 	}
-	return "sqlite:" + abs, nil
+	return t, nil
 }
 
 // Target implements capability.Joiner.
@@ -212,6 +211,25 @@ func (s *session) Get(ctx context.Context, t txn.Table, id string) (int64, []byt
 		return 0, nil, fmt.Errorf("sqlcap: %s: %s row %q: %w", s.db.path, table, id, txn.ErrNotFound)
 	}
 	return rev, data, nil
+}
+
+// Delete implements txn.Participant.
+func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
+	table, err := hostrows.SQLiteTable(t)
+	if err != nil {
+		return err
+	}
+	if err := s.usable(); err != nil {
+		return err
+	}
+	err = s.conn.Raw(func(dc any) error {
+		_, err := dc.(*conn).inner.ExecContext(ctx, hostrows.SQLiteDelete(table), []driver.NamedValue{{Ordinal: 1, Value: id}})
+		return err
+	})
+	if err != nil && !strings.Contains(err.Error(), "no such table") {
+		return fmt.Errorf("sqlcap: %s: delete %s row %q: %w", s.db.path, table, id, err)
+	}
+	return nil
 }
 
 // usable refuses host rows on a session without an open, intact
