@@ -260,11 +260,13 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, fmt.Errorf("sqlcap: install authorizer: %w", err)
 	}
 	// trusted_schema=OFF keeps functions with side effects out of views and
-	// triggers a previous plugin version may have left in the file.
+	// triggers a previous plugin version may have left in the file. The
+	// busy timeout goes first: switching a new file to WAL waits for
+	// another process's lock like any statement.
 	setup := []string{
+		fmt.Sprintf("PRAGMA busy_timeout=%d", c.opts.BusyTimeout.Milliseconds()),
 		"PRAGMA journal_mode=WAL",
 		"PRAGMA synchronous=" + c.opts.Synchronous,
-		fmt.Sprintf("PRAGMA busy_timeout=%d", c.opts.BusyTimeout.Milliseconds()),
 		"PRAGMA trusted_schema=OFF",
 		"PRAGMA foreign_keys=ON",
 	}
