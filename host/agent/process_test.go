@@ -222,4 +222,3 @@ func TestConcurrentProcessesOneSession(t *testing.T) {
 		})
 	}
 }
-
