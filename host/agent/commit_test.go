@@ -48,20 +48,20 @@ func (m *switchModel) Complete(ctx context.Context, req model.Request) (*model.R
 // database.
 var storeKinds = []struct {
 	name string
-	open func(t *testing.T, dir, db string) agent.SessionStore
+	open func(t testing.TB, dir, db string) agent.SessionStore
 }{
-	{"file", func(t *testing.T, dir, _ string) agent.SessionStore {
+	{"file", func(t testing.TB, dir, _ string) agent.SessionStore {
 		s, err := agent.NewFileStore(filepath.Join(dir, "sessions"))
 		require.NoError(t, err)
 		return s
 	}},
-	{"sqlite-same-db", func(t *testing.T, _, db string) agent.SessionStore {
+	{"sqlite-same-db", func(t testing.TB, _, db string) agent.SessionStore {
 		s, err := sqlitestore.Open(db)
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
 		return s
 	}},
-	{"sqlite-other-db", func(t *testing.T, dir, _ string) agent.SessionStore {
+	{"sqlite-other-db", func(t testing.TB, dir, _ string) agent.SessionStore {
 		s, err := sqlitestore.Open(filepath.Join(dir, "sessions.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
@@ -69,7 +69,7 @@ var storeKinds = []struct {
 	}},
 }
 
-func newCommitRig(t *testing.T, h *host.Host, wasm string, open func(t *testing.T, dir, db string) agent.SessionStore) *commitRig {
+func newCommitRig(t testing.TB, h *host.Host, wasm string, open func(t testing.TB, dir, db string) agent.SessionStore) *commitRig {
 	t.Helper()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "history.db")
@@ -87,7 +87,7 @@ func newCommitRig(t *testing.T, h *host.Host, wasm string, open func(t *testing.
 }
 
 // turn runs one line on the stored session (a new one if none is stored).
-func (rig *commitRig) turn(t *testing.T, id, line, runID string) (*agent.RunResult, error) {
+func (rig *commitRig) turn(t testing.TB, id, line, runID string) (*agent.RunResult, error) {
 	t.Helper()
 	s, err := rig.store.Load(context.Background(), id)
 	if errors.Is(err, agent.ErrSessionNotFound) {
@@ -100,7 +100,7 @@ func (rig *commitRig) turn(t *testing.T, id, line, runID string) (*agent.RunResu
 
 // rows returns the texts of every stored message in the plugin's database,
 // in the order stored, whatever session key they are under.
-func (rig *commitRig) rows(t *testing.T) []string {
+func (rig *commitRig) rows(t testing.TB) []string {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+rig.db+"?mode=ro")
 	require.NoError(t, err)
@@ -126,7 +126,7 @@ func (rig *commitRig) rows(t *testing.T) []string {
 
 // history is what the session's provider serves now, read through the
 // stored session.
-func (rig *commitRig) revision(t *testing.T, id string) int64 {
+func (rig *commitRig) revision(t testing.TB, id string) int64 {
 	t.Helper()
 	s, err := rig.store.Load(context.Background(), id)
 	require.NoError(t, err)

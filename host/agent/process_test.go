@@ -28,7 +28,7 @@ import (
 type processKind struct {
 	name  string
 	store func(dir, db string) string
-	open  func(t *testing.T, dir, db string) agent.SessionStore
+	open  func(t testing.TB, dir, db string) agent.SessionStore
 }
 
 func processKinds() []processKind {
