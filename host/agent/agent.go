@@ -155,6 +155,12 @@ type RunOptions struct {
 	// MaxIterations, when positive, bounds the model calls of this run
 	// instead of Config.MaxIterations.
 	MaxIterations int
+	// AcceptNewBuild lets the run resume slots that another build of their
+	// plugin wrote (another version or sha256; see ErrProviderMismatch):
+	// the plugin's migrate_state runs where the state version changed, and
+	// the commit records the new build. A different plugin or storage is
+	// still refused.
+	AcceptNewBuild bool
 }
 
 // RunResult is the outcome of a run.
