@@ -21,6 +21,7 @@ const (
 	storeDir      = "dir"
 	storeSQLite   = "sqlite"
 	storePostgres = "postgres"
+	storeRefused  = "refused" // a connection string on the command line
 )
 
 // storeFlag is --store: where sessions are kept, by id. Unset, a session
@@ -49,7 +50,10 @@ func (s *storeFlag) Set(v string) error {
 	case strings.TrimSpace(v) == "":
 		return errors.New("--store needs a directory, an SQLite file, postgres or env:VAR")
 	case strings.Contains(low, "://") || strings.Contains(v, "=") || strings.Contains(low, "password"):
-		return fmt.Errorf("--store takes no connection string (ps and shell history would show its password): put it in $%s and pass --store postgres, or in another variable and pass --store env:VAR", postgresDSNEnv)
+		// Refused when the store is opened: an error returned here would
+		// be printed with the value, password and all.
+		*s = storeFlag{raw: "(a connection string)", kind: storeRefused}
+		return nil
 	case low == "postgres" || low == "postgresql":
 		*s = storeFlag{raw: v, kind: storePostgres, env: postgresDSNEnv}
 		return nil
@@ -105,6 +109,8 @@ type openedStore struct {
 // open opens the store; the caller closes it.
 func (s *storeFlag) open(ctx context.Context, e *env, cmd string) (*openedStore, error) {
 	switch s.kind {
+	case storeRefused:
+		return nil, usagef(cmd, "--store takes no connection string (ps and shell history would show its password): put it in $%s and pass --store postgres, or in another variable and pass --store env:VAR", postgresDSNEnv)
 	case storeDir:
 		if fi, err := os.Stat(s.path); err == nil && !fi.IsDir() {
 			return nil, usagef(cmd, "--store %s is a file, not a directory: name a directory, or an SQLite file ending in .db", s.path)
