@@ -164,6 +164,12 @@ type RunOptions struct {
 	// Up to 256 bytes; a fresh random id per user turn is the usual
 	// choice.
 	RunID string
+	// AcceptNewBuild lets the run resume slots that another build of their
+	// plugin wrote (another version or sha256; see ErrProviderMismatch):
+	// the plugin's migrate_state runs where the state version changed, and
+	// the commit records the new build. A different plugin or storage is
+	// still refused.
+	AcceptNewBuild bool
 }
 
 // RunResult is the outcome of a run.

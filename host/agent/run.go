@@ -97,6 +97,9 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 	if r.maxIter == 0 {
 		r.maxIter = DefaultMaxIterations
 	}
+	if err := r.checkProvenance(ctx, o.AcceptNewBuild); err != nil {
+		return nil, err
+	}
 	r.input = make([]abi.Message, len(input))
 	for i, m := range input {
 		if m.Source == nil {

@@ -138,3 +138,40 @@ func TestPendingToolCallsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, old.PendingToolCalls)
 }
+
+// Provenance round-trips through Encode and Decode, a session without it
+// still decodes, and a malformed entry is refused where it is wrong.
+func TestProvenanceRoundTrip(t *testing.T) {
+	s := session.New()
+	s.SetState("history", slot(`{}`))
+	s.SetProvenance("history", session.Provenance{
+		Plugin: "sqlite", Version: "0.1.0",
+		SHA256:  "dc12c7b05287a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a",
+		Storage: "sqlite:/var/lib/wasmhist/h.db",
+	})
+	b, err := session.Encode(s)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"provenance":{"history":{"plugin":"sqlite","version":"0.1.0","sha256":"dc12c7b05287`)
+	got, err := session.Decode(b)
+	require.NoError(t, err)
+	require.Equal(t, s, got)
+
+	c := s.Clone()
+	c.SetProvenance("history", session.Provenance{Plugin: "other"})
+	assert.Equal(t, "sqlite", s.Provenance["history"].Plugin, "SetProvenance on a clone changed the original")
+
+	old, err := session.Decode([]byte(`{"schema_version":1,"session_id":"x","revision":0}`))
+	require.NoError(t, err)
+	require.Nil(t, old.Provenance)
+
+	for doc, want := range map[string]string{
+		`{"schema_version":1,"session_id":"s","revision":0,"provenance":{"h":{"version":"1"}}}`:               "at /provenance/h",
+		`{"schema_version":1,"session_id":"s","revision":0,"provenance":{"h":{"plugin":"p","sha256":"abc"}}}`: "at /provenance/h/sha256",
+		`{"schema_version":1,"session_id":"s","revision":0,"provenance":{"h":{"plugin":"p","password":"x"}}}`: "'password' not allowed",
+		`{"schema_version":1,"session_id":"s","revision":0,"provenance":{"h":{"plugin":"p","storage":""}}}`:   "at /provenance/h/storage",
+	} {
+		_, err := session.Decode([]byte(doc))
+		require.ErrorIs(t, err, session.ErrInvalid, doc)
+		assert.ErrorContains(t, err, want, doc)
+	}
+}

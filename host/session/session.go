@@ -51,6 +51,28 @@ type Session struct {
 	// after a crash that hid its outcome is recognised as committed
 	// instead of being stored twice.
 	LastRunID string `json:"last_run_id,omitempty"`
+	// Provenance records, by state key, which build of which plugin last
+	// committed the slot and the storage it was granted, so that a resume
+	// against another database or another build can be refused (package
+	// agent). Optional: a slot without an entry is resumed by anything.
+	// Like State, the map is replaced, never written into.
+	Provenance map[string]Provenance `json:"provenance,omitempty"`
+}
+
+// Provenance is where one slot's history is: the plugin build that wrote
+// it and the storage that build was granted. It never holds a secret: the
+// storage is a grant's target name (for example "sqlite:/abs/path.db" or
+// "postgres:NAME"), not a connection string.
+type Provenance struct {
+	// Plugin is the plugin's name (PluginInfo.Name).
+	Plugin string `json:"plugin"`
+	// Version is the plugin's version (PluginInfo.Version).
+	Version string `json:"version,omitempty"`
+	// SHA256 is the hex sha256 of the plugin's WebAssembly bytes; empty
+	// for a native plugin.
+	SHA256 string `json:"sha256,omitempty"`
+	// Storage names what the plugin was granted; empty when nothing.
+	Storage string `json:"storage,omitempty"`
 }
 
 // PendingToolCall is one tool call a committed model response asked for
@@ -90,6 +112,7 @@ func (s *Session) Clone() *Session {
 			c.State[k] = v
 		}
 	}
+	c.Provenance = maps.Clone(s.Provenance)
 	if s.PendingToolCalls != nil {
 		c.PendingToolCalls = make([]PendingToolCall, len(s.PendingToolCalls))
 		for i, p := range s.PendingToolCalls {
@@ -124,6 +147,15 @@ func (s *Session) DeleteState(key string) {
 		}
 	}
 	s.State = m
+}
+
+// SetProvenance records p for key in a new Provenance map, as SetState
+// does for State.
+func (s *Session) SetProvenance(key string, p Provenance) {
+	m := make(map[string]Provenance, len(s.Provenance)+1)
+	maps.Copy(m, s.Provenance)
+	m[key] = p
+	s.Provenance = m
 }
 
 // New returns an empty session with a random id.

@@ -32,6 +32,12 @@ func newSession(id string, revision int64, note string) *session.Session {
 		PendingToolCalls: []session.PendingToolCall{{
 			CallID: "c1", Name: "clock", Arguments: json.RawMessage(`{"tz":"UTC"}`), Done: true, Result: json.RawMessage(`{"time":"12:00"}`),
 		}},
+		// Where each slot's history is (agent.ProvenanceReporter): a store
+		// must keep it as it keeps the slots.
+		Provenance: map[string]session.Provenance{
+			"history": {Plugin: "memory", Version: "1.2.3", SHA256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Storage: "sqlite:/var/lib/wasmhist/" + id + ".db"},
+			"note":    {Plugin: "note", Storage: "postgres:notes"},
+		},
 	}
 }
 

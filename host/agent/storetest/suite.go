@@ -27,7 +27,7 @@ type Case struct {
 func Cases() []Case {
 	return []Case{
 		{Name: "load_missing", Doc: "loading a session the store does not hold fails with agent.ErrSessionNotFound", Run: caseLoadMissing},
-		{Name: "round_trip", Doc: "a saved session loads back equal, from the same handle and from another, with each state slot's raw JSON byte for byte", Run: caseRoundTrip},
+		{Name: "round_trip", Doc: "a saved session loads back equal (its provenance included), from the same handle and from another, with each state slot's raw JSON byte for byte", Run: caseRoundTrip},
 		{Name: "stale_save_refused", Doc: "a save whose revision is not above the stored one fails with agent.ErrStaleRevision and changes nothing", Run: caseStaleSave},
 		{Name: "next_revision_saved", Doc: "a save of a higher revision than the stored one replaces it", Run: caseNextRevision},
 		{Name: "list", Doc: "List returns every stored session once, ordered by id, with its stored revision and when it was saved", Run: caseList},

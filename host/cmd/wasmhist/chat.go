@@ -4,13 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
@@ -31,9 +35,16 @@ type chatSetup struct {
 	copyOnly bool // the service keeps the conversation; the plugin a copy
 	plugin   *host.Plugin
 	session  *session.Session
-	file     *sessionFile // nil: the session lives only in this process
-	db       string       // the plugin's database, when it uses sql
-	limits   host.Limits  // what the plugin's calls run under
+	file     *sessionFile // the --session FILE, without --store
+	store    *storeFlag   // --store, when given
+	closer   func()       // closes the store
+	// reload reads the session as last committed, by any process; nil
+	// when the session lives only in this process.
+	reload func(context.Context) (*session.Session, error)
+	// acceptNewBuild: --accept-new-build (agent.RunOptions.AcceptNewBuild).
+	acceptNewBuild bool
+	db             string      // the plugin's database, when it uses sql
+	limits         host.Limits // what the plugin's calls run under
 
 	everyStatus bool    // --status: the status lines after every answer
 	shown       *status // the status lines last printed
@@ -49,7 +60,9 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	var message messageFlag
 	fs.Var(&message, "m", "answer this `message` and exit")
 	pluginSpec := fs.String("plugin", "", "history plugin: inmemory, sqlite or `PATH.wasm` (default: the session's, else inmemory)")
-	sessionPath := fs.String("session", "", "session `FILE` (NAME.json): created when missing, resumed otherwise")
+	sessionPath := fs.String("session", "", "session `FILE` (NAME.json), or with --store the session's id: created when missing, resumed otherwise")
+	store := storeFlags(fs)
+	acceptNewBuild := fs.Bool("accept-new-build", false, "resume a session another build of its plugin wrote (another version or sha256): its migrate_state runs if the state version changed, and this build is recorded")
 	dbPath := fs.String("db", "", "SQLite database `PATH` granted to a plugin that wants sql (default: the session file with .db)")
 	perCall := fs.Bool("per-service-call", false, "persist after every model call instead of once per run")
 	everyStatus := fs.Bool("status", false, "print where the history and the session are after every answer, not only when that changes")
@@ -63,11 +76,13 @@ func runChat(ctx context.Context, e *env, args []string) error {
 		return usagef(cmd, "unexpected argument %q: pass the message with -m \"...\"", pos[0])
 	}
 
-	c, err := setupChat(ctx, e, cmd, mc, ps, *pluginSpec, *sessionPath, *dbPath, *perCall)
+	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, *perCall)
 	if err != nil {
 		return err
 	}
+	defer c.closer()
 	defer c.host.Close(context.WithoutCancel(ctx))
+	c.acceptNewBuild = *acceptNewBuild
 	c.everyStatus = *everyStatus
 
 	if message.set {
@@ -192,6 +207,9 @@ func readLines(r io.Reader) <-chan line {
 // savedAt says where the session stands, for a message about a turn that
 // did not finish.
 func (c *chatSetup) savedAt() string {
+	if c.store != nil {
+		return fmt.Sprintf("session %s in %s is at revision %d", c.session.SessionID, c.store.describe(), c.session.Revision)
+	}
 	if c.file == nil {
 		return "the session was not being saved"
 	}
@@ -200,14 +218,41 @@ func (c *chatSetup) savedAt() string {
 	return fmt.Sprintf("session file %s is at revision %d", c.file.path, c.session.Revision)
 }
 
-func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, pluginSpec, sessionPath, dbPath string, perCall bool) (_ *chatSetup, err error) {
-	c := &chatSetup{session: session.New(), db: dbPath}
+func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, store *storeFlag, pluginSpec, sessionPath, dbPath string, perCall bool) (_ *chatSetup, err error) {
+	c := &chatSetup{session: session.New(), db: dbPath, closer: func() {}}
 	dbGiven := dbPath != ""
 	if c.limits, err = ps.limits(cmd); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			c.closer()
+		}
+	}()
 	var saver agent.SessionSaver
-	if sessionPath != "" {
+	if store.set() {
+		st, err := store.open(ctx, e, cmd)
+		if err != nil {
+			return nil, err
+		}
+		c.store, c.closer = store, st.close
+		if sessionPath != "" {
+			c.session.SessionID = sessionPath
+		}
+		id := c.session.SessionID
+		switch s, err := st.Load(ctx, id); {
+		case errors.Is(err, agent.ErrSessionNotFound):
+		case err != nil:
+			return nil, failf(cmd, "loading session %s from %s: %w: check --session (the session's id) and the store", id, store.describe(), err)
+		default:
+			c.session = s
+		}
+		c.reload = func(ctx context.Context) (*session.Session, error) { return st.Load(ctx, id) }
+		saver = st
+		if c.db == "" {
+			c.db = store.defaultDB(id)
+		}
+	} else if sessionPath != "" {
 		f, err := parseSessionFile(cmd, sessionPath)
 		if err != nil {
 			return nil, err
@@ -221,6 +266,7 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 			return nil, err
 		}
 		saver = st
+		c.reload = func(ctx context.Context) (*session.Session, error) { return st.Load(ctx) }
 		if c.db == "" {
 			c.db = f.dbPath()
 		}
@@ -265,6 +311,9 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 	}
 	if err = checkSlot(cmd, c.session, c.plugin, sessionPath); err != nil {
 		return nil, err
+	}
+	if wantsSQL(c.plugin) && c.db == "" && c.store != nil {
+		return nil, usagef(cmd, "plugin %s keeps history in a database: with --store %s pass --db PATH, the plugin's SQLite database", c.plugin.Info().Name, c.store.raw)
 	}
 	if wantsSQL(c.plugin) && c.db == "" {
 		return nil, usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", c.plugin.Info().Name)
@@ -319,7 +368,7 @@ func checkSlot(cmd string, s *session.Session, p *host.Plugin, sessionPath strin
 // turn runs one message through the agent and prints the tool activity,
 // the reply and where the history went.
 func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
-	res, err := c.agent.Run(ctx, c.session, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, nil)
+	res, err := c.run(ctx, e, cmd, text)
 	if interrupted(ctx, err) {
 		return failf(cmd, "%w: the turn was cancelled; %s", errInterrupted, c.savedAt())
 	}
@@ -347,9 +396,12 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 	// are printed again only when that changed (a revision alone does
 	// not count), or every turn with --status.
 	st := status{history: where, service: c.session.ServiceSessionID}
-	if c.file != nil {
+	switch {
+	case c.store != nil:
+		st.session = fmt.Sprintf("%s in %s, revision %d", c.session.SessionID, c.store.describe(), c.session.Revision)
+	case c.file != nil:
 		st.session = c.file.describe(c.session)
-	} else {
+	default:
 		st.session = fmt.Sprintf("%s, revision %d, not saved (pass --session FILE to keep it)", c.session.SessionID, c.session.Revision)
 	}
 	if c.everyStatus || c.shown == nil || c.shown.history != st.history {
@@ -374,6 +426,7 @@ type status struct {
 
 // runAdvice says what to do about a failed run.
 func runAdvice(err error, l host.Limits) string {
+	var mismatch *agent.ProviderMismatchError
 	if a := limitAdvice(err, l); a != "" {
 		return a
 	}
@@ -382,7 +435,13 @@ func runAdvice(err error, l host.Limits) string {
 	}
 	switch {
 	case errors.Is(err, agent.ErrStaleRevision):
-		return "another process saved the session meanwhile; run the command again to continue from its version"
+		return fmt.Sprintf("other processes kept saving the session meanwhile (%d attempts): run the command again, or let one chat at a time use the session", staleAttempts)
+	case errors.As(err, &mismatch) && mismatch.BuildChanged():
+		return "the session was written by another build of the plugin (the message says which): use that build, or pass --accept-new-build to upgrade the session to this one (its migrate_state runs if the state version changed)"
+	case errors.As(err, &mismatch) && mismatch.Field == "storage":
+		return "the session's history is in another database (the message says which): pass --db (or --store) naming the database the session was chatted with, or copy that database to the new place first; --accept-new-build does not change storage"
+	case errors.As(err, &mismatch):
+		return "the session's history was written by another plugin: pass --plugin with that plugin, or start a new session"
 	case errors.Is(err, host.ErrInvalidSession), errors.Is(err, host.ErrInvalidState):
 		return "the session does not fit this plugin; check it with 'wasmhist session validate' or start a new session"
 	case errors.Is(err, agent.ErrHistoryConflict):
@@ -462,4 +521,45 @@ func isTerminal(r any) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// newRunID returns a random run id for agent.RunOptions.RunID.
+func newRunID() string {
+	b := make([]byte, 16)
+	crand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// staleAttempts bounds the runs of one line when other processes commit
+// the session meanwhile.
+const staleAttempts = 5
+
+// run answers one line. When another process committed the session
+// meanwhile (agent.ErrStaleRevision) and this run committed nothing, the
+// line is run again on the session as now stored, up to staleAttempts
+// times with a short jittered pause, and a note says so.
+func (c *chatSetup) run(ctx context.Context, e *env, cmd, text string) (*agent.RunResult, error) {
+	// One run id for every attempt at the line: an attempt whose commit
+	// landed although its answer was lost is then not stored twice.
+	opts := &agent.RunOptions{AcceptNewBuild: c.acceptNewBuild, RunID: newRunID()}
+	for attempt := 1; ; attempt++ {
+		before := c.session.Revision
+		res, err := c.agent.Run(ctx, c.session, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, opts)
+		if !errors.Is(err, agent.ErrStaleRevision) || c.reload == nil || c.session.Revision != before || attempt == staleAttempts {
+			return res, err
+		}
+		fresh, lerr := c.reload(ctx)
+		if lerr != nil {
+			return nil, fmt.Errorf("%w; reloading the session: %w", err, lerr)
+		}
+		fmt.Fprintf(e.stderr, "wasmhist %s: note: another process saved session %s meanwhile (revision %d, now %d); running the message again on its version (attempt %d of %d)\n",
+			cmd, fresh.SessionID, before, fresh.Revision, attempt+1, staleAttempts)
+		c.session = fresh
+		pause := time.Duration(attempt)*50*time.Millisecond + time.Duration(rand.Int64N(int64(50*time.Millisecond)))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
 }

@@ -24,9 +24,9 @@ const (
 // configKeys are the flags of all commands, which a configuration file
 // may set. TestConfigKeysAreTheFlags keeps the list equal to the flags.
 var configKeys = []string{
-	"base-url", "config", "db", "dir", "force", "json", "m", "max-input", "max-output", "memory",
+	"accept-new-build", "base-url", "config", "db", "dir", "force", "json", "m", "max-input", "max-output", "memory",
 	"model", "model-name", "module", "page-size", "per-service-call", "plugin", "run", "session",
-	"state-key", "status", "timeout", "wasmhist",
+	"state-key", "status", "store", "timeout", "wasmhist",
 }
 
 // configFileArg finds --config-file in args (it must be read before the

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/session"
 )
 
 // historyPage is how many messages one list call asks for by default.
@@ -17,7 +20,8 @@ const historyPage = 100
 
 // historyReport is the --json output of history.
 type historyReport struct {
-	SessionFile string        `json:"session_file"`
+	SessionFile string        `json:"session_file,omitempty"`
+	Store       string        `json:"store,omitempty"`
 	SessionID   string        `json:"session_id"`
 	Revision    int64         `json:"revision"`
 	Plugin      string        `json:"plugin"`
@@ -33,7 +37,8 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	fs := flagSet(e, cmd, "--session FILE [--json]",
 		"Prints the history a session's plugin stored, read page by page through the plugin's\n"+
 			"list export. The plugin is the one that wrote the session, unless --plugin says otherwise.")
-	sessionPath := fs.String("session", "", "session `FILE` to read (required)")
+	sessionPath := fs.String("session", "", "session `FILE` to read, or with --store the session's id (required)")
+	store := storeFlags(fs)
 	pluginSpec := fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the one that wrote the session)")
 	dbPath := fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)")
 	key := fs.String("state-key", stateKey, "the session state `key` to read")
@@ -53,21 +58,35 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	if *pageSize < 1 {
 		return usagef(cmd, "--page-size %d: pass a positive number", *pageSize)
 	}
-	f, err := parseSessionFile(cmd, *sessionPath)
-	if err != nil {
-		return err
-	}
-	s, err := f.load(cmd)
-	if err != nil {
-		return err
+	var s *session.Session
+	var where, db string
+	if store.set() {
+		st, err := store.open(ctx, e, cmd)
+		if err != nil {
+			return err
+		}
+		defer st.close()
+		if s, err = st.Load(ctx, *sessionPath); err != nil {
+			return failf(cmd, "loading session %s from %s: %w: check --session (the session's id; 'wasmhist session list --store %s' lists them)", *sessionPath, store.describe(), err, store.raw)
+		}
+		where, db = "session "+s.SessionID+" in "+store.describe(), store.defaultDB(s.SessionID)
+	} else {
+		f, err := parseSessionFile(cmd, *sessionPath)
+		if err != nil {
+			return err
+		}
+		if s, err = f.load(cmd); err != nil {
+			return err
+		}
+		where, db = "session file "+f.path, f.dbPath()
 	}
 	slot, hasSlot := s.State[*key]
 	spec := *pluginSpec
 	if spec == "" {
 		if !hasSlot {
-			return failf(cmd, "session file %s has no state under key %q, so nothing names its plugin: pass --plugin, or check --state-key", f.path, *key)
+			return failf(cmd, "%s has no state under key %q, so nothing names its plugin: pass --plugin, or check --state-key", where, *key)
 		}
-		if spec, err = pluginOfSession(cmd, f.path, slot.Provider); err != nil {
+		if spec, err = pluginOfSession(cmd, *sessionPath, slot.Provider); err != nil {
 			return err
 		}
 	}
@@ -75,9 +94,11 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	db := *dbPath
+	if *dbPath != "" {
+		db = *dbPath
+	}
 	if db == "" {
-		db = f.dbPath()
+		db = filepath.Join(os.TempDir(), "wasmhist-no-database-given.db")
 	}
 	grants, err := dbGrants(cmd, db)
 	if err != nil {
@@ -93,13 +114,19 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if hasSlot && slot.Provider != p.Info().Name {
-		return usagef(cmd, "session %s keeps key %q with plugin %q, not %q: pass --plugin %s", f.path, *key, slot.Provider, p.Info().Name, slot.Provider)
+		return usagef(cmd, "%s keeps key %q with plugin %q, not %q: pass --plugin %s", where, *key, slot.Provider, p.Info().Name, slot.Provider)
 	}
 
+	if wantsSQL(p) && *dbPath == "" && store.set() && store.defaultDB(s.SessionID) == "" {
+		return usagef(cmd, "plugin %s keeps history in a database: with --store %s pass --db PATH, the database the session was chatted with", p.Info().Name, store.raw)
+	}
 	r := historyReport{
-		SessionFile: f.path, SessionID: s.SessionID, Revision: s.Revision,
+		SessionFile: *sessionPath, SessionID: s.SessionID, Revision: s.Revision,
 		Plugin: p.Info().Name, Version: p.Info().Version, SHA256: p.SHA256(), StateKey: *key,
 		Messages: []abi.Message{},
+	}
+	if store.set() {
+		r.SessionFile, r.Store = "", store.describe()
 	}
 	if wantsSQL(p) {
 		r.Database = db
@@ -112,7 +139,7 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 				return failf(cmd, "plugin %s has no list export, so its history cannot be read from outside an agent run: use a plugin that implements sdk.Lister", p.Info().Name)
 			}
 			if err != nil {
-				return failf(cmd, "listing the history of %s through plugin %s: %w: check the session with 'wasmhist session validate %s'", f.path, p.Info().Name, err, f.path)
+				return failf(cmd, "listing the history of %s through plugin %s: %w: check the session with 'wasmhist session validate'", where, p.Info().Name, err)
 			}
 			r.Messages = append(r.Messages, page...)
 			if next == "" {
@@ -134,7 +161,11 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 }
 
 func printHistory(w io.Writer, r historyReport) {
-	fmt.Fprintf(w, "session %s (%s, revision %d)\n", r.SessionID, r.SessionFile, r.Revision)
+	place := r.SessionFile
+	if r.Store != "" {
+		place = r.Store
+	}
+	fmt.Fprintf(w, "session %s (%s, revision %d)\n", r.SessionID, place, r.Revision)
 	where := fmt.Sprintf("plugin %s %s (sha256 %s), state key %q", r.Plugin, r.Version, shortSum(r.SHA256), r.StateKey)
 	if r.Database != "" {
 		where += ", database " + r.Database

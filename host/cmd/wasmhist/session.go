@@ -19,6 +19,7 @@ import (
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/sqlgrant"
 )
 
 // sessionCommand is one subcommand of 'wasmhist session'.
@@ -131,9 +132,13 @@ func loadSlotPlugins(ctx context.Context, e *env, cmd string, f sessionFile, s *
 	if sp.db == "" {
 		sp.db = f.dbPath()
 	}
-	grants, err := dbGrants(cmd, sp.db)
-	if err != nil {
-		return nil, err
+	grants := []host.Grant{sqlgrant.New(sqlgrant.Config{PathFunc: func(context.Context) (string, error) {
+		return "", errors.New("no database given: pass --db")
+	}})}
+	if sp.db != "" {
+		if grants, err = dbGrants(cmd, sp.db); err != nil {
+			return nil, err
+		}
 	}
 	if sp.host, err = newHost(ctx, e, cmd, ps); err != nil {
 		return nil, err
@@ -215,6 +220,9 @@ func (sp *slotPlugins) checkDB(p *host.Plugin) error {
 	if !wantsSQL(p) {
 		return nil
 	}
+	if sp.db == "" {
+		return fmt.Errorf("plugin %s keeps history in a database, and the store names none: pass --db with the database the session was chatted with", p.Info().Name)
+	}
 	if _, err := os.Stat(sp.db); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("plugin %s keeps history in database %s, which %w: pass --db with the database the session was chatted with", p.Info().Name, sp.db, errNoDatabase)
 	}
@@ -272,6 +280,7 @@ func describeSlots(s *session.Session) string {
 type slotFlags struct {
 	plugin, db *string
 	ps         *pluginSettings
+	store      *storeFlag
 }
 
 func addSlotFlags(fs *flags) slotFlags {
@@ -279,11 +288,37 @@ func addSlotFlags(fs *flags) slotFlags {
 		plugin: fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the built-in plugin each slot names)"),
 		db:     fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)"),
 		ps:     pluginFlags(fs),
+		store:  storeFlags(fs),
 	}
 }
 
-// readSessionArg reads the one FILE argument of a subcommand as a session.
-func readSessionArg(cmd string, pos []string) (path string, s *session.Session, raw []byte, f sessionFile, err error) {
+// readSessionArg reads the one FILE argument of a subcommand as a session,
+// or with --store the session of that id from the store (st, which the
+// caller closes; nil without --store). path then names the session in the
+// store.
+func readSessionArg(ctx context.Context, e *env, cmd string, store *storeFlag, pos []string) (path string, s *session.Session, raw []byte, f sessionFile, st *openedStore, err error) {
+	if store.set() {
+		var id string
+		if id, err = onePath(cmd, "ID", pos); err != nil {
+			return
+		}
+		if st, err = store.open(ctx, e, cmd); err != nil {
+			return
+		}
+		path = fmt.Sprintf("session %s in %s", id, store.describe())
+		if s, err = st.Load(ctx, id); err != nil {
+			st.close()
+			st, err = nil, failf(cmd, "loading %s: %w: check the id ('wasmhist session list --store %s' lists them)", path, err, store.raw)
+			return
+		}
+		if raw, err = session.Encode(s); err != nil {
+			st.close()
+			st, err = nil, failf(cmd, "%s is not a valid session: %w: fix it at the place named, or start a new session", path, err)
+			return
+		}
+		f = sessionFile{path: path, name: id, inStore: true, db: store.defaultDB(id)}
+		return
+	}
 	if path, err = onePath(cmd, "FILE", pos); err != nil {
 		return
 	}
@@ -308,9 +343,12 @@ func runSessionValidate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	path, s, _, f, err := readSessionArg(cmd, pos)
+	path, s, _, f, st, err := readSessionArg(ctx, e, cmd, sf.store, pos)
 	if err != nil {
 		return err
+	}
+	if st != nil {
+		defer st.close()
 	}
 	var checked, problems []string
 	if len(s.State) > 0 {
@@ -387,16 +425,24 @@ type sessionListing struct {
 // accepts: far beyond any session a chat writes.
 const maxSessionBytes = 256 << 20
 
-func runSessionList(_ context.Context, e *env, args []string) error {
+func runSessionList(ctx context.Context, e *env, args []string) error {
 	const cmd = "session list"
 	fs := flagSet(e, cmd, "[DIR] [--json]",
 		"Lists every *.json file in DIR (default .) that is a session: file, session id, revision,\n"+
 			"the plugin of each state slot, modification time. Files that are not sessions are named\n"+
-			"on one line at the end; 'wasmhist session validate FILE' says what is wrong with one.")
+			"on one line at the end; 'wasmhist session validate FILE' says what is wrong with one.\n"+
+			"With --store, lists the sessions of the store instead (FILE is then the session id).")
 	asJSON := fs.Bool("json", false, "print the list as one JSON object")
+	store := storeFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
+	}
+	if store.set() {
+		if len(pos) > 0 {
+			return usagef(cmd, "unexpected argument %q: with --store, 'wasmhist session list --store %s' lists the store", pos[0], store.raw)
+		}
+		return listStore(ctx, e, cmd, store, *asJSON)
 	}
 	if len(pos) > 1 {
 		return usagef(cmd, "want at most one DIR, got %d arguments: use 'wasmhist session list [DIR]'", len(pos))
@@ -424,6 +470,39 @@ func runSessionList(_ context.Context, e *env, args []string) error {
 		l.Sessions = append(l.Sessions, entry)
 	}
 	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(l)
+	}
+	printSessionList(e.stdout, l)
+	return nil
+}
+
+// listStore lists the sessions of a --store.
+func listStore(ctx context.Context, e *env, cmd string, store *storeFlag, asJSON bool) error {
+	st, err := store.open(ctx, e, cmd)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	infos, err := st.List(ctx)
+	if err != nil {
+		return failf(cmd, "listing %s: %w: check the store", store.describe(), err)
+	}
+	l := sessionListing{Dir: store.describe(), Sessions: []sessionEntry{}, Skipped: []skippedFile{}}
+	for _, info := range infos {
+		s, err := st.Load(ctx, info.SessionID)
+		if err != nil {
+			l.Skipped = append(l.Skipped, skippedFile{File: info.SessionID, Reason: oneLine(err.Error())})
+			continue
+		}
+		entry := sessionEntry{File: info.SessionID, SessionID: s.SessionID, Revision: s.Revision, ServiceSessionID: s.ServiceSessionID, Slots: []slotEntry{}, Modified: info.Updated}
+		for _, k := range slotKeys(s) {
+			entry.Slots = append(entry.Slots, slotEntry{Key: k, Plugin: s.State[k].Provider, StateVersion: s.State[k].StateVersion})
+		}
+		l.Sessions = append(l.Sessions, entry)
+	}
+	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(l)
@@ -500,9 +579,12 @@ func runSessionShow(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	path, s, b, f, err := readSessionArg(cmd, pos)
+	path, s, b, f, st, err := readSessionArg(ctx, e, cmd, sf.store, pos)
 	if err != nil {
 		return err
+	}
+	if st != nil {
+		defer st.close()
 	}
 	w := e.stdout
 	fmt.Fprintf(w, "file:                 %s (%d bytes)\n", path, len(b))
@@ -552,23 +634,24 @@ func countMessages(ctx context.Context, sp *slotPlugins, s *session.Session, key
 	return fmt.Sprintf("%d messages stored%s", n, where)
 }
 
-func runSessionExport(_ context.Context, e *env, args []string) error {
+func runSessionExport(ctx context.Context, e *env, args []string) error {
 	const cmd = "session export"
 	fs := flagSet(e, cmd, "FILE",
 		"Prints the session in FILE on standard output exactly as stored (compact JSON, each plugin's\n"+
 			"state bytes untouched), after checking it against schemas/session.json.\n"+
-			"'wasmhist session import NEW.json' writes it back: export FILE | import NEW.json copies a session.")
+			"'wasmhist session import NEW.json' writes it back: export FILE | import NEW.json copies a session.\n"+
+			"With --store, the argument is a session id in the store.")
+	store := storeFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
 	}
-	path, err := onePath(cmd, "FILE", pos)
+	path, _, b, _, st, err := readSessionArg(ctx, e, cmd, store, pos)
 	if err != nil {
 		return err
 	}
-	_, b, err := readSessionFile(cmd, path)
-	if err != nil {
-		return err
+	if st != nil {
+		defer st.close()
 	}
 	if _, err := e.stdout.Write(b); err != nil {
 		return failf(cmd, "writing %s to standard output: %w", path, err)
@@ -583,11 +666,19 @@ func runSessionImport(ctx context.Context, e *env, args []string) error {
 			"to FILE as chat does (atomically, under the session directory's lock). An existing FILE is\n"+
 			"refused unless --force, and even then only by a session of a newer revision. A plugin that\n"+
 			"keeps history in a database keeps it in the exported session's database: chat on FILE\n"+
-			"needs --db with that database.")
+			"needs --db with that database. With --store, the session goes into the store under its\n"+
+			"own id (no FILE).")
 	force := fs.Bool("force", false, "replace an existing FILE with a session of a newer revision")
+	store := storeFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
+	}
+	if store.set() {
+		if len(pos) > 0 {
+			return usagef(cmd, "unexpected argument %q: with --store the session keeps its own id: use 'wasmhist session import --store %s < SESSION.json'", pos[0], store.raw)
+		}
+		return importIntoStore(ctx, e, cmd, store, *force)
 	}
 	path, err := onePath(cmd, "FILE", pos)
 	if err != nil {
@@ -597,18 +688,9 @@ func runSessionImport(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := io.ReadAll(io.LimitReader(e.stdin, maxSessionBytes+1))
-	switch {
-	case err != nil:
-		return failf(cmd, "reading standard input: %w", err)
-	case len(b) > maxSessionBytes:
-		return failf(cmd, "standard input is larger than %s, more than any session: pipe the output of 'wasmhist session export'", byteSize(maxSessionBytes))
-	case len(bytes.TrimSpace(b)) == 0:
-		return usagef(cmd, "nothing on standard input: use 'wasmhist session export OLD.json | wasmhist session import %s'", path)
-	}
-	s, err := decodeSession(b)
+	s, err := readImport(e, cmd, path)
 	if err != nil {
-		return failf(cmd, "standard input is not a valid session: %w: fix it at the place named", err)
+		return err
 	}
 	fi, err := os.Stat(path)
 	switch {
@@ -638,6 +720,53 @@ func runSessionImport(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// readImport reads and checks the session on standard input.
+func readImport(e *env, cmd, dest string) (*session.Session, error) {
+	b, err := io.ReadAll(io.LimitReader(e.stdin, maxSessionBytes+1))
+	switch {
+	case err != nil:
+		return nil, failf(cmd, "reading standard input: %w", err)
+	case len(b) > maxSessionBytes:
+		return nil, failf(cmd, "standard input is larger than %s, more than any session: pipe the output of 'wasmhist session export'", byteSize(maxSessionBytes))
+	case len(bytes.TrimSpace(b)) == 0:
+		return nil, usagef(cmd, "nothing on standard input: use 'wasmhist session export OLD.json | wasmhist session import %s'", dest)
+	}
+	s, err := decodeSession(b)
+	if err != nil {
+		return nil, failf(cmd, "standard input is not a valid session: %w: fix it at the place named", err)
+	}
+	return s, nil
+}
+
+// importIntoStore saves the session on standard input into a --store.
+func importIntoStore(ctx context.Context, e *env, cmd string, store *storeFlag, force bool) error {
+	s, err := readImport(e, cmd, "--store "+store.raw)
+	if err != nil {
+		return err
+	}
+	st, err := store.open(ctx, e, cmd)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	where := fmt.Sprintf("session %s in %s", s.SessionID, store.describe())
+	switch old, err := st.Load(ctx, s.SessionID); {
+	case errors.Is(err, agent.ErrSessionNotFound):
+	case err != nil:
+		return failf(cmd, "reading %s: %w: check the store", where, err)
+	case !force:
+		return failf(cmd, "%s exists (revision %d): pass --force to replace it with this session (revision %d; the stored one must be older)", where, old.Revision, s.Revision)
+	}
+	if err := st.Save(ctx, s); err != nil {
+		if errors.Is(err, agent.ErrStaleRevision) {
+			return failf(cmd, "%s is at least as new as the imported revision %d: keep it, or delete it first ('wasmhist session delete --store %s %s') and import again", where, s.Revision, store.raw, s.SessionID)
+		}
+		return failf(cmd, "writing %s: %w: check the store", where, err)
+	}
+	fmt.Fprintf(e.stdout, "imported session %s (revision %d, state slots: %s) into %s\n", s.SessionID, s.Revision, describeSlots(s), store.describe())
+	return nil
+}
+
 func runSessionDelete(ctx context.Context, e *env, args []string) error {
 	const cmd = "session delete"
 	fs := flagSet(e, cmd, "FILE [flags]",
@@ -653,11 +782,13 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	path, s, _, f, err := readSessionArg(cmd, pos)
+	path, s, _, f, st, err := readSessionArg(ctx, e, cmd, sf.store, pos)
 	if err != nil {
 		return err
 	}
-	if err := checkSessionFile(cmd, &f); err != nil {
+	if st != nil {
+		defer st.close()
+	} else if err := checkSessionFile(cmd, &f); err != nil {
 		return err
 	}
 	var toClear []string // the keys to clear
@@ -713,6 +844,17 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 		}
 		toClear = cleared
 	}
+	if st != nil {
+		// The store refuses the delete if a chat committed meanwhile.
+		if err := st.Delete(ctx, s.SessionID, s.Revision); err != nil {
+			if errors.Is(err, agent.ErrStaleRevision) {
+				return failf(cmd, "%s changed while it was being deleted (it was at revision %d): run the command again when no chat is using it", path, s.Revision)
+			}
+			return failf(cmd, "deleting %s: %w: its plugins' stored history was cleared; check the store", path, err)
+		}
+		printDeleted(e.stdout, path, s, toClear, remain)
+		return nil
+	}
 	// A chat that committed meanwhile has stored more than was cleared.
 	now, _, err := readSessionFile(cmd, path)
 	if err != nil {
@@ -724,6 +866,11 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 	if err := os.Remove(path); err != nil {
 		return failf(cmd, "removing %s: %w: its plugins' stored history was cleared; remove the file by hand", path, err)
 	}
+	printDeleted(e.stdout, path, s, toClear, remain)
+	return nil
+}
+
+func printDeleted(w io.Writer, path string, s *session.Session, toClear, remain []string) {
 	line := fmt.Sprintf("deleted %s (session %s, revision %d)", path, s.SessionID, s.Revision)
 	if len(toClear) > 0 {
 		line += "; cleared: " + strings.Join(toClear, ", ")
@@ -731,6 +878,5 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 	if len(remain) > 0 {
 		line += "; left as --force allowed: " + strings.Join(remain, "; ")
 	}
-	fmt.Fprintln(e.stdout, line)
-	return nil
+	fmt.Fprintln(w, line)
 }

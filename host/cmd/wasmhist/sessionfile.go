@@ -18,6 +18,10 @@ type sessionFile struct {
 	path string
 	dir  string
 	name string // the base name without its extension
+	// inStore: the session is in a --store, whose plugin database is db
+	// ("" when the store chooses none: --db is then required).
+	inStore bool
+	db      string
 }
 
 func parseSessionFile(cmd, path string) (sessionFile, error) {
@@ -32,6 +36,9 @@ func parseSessionFile(cmd, path string) (sessionFile, error) {
 // dbPath is the default database of a plugin that stores through sql:
 // beside the session file, with the same base name.
 func (f sessionFile) dbPath() string {
+	if f.inStore {
+		return f.db
+	}
 	return filepath.Join(f.dir, f.name+".db")
 }
 

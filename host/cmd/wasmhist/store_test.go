@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/host/agent/model/openai/openaitest"
+	"github.com/wasmhist/wasmhist/host/agent/pgstore"
+	"github.com/wasmhist/wasmhist/host/agent/sqlitestore"
+	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/internal/pgtest"
+)
+
+// storedHistory is what 'history --json' printed: the roles and texts.
+func storedHistory(t *testing.T, out string) []string {
+	t.Helper()
+	var r historyReport
+	require.NoError(t, json.Unmarshal([]byte(out), &r), "history --json: %s", out)
+	var got []string
+	for _, m := range r.Messages {
+		got = append(got, string(m.Role)+": "+m.TextContent())
+	}
+	return got
+}
+
+// TestStoreSQLite: chat with --store FILE.db keeps the session as a row of
+// that SQLite file and, for the sqlite plugin, its history in the same
+// file; a new process resumes it by id; history, session list, show and
+// export read it through --store.
+func TestStoreSQLite(t *testing.T) {
+	t.Parallel()
+	r := invocation{dir: t.TempDir()}
+	args := []string{"chat", "--store", "sessions.db", "--session", "demo", "--plugin", "sqlite"}
+	first := r.ok(t, append(args, "-m", "I like Italian food")...)
+	assert.Contains(t, first, ", database sessions.db", "the plugin's rows go into the store's file")
+	assert.Contains(t, first, "session: demo in SQLite sessions.db, revision 1")
+	second := r.ok(t, append(args[:5], "-m", "What food do I like?")...)
+	assert.Regexp(t, `(?m)^assistant: .*Italian`, second, "a new process did not remember")
+	assert.Contains(t, second, "revision 2")
+	assert.NoFileExists(t, filepath.Join(r.dir, "demo.json"), "a session file was written")
+
+	st, err := sqlitestore.Open(filepath.Join(r.dir, "sessions.db"))
+	require.NoError(t, err)
+	s, err := st.Load(context.Background(), "demo")
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	assert.Equal(t, int64(2), s.Revision)
+	abs, err := filepath.EvalSymlinks(r.dir)
+	require.NoError(t, err)
+	assert.Equal(t, "sqlite:"+filepath.Join(abs, "sessions.db"), s.Provenance["history"].Storage, "the session records its database")
+
+	hist := storedHistory(t, r.ok(t, "history", "--store", "sessions.db", "--session", "demo", "--json"))
+	require.Len(t, hist, 4, "history: %q", hist)
+	assert.Equal(t, "user: I like Italian food", hist[0])
+	assert.Equal(t, "user: What food do I like?", hist[2])
+
+	list := r.ok(t, "session", "list", "--store", "sessions.db")
+	assert.Regexp(t, `(?m)^demo\s+demo\s+2\s+history=sqlite`, list)
+	show := r.ok(t, "session", "show", "--store", "sessions.db", "demo")
+	assert.Contains(t, show, "4 messages stored in database sessions.db")
+	exported := r.ok(t, "session", "export", "--store", "sessions.db", "demo")
+	back, err := session.Decode([]byte(exported))
+	require.NoError(t, err)
+	assert.Equal(t, s.Revision, back.Revision)
+	r.ok(t, "session", "validate", "--store", "sessions.db", "demo")
+}
+
+// TestStoreDirectory: --store DIR keeps one file per session id, with a
+// sql plugin's database beside it.
+func TestStoreDirectory(t *testing.T) {
+	t.Parallel()
+	r := invocation{dir: t.TempDir()}
+	r.ok(t, "chat", "--store", "sessions/", "--session", "a", "--plugin", "sqlite", "-m", "I like Italian food")
+	out := r.ok(t, "chat", "--store", "sessions", "--session", "a", "-m", "What food do I like?")
+	assert.Regexp(t, `(?m)^assistant: .*Italian`, out)
+	assert.FileExists(t, filepath.Join(r.dir, "sessions", "a.json"))
+	assert.FileExists(t, filepath.Join(r.dir, "sessions", "a.db"))
+	hist := storedHistory(t, r.ok(t, "history", "--store", "sessions", "--session", "a", "--json"))
+	assert.Len(t, hist, 4)
+}
+
+// TestStorePostgres: with --store postgres the session lives in a real
+// PostgreSQL server, whose connection string comes from the environment
+// only; chat resumes it from a new process and history reads it.
+func TestStorePostgres(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Start(t)
+	dsn := srv.DSN("postgres")
+	r := invocation{dir: t.TempDir(), env: []string{postgresDSNEnv + "=" + dsn, "OTHER_DSN=" + dsn}}
+
+	first := r.ok(t, "chat", "--store", "postgres", "--session", "pg", "-m", "I like Italian food")
+	assert.Contains(t, first, "session: pg in PostgreSQL ($"+postgresDSNEnv+"), revision 1")
+	assert.NotContains(t, first, dsn, "the connection string is printed")
+	second := r.ok(t, "chat", "--store", "env:OTHER_DSN", "--session", "pg", "-m", "What food do I like?")
+	assert.Regexp(t, `(?m)^assistant: .*Italian`, second)
+	hist := storedHistory(t, r.ok(t, "history", "--store", "postgres", "--session", "pg", "--json"))
+	require.Len(t, hist, 4, "history: %q", hist)
+
+	// A plugin keeping history in SQL gets the --db given.
+	r.ok(t, "chat", "--store", "postgres", "--session", "pgsql", "--plugin", "sqlite", "--db", "h.db", "-m", "I like Italian food")
+	out := r.ok(t, "chat", "--store", "postgres", "--session", "pgsql", "--db", "h.db", "-m", "What food do I like?")
+	assert.Regexp(t, `(?m)^assistant: .*Italian`, out)
+	r.failsWithOneLine(t, exitUsage, []string{"chat", "--store", "postgres", "--session", "pgsql", "-m", "hi"}, "pass --db")
+
+	st, err := pgstore.Open(context.Background(), dsn)
+	require.NoError(t, err)
+	defer st.Close()
+	s, err := st.Load(context.Background(), "pg")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), s.Revision)
+	list := r.ok(t, "session", "list", "--store", "postgres")
+	assert.Contains(t, list, "pgsql")
+}
+
+// TestStoreRefusesConnectionStrings: a connection string on the command
+// line (or in a config file) is refused, saying where it goes instead; an
+// empty variable is refused before any model call.
+func TestStoreRefusesConnectionStrings(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []string{"postgres://u:secret@db.example/h", "host=db user=u password=secret"} {
+		line := invocation{}.failsWithOneLine(t, exitUsage, []string{"chat", "--store", spec, "-m", "hi"}, postgresDSNEnv, "--store postgres")
+		assert.NotContains(t, line, "secret", "the refusal repeats the password")
+	}
+	base, calls := countingModel(t)
+	invocation{env: []string{postgresDSNEnv + "="}}.failsWithOneLine(t, exitUsage,
+		[]string{"chat", "--store", "postgres", "-m", "hi", "--model", "openai-chat", "--base-url", base}, "$"+postgresDSNEnv+" is empty")
+	assert.Zero(t, calls.Load())
+}
+
+// TestChatRefusesAnotherDatabase: a session chatted with --db X and
+// resumed without --db, or with --db Y, is refused before any model call,
+// saying both databases and what to do; with --db X it resumes.
+func TestChatRefusesAnotherDatabase(t *testing.T) {
+	t.Parallel()
+	r := invocation{dir: t.TempDir()}
+	r.ok(t, "chat", "--session", "chat.json", "--plugin", "sqlite", "--db", "x.db", "-m", "I like Italian food")
+	base, calls := countingModel(t)
+	for _, db := range [][]string{nil, {"--db", "y.db"}} {
+		args := append([]string{"chat", "--session", "chat.json", "-m", "What food do I like?", "--model", "openai-chat", "--base-url", base}, db...)
+		line := r.failsWithOneLine(t, exitFail, args, "keeps its history in sqlite:", "x.db", "pass --db", "copy that database")
+		assert.NotContains(t, line, "model settings")
+	}
+	assert.Zero(t, calls.Load(), "a model call was made for a refused resume")
+	line := r.failsWithOneLine(t, exitFail, []string{"chat", "--session", "chat.json", "--db", "y.db", "--accept-new-build", "-m", "hi"}, "x.db")
+	assert.Contains(t, line, "--accept-new-build does not change storage")
+	out := r.ok(t, "chat", "--session", "chat.json", "--db", "x.db", "-m", "What food do I like?")
+	assert.Regexp(t, `(?m)^assistant: .*Italian`, out)
+}
+
+// TestChatRefusesAnotherBuild: a session whose recorded sha256 is not the
+// loaded plugin's is refused before any model call, naming both sums and
+// --accept-new-build; with it the session resumes and records this build.
+func TestChatRefusesAnotherBuild(t *testing.T) {
+	t.Parallel()
+	r := invocation{dir: t.TempDir()}
+	r.ok(t, "chat", "--session", "chat.json", "-m", "I like Italian food")
+	path := filepath.Join(r.dir, "chat.json")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	s, err := session.Decode(b)
+	require.NoError(t, err)
+	real := s.Provenance["history"]
+	require.Len(t, real.SHA256, 64, "the first chat recorded no sha256: %s", b)
+	assert.Equal(t, "inmemory", real.Plugin)
+	other := strings.Repeat("ab", 32)
+	s.SetProvenance("history", session.Provenance{Plugin: real.Plugin, Version: real.Version, SHA256: other})
+	b, err = session.Encode(s)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+
+	base, calls := countingModel(t)
+	r.failsWithOneLine(t, exitFail, []string{"chat", "--session", "chat.json", "-m", "hi", "--model", "openai-chat", "--base-url", base},
+		"sha256 "+other+" then, "+real.SHA256+" now", "--accept-new-build")
+	assert.Zero(t, calls.Load(), "a model call was made for a refused resume")
+
+	out := r.ok(t, "chat", "--session", "chat.json", "--accept-new-build", "-m", "What food do I like?")
+	assert.Regexp(t, `(?m)^assistant: .*Italian`, out)
+	b, err = os.ReadFile(path)
+	require.NoError(t, err)
+	s, err = session.Decode(b)
+	require.NoError(t, err)
+	assert.Equal(t, real, s.Provenance["history"], "the upgrade did not record the loaded build")
+	r.ok(t, "chat", "--session", "chat.json", "-m", "and now?")
+}
+
+// TestChatRetriesAStaleRevision: while chat waits for the model, another
+// process commits the same session; chat's commit is then stale, so it
+// reloads the session and runs the line again, with a note, and both
+// turns are stored once each, in order. The same holds interactively and
+// through --store.
+func TestChatRetriesAStaleRevision(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		where []string
+		stdin bool
+	}{
+		{"file/-m", []string{"--session", "chat.json"}, false},
+		{"file/interactive", []string{"--session", "chat.json"}, true},
+		{"sqlite store/-m", []string{"--store", "s.db", "--session", "chat"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := invocation{dir: t.TempDir(), env: []string{"OPENAI_API_KEY=" + testKey}}
+			r.ok(t, append([]string{"chat", "-m", "first"}, tc.where...)...)
+			srv := openaitest.NewServer(t)
+			var once sync.Once
+			var other result
+			srv.Handle(func(openaitest.Request) openaitest.Reply {
+				// The first call: another process commits meanwhile.
+				once.Do(func() { other = r.wasmhist(t, append([]string{"chat", "-m", "meanwhile"}, tc.where...)...) })
+				return openaitest.Text("answered")
+			})
+			args := append([]string{"chat", "--model", "openai-chat", "--base-url", srv.URL}, tc.where...)
+			inv := r
+			if tc.stdin {
+				inv.stdin = "late\n"
+			} else {
+				args = append(args, "-m", "late")
+			}
+			res := inv.wasmhist(t, args...)
+			require.Equal(t, 0, other.code, "the other process: %s", other.stderr)
+			require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+			assert.Contains(t, res.stderr, "note: another process saved session", "no note about the retry")
+			assert.Contains(t, res.stderr, "attempt 2 of 5")
+			assert.Contains(t, res.stdout, "assistant: answered")
+			assert.Contains(t, res.stdout, "revision 3")
+			assert.Len(t, srv.Requests(), 2, "model calls")
+
+			hist := storedHistory(t, r.ok(t, append([]string{"history", "--json"}, tc.where...)...))
+			var users []string
+			for _, m := range hist {
+				if strings.HasPrefix(m, "user: ") {
+					users = append(users, m)
+				}
+			}
+			assert.Equal(t, []string{"user: first", "user: meanwhile", "user: late"}, users, "every turn once, in order")
+		})
+	}
+}
