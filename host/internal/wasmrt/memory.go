@@ -63,6 +63,14 @@ func (t *memoryTracker) Refused() bool {
 	return t.refused
 }
 
+// refuse records a refused growth of kernel memory, which the instance
+// serves itself.
+func (t *memoryTracker) refuse() {
+	t.mu.Lock()
+	t.refused = true
+	t.mu.Unlock()
+}
+
 // OverLimit reports whether a memory started above the limit (a module
 // whose declared minimum is larger than the limit).
 func (t *memoryTracker) OverLimit() bool {
