@@ -11,11 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
@@ -114,6 +116,9 @@ type compiled struct {
 	// hasMemory: the module defines a linear memory, which the memory
 	// tracker must see.
 	hasMemory bool
+	// direct: the module has the direct transport's exports (SPEC section
+	// 2.5), with their signatures.
+	direct    bool
 	instances atomic.Uint64
 }
 
@@ -266,5 +271,11 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []
 			break
 		}
 	}
+	in, out := exports[directInputExport], exports[directOutputExport]
+	c.direct = c.hasMemory && in != nil && out != nil &&
+		slices.Equal(in.ParamTypes(), []api.ValueType{api.ValueTypeI32}) &&
+		slices.Equal(in.ResultTypes(), []api.ValueType{api.ValueTypeI32}) &&
+		len(out.ParamTypes()) == 0 &&
+		slices.Equal(out.ResultTypes(), []api.ValueType{api.ValueTypeI64})
 	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -41,7 +42,16 @@ type Instance struct {
 	// name creates a call engine, with its stack, every time.
 	exports map[string]api.Function
 	stack   [1]uint64
+	// directIn and directOut are the direct transport's exports (SPEC
+	// section 2.5), nil if the module has none.
+	directIn, directOut api.Function
 }
+
+// The direct transport's exports (SPEC section 2.5).
+const (
+	directInputExport  = "wasmhist_input_buffer"
+	directOutputExport = "wasmhist_output"
+)
 
 // NewInstance instantiates the module with each linear memory, and kernel
 // memory, capped at limitPages pages.
@@ -68,6 +78,9 @@ func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance,
 	in := &Instance{mod: mod, kern: newKernel(limit, mem), mem: mem, stderr: stderr, exports: map[string]api.Function{}}
 	if c.init != "" {
 		in.init = mod.ExportedFunction(c.init)
+	}
+	if c.direct {
+		in.directIn, in.directOut = mod.ExportedFunction(directInputExport), mod.ExportedFunction(directOutputExport)
 	}
 	switch {
 	case c.hasMemory && mem.Count() < 1:
@@ -130,6 +143,19 @@ func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]by
 			return nil, in.failure(ctx, fmt.Errorf("initialize guest runtime: %w", err))
 		}
 	}
+	direct := in.directIn != nil && uint64(len(input)) <= math.MaxUint32
+	if direct {
+		// One copy into the plugin's memory rather than its reading the
+		// kernel 8 bytes per call. The input stays in the kernel too, for
+		// whatever else reads it there.
+		in.stack[0] = uint64(len(input))
+		if err := in.directIn.CallWithStack(kctx, in.stack[:]); err != nil {
+			return nil, in.failure(ctx, err)
+		}
+		if !in.mod.Memory().Write(uint32(in.stack[0]), input) {
+			return nil, fmt.Errorf("%w: %s returned a buffer outside memory", hosterr.ErrTrap, directInputExport)
+		}
+	}
 	in.stack[0] = 0
 	err := f.CallWithStack(kctx, in.stack[:])
 	var exit *sys.ExitError
@@ -147,6 +173,18 @@ func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]by
 	}
 	if rc := uint32(in.stack[0]); len(f.Definition().ResultTypes()) == 1 && rc != 0 {
 		return nil, abi.Errorf(abi.CodeInternal, "%s returned %d without setting an error", export, rc)
+	}
+	if direct {
+		if err := in.directOut.CallWithStack(kctx, in.stack[:]); err != nil {
+			return nil, in.failure(ctx, err)
+		}
+		if at := in.stack[0]; at != 0 {
+			b, ok := in.mod.Memory().Read(uint32(at>>32), uint32(at))
+			if !ok {
+				return nil, fmt.Errorf("%w: %s: output outside memory", hosterr.ErrTrap, directOutputExport)
+			}
+			return append([]byte{}, b...), nil
+		}
 	}
 	out, ok := in.kern.outputBytes()
 	if !ok {
