@@ -3,6 +3,7 @@ package host
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -164,17 +165,22 @@ func decodeMessagesAt(export, field string, first int, raws []json.RawMessage) (
 // decodeStoredMessages decodes messages a plugin keeps in its state. The
 // state was validated against the plugin's state_schema, so only the shape
 // the host needs is checked here.
-func decodeStoredMessages(export, at string, raws []json.RawMessage) ([]abi.Message, error) {
+func decodeStoredMessages(cache *decodedMessages, export, at string, raws []json.RawMessage) ([]abi.Message, error) {
 	msgs := make([]abi.Message, len(raws))
-	for i, raw := range raws {
-		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
-			return nil, invalidOutput(export, "from_state %s/%d: not a message: %v", at, i, err)
-		}
-		switch msgs[i].Role {
+	i, err := cache.decode(raws, msgs, func(m *abi.Message) error {
+		switch m.Role {
 		case abi.RoleSystem, abi.RoleUser, abi.RoleAssistant, abi.RoleTool:
-		default:
-			return nil, invalidOutput(export, "from_state %s/%d: role %q is not a message role", at, i, msgs[i].Role)
+			return nil
 		}
+		return errBadRole
+	})
+	switch {
+	case errors.Is(err, errBadRole):
+		return nil, invalidOutput(export, "from_state %s/%d: role %q is not a message role", at, i, msgs[i].Role)
+	case err != nil:
+		return nil, invalidOutput(export, "from_state %s/%d: not a message: %v", at, i, err)
 	}
 	return msgs, nil
 }
+
+var errBadRole = errors.New("not a message role")

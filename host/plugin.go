@@ -32,6 +32,7 @@ type Plugin struct {
 	initial     json.RawMessage
 	omitState   map[string]bool
 	valid       validatedStates
+	decoded     decodedMessages
 	docs        *statepatch.Cache
 
 	closeOnce sync.Once

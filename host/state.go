@@ -139,7 +139,7 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.
 	if err != nil {
 		return nil, nil, invalidOutput(export, "from_state pointer %q: %v", sel.Pointer, err)
 	}
-	msgs, err := decodeStoredMessages(export, sel.Pointer, raws)
+	msgs, err := decodeStoredMessages(&p.decoded, export, sel.Pointer, raws)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,7 @@ package sdk
 
 import (
 	"context"
+	"unsafe"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
@@ -39,14 +40,59 @@ func exportClear() int32 { return run(abi.ExportClear) }
 //go:wasmexport migrate_state
 func exportMigrateState() int32 { return run(abi.ExportMigrateState) }
 
-// run serves one export call: input from the kernel, dispatch, and either
-// the output (return 0) or the JSON of an abi.Error through error_set
-// (return 1).
+// The direct transport (SPEC section 2.5): a host that knows these two
+// exports writes the input straight into a buffer of the plugin's memory
+// and reads the output straight out of it, instead of the plugin moving
+// both 8 bytes per kernel call. A host that does not know them never calls
+// them, and every export then reads and writes through the kernel.
+var (
+	// directInput is the buffer the host filled for the next export call;
+	// direct is set until that call takes it.
+	directInput []byte
+	direct      bool
+	// directOutput is the last direct call's output, kept reachable until
+	// the host has read it (the next call replaces it).
+	directOutput []byte
+)
+
+// exportInputBuffer returns the address of a new buffer of n bytes, into
+// which the host writes the input of the export call it makes next.
+//
+//go:wasmexport wasmhist_input_buffer
+func exportInputBuffer(n uint32) uint32 {
+	directInput, direct, directOutput = make([]byte, n), true, nil
+	return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(directInput))))
+}
+
+// exportOutput returns where the output of the direct call that just ended
+// is in memory, as address<<32 | length; 0 if it answered through the
+// kernel (an error, or a call that was not direct).
+//
+//go:wasmexport wasmhist_output
+func exportOutput() uint64 {
+	if len(directOutput) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(directOutput))))<<32 | uint64(len(directOutput))
+}
+
+// run serves one export call: input from the host's buffer or the kernel,
+// dispatch, and either the output (return 0) or the JSON of an abi.Error
+// through error_set (return 1).
 func run(export string) int32 {
-	out, aerr := dispatch(context.Background(), registered, export, readInput())
+	input, isDirect := directInput, direct
+	directInput, direct, directOutput = nil, false, nil
+	if !isDirect {
+		input = readInput()
+	}
+	out, aerr := dispatch(context.Background(), registered, export, input)
 	if aerr != nil {
 		kernelErrorSet(writeBlock(encodeError(aerr)))
 		return 1
+	}
+	if isDirect && len(out) > 0 {
+		directOutput = out
+		return 0
 	}
 	setOutput(out)
 	return 0

@@ -16,8 +16,9 @@ const (
 
 // CacheKey names the subdirectory of the compilation cache for this
 // binary. Compiled machine code is only valid for the compiler that wrote
-// it, so the key carries the wazero and go-sdk versions (the go-sdk embeds
-// the Extism kernel, which is compiled into the same cache) and the target.
+// it, so the key carries the wazero version and the target (and the go-sdk
+// version, from when go-sdk's kernel module was compiled into the same
+// cache; kept so that existing caches stay valid).
 // An upgrade then starts an empty directory instead of loading stale code.
 func CacheKey() string {
 	wz, ex := fallbackWazeroVersion, fallbackExtismVersion

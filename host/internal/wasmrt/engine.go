@@ -1,8 +1,9 @@
 // Package wasmrt is the only package of the host that knows about Extism
 // and wazero. It compiles plugin modules once per Engine (one per Host)
 // through a compilation cache on disk and in memory, creates instances with
-// a memory limit the host can observe, serves the capability host functions, and turns every way a call
-// can fail into one of the host's sentinel errors.
+// a memory limit the host can observe, serves the Extism kernel and the
+// capability host functions, and turns every way a call can fail into one
+// of the host's sentinel errors.
 package wasmrt
 
 import (
@@ -11,11 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 )
@@ -98,9 +102,29 @@ func NewEngine(cache *Cache, funcs []capability.Func) *Engine {
 type Module struct {
 	engine   *Engine
 	key      moduleKey
-	compiled *extism.CompiledPlugin
+	compiled *compiled
 	refs     int
 }
+
+// compiled is a module compiled in a runtime of its own, in which the
+// kernel, WASI and the capability functions are instantiated once and
+// every instance of the module is created.
+type compiled struct {
+	rt     wazero.Runtime
+	module wazero.CompiledModule
+	// init is the guest runtime's initialisation export, "" if none.
+	init string
+	// hasMemory: the module defines a linear memory, which the memory
+	// tracker must see.
+	hasMemory bool
+	// direct: the module has the direct transport's exports (SPEC section
+	// 2.5), with their signatures.
+	direct    bool
+	instances atomic.Uint64
+}
+
+// Close frees the runtime, its compiled code and every instance left.
+func (c *compiled) Close(ctx context.Context) error { return c.rt.Close(ctx) }
 
 // ErrClosed is returned by Compile after Close.
 var ErrClosed = errors.New("wasmrt: engine closed")
@@ -207,7 +231,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func compile(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32) (*extism.CompiledPlugin, error) {
+func compile(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32) (c *compiled, err error) {
 	if cache == nil {
 		return nil, errors.New("wasmrt: no compilation cache")
 	}
@@ -215,23 +239,44 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []
 		WithCompilationCache(cache.cache).
 		// Preemption: a call's context deadline stops a spinning guest,
 		// which otherwise ignores it and stalls the host's GC.
-		WithCloseOnContextDone(true)
-	manifest := extism.Manifest{
-		Wasm: []extism.Wasm{extism.WasmData{Data: wasm, Name: "main"}},
+		WithCloseOnContextDone(true).
 		// The memory tracker enforces the exact limit; wazero's maximum is
 		// a backstop at twice that, in case an allocator is ever bypassed.
-		Memory: &extism.ManifestMemory{MaxPages: min(2*pages, maxPages)},
+		WithMemoryLimitPages(min(2*pages, maxPages))
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	defer func() {
+		if err != nil {
+			rt.Close(ctx)
+		}
+	}()
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		return nil, fmt.Errorf("instantiate WASI: %w", err)
 	}
-	return extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{
-		RuntimeConfig: rc,
-		EnableWasi:    true,
-	}, hostFunctions(funcs))
-}
-
-func hostFunctions(fs []capability.Func) []extism.HostFunction {
-	out := make([]extism.HostFunction, 0, len(fs))
-	for _, f := range fs {
-		out = append(out, hostFunction(f))
+	if err := instantiateKernel(ctx, rt); err != nil {
+		return nil, fmt.Errorf("instantiate kernel: %w", err)
 	}
-	return out
+	if err := instantiateCapabilities(ctx, rt, funcs); err != nil {
+		return nil, fmt.Errorf("instantiate capabilities: %w", err)
+	}
+	m, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, err
+	}
+	c = &compiled{rt: rt, module: m, hasMemory: len(m.ExportedMemories()) > 0}
+	// As go-sdk does for a WASI module (SPEC section 2.4): a reactor's
+	// _initialize, or else __wasm_call_ctors, taking no parameters.
+	exports := m.ExportedFunctions()
+	for _, name := range []string{"_initialize", "__wasm_call_ctors"} {
+		if f, ok := exports[name]; ok && len(f.ParamTypes()) == 0 {
+			c.init = name
+			break
+		}
+	}
+	in, out := exports[directInputExport], exports[directOutputExport]
+	c.direct = c.hasMemory && in != nil && out != nil &&
+		slices.Equal(in.ParamTypes(), []api.ValueType{api.ValueTypeI32}) &&
+		slices.Equal(in.ResultTypes(), []api.ValueType{api.ValueTypeI32}) &&
+		len(out.ParamTypes()) == 0 &&
+		slices.Equal(out.ResultTypes(), []api.ValueType{api.ValueTypeI64})
+	return c, nil
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
-	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
@@ -16,34 +17,35 @@ type capabilityResponse struct {
 	Error  *abi.Error      `json:"error,omitempty"`
 }
 
-// hostFunction adapts a capability.Func to the Extism host-function ABI:
-// (i64 request offset) -> i64 response offset, both in kernel memory. It
+// instantiateCapabilities defines the capability host functions in rt, in
+// the module abi.CapabilityModule. Each has the Extism host-function ABI:
+// (i64 request offset) -> i64 response offset, both kernel blocks. It
 // never panics on a plugin's account: every failure becomes an error
 // response the plugin can read.
-func hostFunction(f capability.Func) extism.HostFunction {
-	hf := extism.NewHostFunctionWithStack(f.Name, func(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
-		resp := serve(ctx, f, p, stack[0])
-		b, err := json.Marshal(resp)
-		if err != nil {
-			b, _ = json.Marshal(capabilityResponse{Error: abi.Errorf(abi.CodeInternal, "encode response: %v", err)})
-		}
-		off, err := p.WriteBytes(b)
-		if err != nil {
-			// Kernel memory is exhausted; 0 is the null offset the guest
-			// sees as "no response".
-			off = 0
-		}
-		stack[0] = off
-	}, []extism.ValueType{extism.ValueTypePTR}, []extism.ValueType{extism.ValueTypePTR})
-	hf.SetNamespace(abi.CapabilityModule)
-	return hf
+func instantiateCapabilities(ctx context.Context, rt wazero.Runtime, fs []capability.Func) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	b := rt.NewHostModuleBuilder(abi.CapabilityModule)
+	for _, f := range fs {
+		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, stack []uint64) {
+			k := callKernel(ctx)
+			resp := serve(ctx, f, k, stack[0])
+			out, err := json.Marshal(resp)
+			if err != nil {
+				out, _ = json.Marshal(capabilityResponse{Error: abi.Errorf(abi.CodeInternal, "encode response: %v", err)})
+			}
+			// 0 when kernel memory is exhausted: the null offset the
+			// guest sees as "no response".
+			stack[0] = k.write(out)
+		}), []api.ValueType{i64}, []api.ValueType{i64}).Export(f.Name)
+	}
+	_, err := b.Instantiate(ctx)
+	return err
 }
 
-func serve(ctx context.Context, f capability.Func, p *extism.CurrentPlugin, off uint64) capabilityResponse {
-	req, err := p.ReadBytes(off)
-	if err != nil {
-		return capabilityResponse{Error: abi.Errorf(abi.CodeInvalidArgument, "%s: read request: %v", f.Name, err)}
-	}
+func serve(ctx context.Context, f capability.Func, k *kernel, off uint64) capabilityResponse {
+	req := k.blockCopy(off) // nil, as an empty request, if no block starts at off
 	call := capability.FromContext(ctx)
 	if call == nil {
 		return capabilityResponse{Error: abi.Errorf(abi.CodePermissionDenied, "%s: no capability call in progress", f.Name)}

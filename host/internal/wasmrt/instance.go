@@ -6,11 +6,14 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 
-	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
@@ -27,31 +30,62 @@ const stderrKeep = 2048
 // instance must be closed, because a trapped guest is unusable even when a
 // next call seems to succeed.
 type Instance struct {
-	plugin *extism.Plugin
+	mod    api.Module
+	kern   *kernel
 	mem    *memoryTracker
 	stderr *capBuffer
+
+	// init is the guest runtime's initialisation, run before the first
+	// call (nil once it ran, or if the module has none).
+	init api.Function
+	// exports are the functions called so far, resolved once: a lookup by
+	// name creates a call engine, with its stack, every time.
+	exports map[string]api.Function
+	stack   [1]uint64
+	// directIn and directOut are the direct transport's exports (SPEC
+	// section 2.5), nil if the module has none.
+	directIn, directOut api.Function
 }
 
-// NewInstance instantiates the module with each linear memory capped at
-// limitPages pages.
+// The direct transport's exports (SPEC section 2.5).
+const (
+	directInputExport  = "wasmhist_input_buffer"
+	directOutputExport = "wasmhist_output"
+)
+
+// NewInstance instantiates the module with each linear memory, and kernel
+// memory, capped at limitPages pages.
 func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance, error) {
-	mem := newMemoryTracker(uint64(limitPages) * PageSize)
+	c := m.compiled
+	limit := uint64(limitPages) * PageSize
+	mem := newMemoryTracker(limit)
 	stderr := &capBuffer{max: stderrKeep}
-	ictx := experimental.WithMemoryAllocator(ctx, mem)
-	p, err := m.compiled.Instance(ictx, extism.PluginInstanceConfig{
-		// wazero's defaults are a fixed-seed random source and fake
-		// clocks, which make every instance draw the same "random" keys.
-		ModuleConfig: wazero.NewModuleConfig().WithStderr(stderr).
-			WithRandSource(rand.Reader).WithSysWalltime().WithSysNanotime(),
-	})
+	// wazero's defaults are a fixed-seed random source and fake clocks,
+	// which make every instance draw the same "random" keys. The host
+	// calls no start function (SPEC section 2.4).
+	cfg := wazero.NewModuleConfig().WithStderr(stderr).
+		WithRandSource(rand.Reader).WithSysWalltime().WithSysNanotime().
+		WithStartFunctions().
+		WithName("main_" + strconv.FormatUint(c.instances.Add(1), 10))
+	if _, ok := os.LookupEnv("EXTISM_ENABLE_WASI_OUTPUT"); ok {
+		// As go-sdk does: an operator debugging a plugin sees its output.
+		cfg = cfg.WithStdout(os.Stdout).WithStderr(os.Stderr)
+	}
+	mod, err := c.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, mem), c.module, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("instantiate: %w", err)
 	}
-	in := &Instance{plugin: p, mem: mem, stderr: stderr}
+	in := &Instance{mod: mod, kern: newKernel(limit, mem), mem: mem, stderr: stderr, exports: map[string]api.Function{}}
+	if c.init != "" {
+		in.init = mod.ExportedFunction(c.init)
+	}
+	if c.direct {
+		in.directIn, in.directOut = mod.ExportedFunction(directInputExport), mod.ExportedFunction(directOutputExport)
+	}
 	switch {
-	case mem.Count() < 2:
-		// Both the plugin's and the kernel's memory must be capped; if the
-		// runtime ever stops honouring the allocator, refuse to run.
+	case c.hasMemory && mem.Count() < 1:
+		// The plugin's memory must be capped; if the runtime ever stops
+		// honouring the allocator, refuse to run.
 		in.Close(ctx)
 		return nil, errors.New("instantiate: memory limit not enforceable")
 	case mem.OverLimit():
@@ -61,9 +95,9 @@ func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance,
 	return in, nil
 }
 
-// MemoryBytes is the current size of the instance's linear memories (the
-// plugin's and the kernel's). Linear memory never shrinks.
-func (in *Instance) MemoryBytes() uint64 { return in.mem.Bytes() }
+// MemoryBytes is the current size of the instance's linear memory and
+// kernel memory. Neither shrinks.
+func (in *Instance) MemoryBytes() uint64 { return in.mem.Bytes() + uint64(len(in.kern.mem)) }
 
 // HitMemoryLimit reports whether a memory of the instance was ever refused
 // growth; such an instance should not be reused even if its call succeeded.
@@ -71,7 +105,7 @@ func (in *Instance) HitMemoryLimit() bool { return in.mem.Refused() }
 
 // Close frees the instance.
 func (in *Instance) Close(ctx context.Context) error {
-	return in.plugin.Close(context.WithoutCancel(ctx))
+	return in.mod.Close(context.WithoutCancel(ctx))
 }
 
 // Call runs export with input. Errors:
@@ -86,39 +120,100 @@ func (in *Instance) Close(ctx context.Context) error {
 // checks its size before decoding.
 func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
 	in.stderr.Reset()
-	rc, out, err := in.plugin.CallWithContext(ctx, export, input)
-	if err == nil {
-		if rc != 0 {
-			return nil, abi.Errorf(abi.CodeInternal, "%s returned %d without setting an error", export, rc)
-		}
-		return out, nil
+	if in.mod.IsClosed() {
+		return nil, fmt.Errorf("%w: instance is closed", hosterr.ErrTrap)
 	}
+	f, ok := in.exports[export]
+	if !ok {
+		if f = in.mod.ExportedFunction(export); f == nil {
+			return nil, fmt.Errorf("%w: unknown function: %s", hosterr.ErrTrap, export)
+		}
+		if d := f.Definition(); len(d.ParamTypes()) != 0 || len(d.ResultTypes()) > 1 {
+			return nil, fmt.Errorf("%w: export %s is not a () -> i32 function", hosterr.ErrTrap, export)
+		}
+		in.exports[export] = f
+	}
+	if !in.kern.setInput(input) {
+		return nil, hosterr.ErrMemoryLimit
+	}
+	kctx := context.WithValue(ctx, kernelKey{}, in.kern)
+	if init := in.init; init != nil {
+		in.init = nil
+		if err := init.CallWithStack(kctx, in.stack[:]); err != nil {
+			return nil, in.failure(ctx, fmt.Errorf("initialize guest runtime: %w", err))
+		}
+	}
+	direct := in.directIn != nil && uint64(len(input)) <= math.MaxUint32
+	if direct {
+		// One copy into the plugin's memory rather than its reading the
+		// kernel 8 bytes per call. The input stays in the kernel too, for
+		// whatever else reads it there.
+		in.stack[0] = uint64(len(input))
+		if err := in.directIn.CallWithStack(kctx, in.stack[:]); err != nil {
+			return nil, in.failure(ctx, err)
+		}
+		if !in.mod.Memory().Write(uint32(in.stack[0]), input) {
+			return nil, fmt.Errorf("%w: %s returned a buffer outside memory", hosterr.ErrTrap, directInputExport)
+		}
+	}
+	in.stack[0] = 0
+	err := f.CallWithStack(kctx, in.stack[:])
+	var exit *sys.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 0 {
+		// proc_exit(0): a successful return, as go-sdk treats it.
+		err = nil
+	}
+	if err != nil {
+		return nil, in.failure(ctx, err)
+	}
+	// SPEC section 2.2: an export that called error_set failed with that
+	// error whatever it returned.
+	if msg := in.kern.errorText(); msg != "" {
+		return nil, abi.DecodeError([]byte(msg))
+	}
+	if rc := uint32(in.stack[0]); len(f.Definition().ResultTypes()) == 1 && rc != 0 {
+		return nil, abi.Errorf(abi.CodeInternal, "%s returned %d without setting an error", export, rc)
+	}
+	if direct {
+		if err := in.directOut.CallWithStack(kctx, in.stack[:]); err != nil {
+			return nil, in.failure(ctx, err)
+		}
+		if at := in.stack[0]; at != 0 {
+			b, ok := in.mod.Memory().Read(uint32(at>>32), uint32(at))
+			if !ok {
+				return nil, fmt.Errorf("%w: %s: output outside memory", hosterr.ErrTrap, directOutputExport)
+			}
+			return append([]byte{}, b...), nil
+		}
+	}
+	out, ok := in.kern.outputBytes()
+	if !ok {
+		return nil, fmt.Errorf("%w: %s: output outside kernel memory", hosterr.ErrTrap, export)
+	}
+	return out, nil
+}
+
+// failure turns an error of a guest call into the host's sentinel.
+func (in *Instance) failure(ctx context.Context, err error) error {
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:
-			return nil, hosterr.ErrTimeout
+			return hosterr.ErrTimeout
 		case sys.ExitCodeContextCanceled:
-			return nil, context.Canceled
+			return context.Canceled
 		}
 	}
-	// The go-sdk flattens errors of the guest runtime's lazy initialisation
-	// to text, so the context is the authority on why a call stopped.
 	switch ctx.Err() {
 	case context.DeadlineExceeded:
-		return nil, hosterr.ErrTimeout
+		return hosterr.ErrTimeout
 	case context.Canceled:
-		return nil, context.Canceled
+		return context.Canceled
 	}
 	if in.mem.Refused() {
-		return nil, hosterr.ErrMemoryLimit
+		return hosterr.ErrMemoryLimit
 	}
-	// A plugin-reported error is the text of error_set, which the go-sdk
-	// returns verbatim; a trap's text comes from the runtime instead.
-	if msg := in.plugin.GetError(); msg != "" && msg == err.Error() {
-		return nil, abi.DecodeError([]byte(msg))
-	}
-	return nil, fmt.Errorf("%w: %s%s", hosterr.ErrTrap, firstLine(err.Error()), in.stderrNote())
+	return fmt.Errorf("%w: %s%s", hosterr.ErrTrap, firstLine(err.Error()), in.stderrNote())
 }
 
 func (in *Instance) stderrNote() string {

@@ -30,8 +30,8 @@ func newMemoryTracker(limitBytes uint64) *memoryTracker {
 }
 
 // Allocate implements experimental.MemoryAllocator.
-func (t *memoryTracker) Allocate(capBytes, _ uint64) experimental.LinearMemory {
-	m := &trackedMemory{t: t, buf: make([]byte, 0, min(capBytes, t.limit))}
+func (t *memoryTracker) Allocate(_, maxBytes uint64) experimental.LinearMemory {
+	m := &trackedMemory{t: t, reserved: reserve(min(maxBytes, t.limit))}
 	t.mu.Lock()
 	t.memories = append(t.memories, m)
 	t.mu.Unlock()
@@ -44,7 +44,7 @@ func (t *memoryTracker) Bytes() uint64 {
 	defer t.mu.Unlock()
 	var n uint64
 	for _, m := range t.memories {
-		n += uint64(len(m.buf))
+		n += m.size
 	}
 	return n
 }
@@ -63,23 +63,40 @@ func (t *memoryTracker) Refused() bool {
 	return t.refused
 }
 
+// refuse records a refused growth of kernel memory, which the instance
+// serves itself.
+func (t *memoryTracker) refuse() {
+	t.mu.Lock()
+	t.refused = true
+	t.mu.Unlock()
+}
+
 // OverLimit reports whether a memory started above the limit (a module
 // whose declared minimum is larger than the limit).
 func (t *memoryTracker) OverLimit() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, m := range t.memories {
-		if uint64(len(m.buf)) > t.limit {
+		if m.size > t.limit {
 			return true
 		}
 	}
 	return false
 }
 
+// trackedMemory is one linear memory. Its whole allowed size is reserved
+// up front (see reserve), so that growing it is only a longer slice over
+// the same pages: no copy, and no old buffer left for the garbage
+// collector. A Go guest grows its memory a few pages at a time while its
+// runtime starts, so the copies of an appending allocator were a third of
+// a warm load, and the garbage they left most of an instance's resident
+// memory.
 type trackedMemory struct {
-	t     *memoryTracker
-	buf   []byte
-	sized bool
+	t        *memoryTracker
+	reserved []byte // len is the reservation; nil once freed
+	heap     []byte // a memory whose declared minimum exceeds the reservation
+	size     uint64
+	sized    bool
 }
 
 // Reallocate implements experimental.LinearMemory. The first call sizes the
@@ -93,17 +110,26 @@ func (m *trackedMemory) Reallocate(size uint64) []byte {
 		return nil
 	}
 	m.sized = true
-	if n := uint64(len(m.buf)); size > n {
-		// append of a fresh zeroed slice amortises like wazero's default
-		// allocator and leaves the new pages zeroed, as Wasm requires.
-		m.buf = append(m.buf, make([]byte, size-n)...)
+	m.size = size
+	if size > uint64(len(m.reserved)) {
+		// Only the first sizing gets here (the module's minimum is above
+		// the limit, which OverLimit reports): the instance is closed
+		// before it runs, so an ordinary allocation does.
+		m.heap = make([]byte, size)
+		return m.heap
 	}
-	return m.buf[:size]
+	// Pages never handed out before are zero, as Wasm requires: the
+	// reservation is fresh and memory never shrinks.
+	return m.reserved[:size:size]
 }
 
-// Free implements experimental.LinearMemory.
+// Free implements experimental.LinearMemory. wazero calls it when the
+// instance is closed, on the goroutine that closes it or, after a
+// deadline, on the one whose call was stopped: never under a running guest.
 func (m *trackedMemory) Free() {
 	m.t.mu.Lock()
-	m.buf = nil
+	r := m.reserved
+	m.reserved, m.heap = nil, nil
 	m.t.mu.Unlock()
+	release(r)
 }

@@ -49,7 +49,13 @@ func newEngine(t testing.TB, c *Cache) *Engine {
 
 func hostileWasm(t testing.TB, name string) []byte {
 	t.Helper()
-	path := sdktest.BuildPlugin(t, "../../testdata/hostile/"+name)
+	return hostileWasmPath(t, "../../testdata/hostile/"+name)
+}
+
+// hostileWasmPath builds the plugin at pkg (a package path or directory).
+func hostileWasmPath(t testing.TB, pkg string) []byte {
+	t.Helper()
+	path := sdktest.BuildPlugin(t, pkg)
 	wasm, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return wasm

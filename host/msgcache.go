@@ -1,0 +1,113 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"sync"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+// maxDecodedBytes bounds the raw size of the messages a plugin's
+// decodedMessages remembers; past it the cache starts over.
+const maxDecodedBytes = 8 << 20
+
+// decodedMessages remembers the messages the host decoded from a plugin's
+// states, by their exact bytes. A provide that answers from_state gets the
+// whole history each turn, and all but the newest messages are the bytes
+// an earlier turn decoded: decoding them with encoding/json was most of a
+// provide at 100 messages and more, native and WebAssembly alike. A copy
+// of a remembered message costs a map lookup (one pass of the runtime's
+// hash over the bytes) and one allocation per message for its contents.
+//
+// Every message handed out is a deep copy: callers own what they get and
+// may edit it (RATIONALE: "Why does provide remember decoded messages?").
+type decodedMessages struct {
+	mu    sync.Mutex
+	m     map[string]abi.Message
+	bytes int
+}
+
+// decode decodes raws into msgs (of the same length), from memory where it
+// can; check refuses a decoded message (nothing is then remembered). On
+// failure it returns the index of the message that failed, and either
+// json's error or check's.
+func (c *decodedMessages) decode(raws []json.RawMessage, msgs []abi.Message, check func(*abi.Message) error) (int, error) {
+	var miss []int
+	c.mu.Lock()
+	for i, raw := range raws {
+		if m, ok := c.m[string(raw)]; ok {
+			msgs[i] = cloneMessage(m)
+		} else {
+			miss = append(miss, i)
+		}
+	}
+	c.mu.Unlock()
+	if len(miss) == 0 {
+		return 0, nil
+	}
+	for _, i := range miss {
+		if err := json.Unmarshal(raws[i], &msgs[i]); err != nil {
+			return i, err
+		}
+		if err := check(&msgs[i]); err != nil {
+			return i, err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, i := range miss {
+		if c.bytes+len(raws[i]) > maxDecodedBytes || c.m == nil {
+			c.m, c.bytes = map[string]abi.Message{}, 0
+		}
+		if _, ok := c.m[string(raws[i])]; !ok {
+			c.m[string(raws[i])] = cloneMessage(msgs[i])
+			c.bytes += len(raws[i])
+		}
+	}
+	return 0, nil
+}
+
+// cloneMessage is a deep copy of m: nothing of it is shared with m.
+func cloneMessage(m abi.Message) abi.Message {
+	if m.Contents != nil {
+		cs := make([]abi.Content, len(m.Contents))
+		for i, c := range m.Contents {
+			c.Arguments = clonedRaw(c.Arguments)
+			c.Result = clonedRaw(c.Result)
+			c.Data = bytes.Clone(c.Data)
+			if c.Usage != nil {
+				u := *c.Usage
+				c.Usage = &u
+			}
+			c.AdditionalProperties = cloneProps(c.AdditionalProperties)
+			cs[i] = c
+		}
+		m.Contents = cs
+	}
+	if m.Source != nil {
+		s := *m.Source
+		m.Source = &s
+	}
+	m.AdditionalProperties = cloneProps(m.AdditionalProperties)
+	return m
+}
+
+func clonedRaw(r json.RawMessage) json.RawMessage {
+	if r == nil {
+		return nil
+	}
+	return json.RawMessage(bytes.Clone([]byte(r)))
+}
+
+func cloneProps(p map[string]json.RawMessage) map[string]json.RawMessage {
+	if p == nil {
+		return nil
+	}
+	q := maps.Clone(p)
+	for k, v := range q {
+		q[k] = clonedRaw(v)
+	}
+	return q
+}
