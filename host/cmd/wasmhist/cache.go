@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -181,16 +183,33 @@ func runCache(_ context.Context, e *env, args []string) error {
 }
 
 // compileNote prints, on a terminal, that a slow load is a first compile
-// that later runs will not repeat; stop cancels it when the load was
-// quick.
-func compileNote(e *env, cmd, plugin string) (stop func()) {
+// that later runs will not repeat; stop, called with the load's outcome,
+// cancels it when the load was quick. A plugin this build of the command
+// loaded from the cache before is never announced, however slow a busy
+// machine makes its load: a marker named after the module's sha256 in the
+// cache's directory for this runtime says so (cache clear removes it with
+// the compiled code).
+func compileNote(e *env, cmd, plugin string) (stop func(loaded bool)) {
 	if !isTerminal(e.stderr) {
-		return func() {}
+		return func(bool) {}
+	}
+	marker := ""
+	if b, err := os.ReadFile(plugin); err == nil {
+		sum := sha256.Sum256(b)
+		marker = filepath.Join(cacheDir(e), host.CacheSubdir(), hex.EncodeToString(sum[:])+".loaded")
+	}
+	if _, err := os.Stat(marker); marker != "" && err == nil {
+		return func(bool) {}
 	}
 	t := time.AfterFunc(compileNoteAfter, func() {
 		fmt.Fprintf(e.stderr, "wasmhist %s: compiling %s for this machine; later runs load it from the cache in %s\n", cmd, filepath.Base(plugin), cacheDir(e))
 	})
-	return func() { t.Stop() }
+	return func(loaded bool) {
+		t.Stop()
+		if loaded && marker != "" {
+			os.WriteFile(marker, nil, 0o600)
+		}
+	}
 }
 
 // compileNoteAfter is how long a load takes before compileNote speaks: a

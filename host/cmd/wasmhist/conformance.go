@@ -63,7 +63,7 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 	// one clear error rather than the same failure in every case.
 	stop := compileNote(e, cmd, path)
 	first, err := h.Load(ctx, host.File(path), opts)
-	stop()
+	stop(err == nil)
 	if err != nil {
 		l, _ := ps.limits(cmd)
 		return failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err, l))

@@ -186,7 +186,7 @@ func newHost(ctx context.Context, e *env, cmd string, ps *pluginSettings) (*host
 func loadPlugin(ctx context.Context, e *env, h *host.Host, cmd, path string, grants []host.Grant, ps *pluginSettings) (*host.Plugin, error) {
 	stop := compileNote(e, cmd, path)
 	p, err := h.Load(ctx, host.File(path), host.LoadOptions{Grants: grants, Config: ps.config.raw})
-	stop()
+	stop(err == nil)
 	if err != nil {
 		l, _ := ps.limits(cmd)
 		return nil, failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err, l))
