@@ -312,7 +312,7 @@ func (s *session) mapError(ctx context.Context, err error) *abi.Error {
 		strings.HasPrefix(code, "25") || strings.HasPrefix(code, "2B") || strings.HasPrefix(code, "21") ||
 		strings.HasPrefix(code, "26") || strings.HasPrefix(code, "34") || strings.HasPrefix(code, "3F") ||
 		strings.HasPrefix(code, "44") || strings.HasPrefix(code, "38") || strings.HasPrefix(code, "39") ||
-		strings.HasPrefix(code, "2F") || strings.HasPrefix(code, "55"):
+		strings.HasPrefix(code, "2F") || strings.HasPrefix(code, "55") || strings.HasPrefix(code, "2D"):
 		return abi.Errorf(abi.CodeInvalidArgument, "%s", msg)
 	}
 	return abi.Errorf(abi.CodeInternal, "%s", msg)
