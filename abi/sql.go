@@ -42,7 +42,18 @@ type SQLStatement struct {
 // SQLResponse carries one result per statement, in request order.
 type SQLResponse struct {
 	Results []SQLResult `json:"results"`
+	// Dialect is the SQL dialect of the database that ran the request,
+	// DialectSQLite or DialectPostgres (ABI 1.2; a 1.1 host sends none,
+	// which means SQLite). It is the same for every request of one grant,
+	// so a plugin can choose its DDL from its first response.
+	Dialect string `json:"dialect,omitempty"`
 }
+
+// SQL dialects of SQLResponse.Dialect.
+const (
+	DialectSQLite   = "sqlite"
+	DialectPostgres = "postgres"
+)
 
 // SQLResult is the outcome of one statement. A statement that returns no
 // columns reports RowsAffected and LastInsertID; one that returns columns

@@ -11,13 +11,13 @@ import (
 // versions only add optional exports and optional fields.
 const (
 	Major = 1
-	Minor = 1
+	Minor = 2
 )
 
 // Version is the full ABI version as PluginInfo.ABI carries it: Major and
 // Minor joined by a dot (a test keeps the three in step; Go constants cannot
 // format numbers).
-const Version = "1.1"
+const Version = "1.2"
 
 // MarkerPrefix starts the name of the marker export. The marker's full name
 // carries the major version (MarkerExport for this package) so that a host can

@@ -14,12 +14,14 @@ import (
 // link it. The capability package is the control that the check can fail.
 func TestLinksOnlyWhatItImports(t *testing.T) {
 	tests := []struct {
-		name   string
-		pkg    string
-		sqlite bool
+		name     string
+		pkg      string
+		sqlite   bool
+		postgres bool
 	}{
-		{"host only", "./testdata/onlyhost", false},
-		{"the sql capability", "./sqlgrant", true},
+		{"host only", "./testdata/onlyhost", false, false},
+		{"the sql capability", "./sqlgrant", true, false},
+		{"the sql capability on PostgreSQL", "./pggrant", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,6 +33,11 @@ func TestLinksOnlyWhatItImports(t *testing.T) {
 				assert.Contains(t, deps, "modernc.org/sqlite")
 			} else {
 				assert.NotContains(t, deps, "modernc.org/sqlite")
+			}
+			if tt.postgres {
+				assert.Contains(t, deps, "github.com/jackc/pgx/v5/pgconn")
+			} else {
+				assert.NotContains(t, deps, "github.com/jackc/pgx/v5/pgconn")
 			}
 		})
 	}
@@ -44,12 +51,12 @@ func goTool() string { return "go" }
 // names no type of an internal package, so an embedder can write every
 // value the API takes or returns.
 func TestPublicAPIHasNoInternalTypes(t *testing.T) {
-	for _, pkg := range []string{".", "./sqlgrant"} {
+	for _, pkg := range []string{".", "./sqlgrant", "./pggrant"} {
 		t.Run(pkg, func(t *testing.T) {
 			out, err := exec.Command(goTool(), "doc", "-all", pkg).CombinedOutput()
 			require.NoError(t, err, "%s", out)
 			require.NotEmpty(t, out)
-			for _, internal := range []string{"internal/", "capability.", "wasmrt.", "sqlcap."} {
+			for _, internal := range []string{"internal/", "capability.", "wasmrt.", "sqlcap.", "pgcap."} {
 				assert.NotContains(t, string(out), internal)
 			}
 		})

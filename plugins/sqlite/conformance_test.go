@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/pggrant"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
+	"github.com/wasmhist/wasmhist/internal/pgtest"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -33,6 +35,19 @@ func TestConformance(t *testing.T) {
 	wasm := sdktest.BuildPlugin(t, importPath)
 	sdktest.Run(t, func(ctx context.Context) (sdktest.Subject, error) {
 		return h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})}})
+	})
+}
+
+// TestConformancePostgreSQL runs the same suite with the same build granted
+// a schema of a real PostgreSQL database: the plugin's SQL is written for
+// both dialects.
+func TestConformancePostgreSQL(t *testing.T) {
+	srv := pgtest.Start(t)
+	h := newHost(t)
+	wasm := sdktest.BuildPlugin(t, importPath)
+	grant := pggrant.New(pggrant.Config{Name: "main", AdminDSN: srv.DSN("postgres"), Schema: "history"})
+	sdktest.Run(t, func(ctx context.Context) (sdktest.Subject, error) {
+		return h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{grant}})
 	})
 }
 

@@ -17,6 +17,15 @@ func decodeResponse(b []byte) (abi.SQLResponse, error) {
 	var resp abi.SQLResponse
 	d := guestjson.NewDecoder(b)
 	err := d.Object(func(key []byte) error {
+		if string(key) == "dialect" {
+			resp.Dialect = ""
+			if d.Peek() == 'n' {
+				return d.ReadNull()
+			}
+			s, err := d.ReadString()
+			resp.Dialect = s
+			return err
+		}
 		if string(key) != "results" {
 			return d.Skip()
 		}

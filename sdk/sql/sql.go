@@ -14,6 +14,10 @@
 // later may otherwise fail with abi.ErrUnavailable when another call wrote in
 // between.
 //
+// The database is SQLite or PostgreSQL, as the operator granted it; Dialect
+// says which, and Rebind turns the ?NNN parameters SQLite takes into the $N
+// PostgreSQL takes, so one plugin can serve both (see plugins/sqlite).
+//
 // The plugin must list abi.CapabilitySQL in PluginInfo.Capabilities.
 // Failures are errors wrapping an *abi.Error: abi.ErrPermissionDenied for a
 // statement the host refuses (ATTACH, extensions, PRAGMAs outside a short
@@ -26,6 +30,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/sdk"
@@ -34,6 +40,71 @@ import (
 // call reaches the host; tests replace it.
 var call = func(request []byte) ([]byte, error) {
 	return sdk.CallCapability(abi.SQLFunction, request)
+}
+
+// dialect is the host's answer in its latest response, "" before any.
+var dialect string
+
+// Dialect returns the SQL dialect of the database the operator granted:
+// abi.DialectSQLite or abi.DialectPostgres. The host names it in every
+// response and it does not change for a loaded plugin, so Dialect asks the
+// host (with "SELECT 1", which every dialect runs) only when this instance
+// has not had a response yet.
+func Dialect() (string, error) {
+	if dialect == "" {
+		if _, err := Query("SELECT 1"); err != nil {
+			return "", err
+		}
+	}
+	return dialect, nil
+}
+
+// Rebind returns query with its parameters written for dialect: for
+// abi.DialectPostgres, each ?NNN becomes $NNN and each bare ? becomes $N,
+// N counting the parameters from 1; for SQLite the query is returned
+// unchanged. Question marks inside quoted strings, quoted identifiers and
+// comments are left alone. It is meant for a plugin's own constant SQL.
+func Rebind(dialect, query string) string {
+	if dialect != abi.DialectPostgres || !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case c == '\'' || c == '"':
+			end := len(query)
+			if j := strings.IndexByte(query[i+1:], c); j >= 0 {
+				end = i + 1 + j + 1
+			}
+			b.WriteString(query[i:end])
+			i = end - 1
+		case c == '-' && i+1 < len(query) && query[i+1] == '-':
+			end := len(query)
+			if j := strings.IndexByte(query[i:], '\n'); j >= 0 {
+				end = i + j
+			}
+			b.WriteString(query[i:end])
+			i = end - 1
+		case c == '?':
+			j := i + 1
+			for j < len(query) && query[j] >= '0' && query[j] <= '9' {
+				j++
+			}
+			b.WriteByte('$')
+			if j > i+1 {
+				b.WriteString(query[i+1 : j])
+			} else {
+				n++
+				b.WriteString(strconv.Itoa(n))
+			}
+			i = j - 1
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // Result is what a statement without result columns reports.
@@ -144,6 +215,10 @@ func (b *Batch) Run() ([]StatementResult, error) {
 	resp, err := decodeResponse(out)
 	if err != nil {
 		return nil, fmt.Errorf("sql: decode response: %w", abi.Errorf(abi.CodeInternal, "%v", err))
+	}
+	dialect = resp.Dialect
+	if dialect == "" {
+		dialect = abi.DialectSQLite // a host before ABI 1.2 serves SQLite only
 	}
 	if len(resp.Results) != len(b.req.Statements) {
 		return nil, fmt.Errorf("sql: %w", abi.Errorf(abi.CodeInternal, "host answered %d results for %d statements", len(resp.Results), len(b.req.Statements)))

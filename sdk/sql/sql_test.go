@@ -233,6 +233,7 @@ func TestQueryJSON(t *testing.T) {
 
 func TestDecodeResponse(t *testing.T) {
 	tests := []struct{ name, in string }{
+		{"dialect", `{"dialect":"postgres","results":[{"rows_affected":1}]}`},
 		{"typical", `{"results":[{"rows_affected":2,"last_insert_id":9},{"columns":["a","b"],"rows":[[1,"x\"]"],[{"blob":"AQI="},{"k":[1,{"n":"}"}]}],[null,-1.5e3]]}]}`},
 		{"white space and unknown fields", " {\n\"x\": [1, {\"y\": \"]\"}], \"results\" : [ { \"columns\" : [ \"a\" ] , \"rows\" : [ [ true ] ] } ] } "},
 		{"empty", `{"results":[]}`},
@@ -265,4 +266,40 @@ func TestDecodeResponse(t *testing.T) {
 			assert.Equal(t, string(wantJSON), string(gotJSON))
 		})
 	}
+}
+
+func TestRebind(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"SELECT a FROM t WHERE k = ?1 AND n > ?2 LIMIT ?3", "SELECT a FROM t WHERE k = $1 AND n > $2 LIMIT $3"},
+		{"INSERT INTO t VALUES (?, ?, ?)", "INSERT INTO t VALUES ($1, $2, $3)"},
+		{"SELECT '?1', \"a?\" FROM t WHERE x = ?1 -- why?\nAND y = ?2", "SELECT '?1', \"a?\" FROM t WHERE x = $1 -- why?\nAND y = $2"},
+		{"SELECT 'it''s ?' WHERE x = ?10", "SELECT 'it''s ?' WHERE x = $10"},
+		{"SELECT 'unterminated ?", "SELECT 'unterminated ?"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, Rebind(abi.DialectPostgres, tt.in), "%q", tt.in)
+		assert.Equal(t, tt.in, Rebind(abi.DialectSQLite, tt.in), "sqlite leaves %q", tt.in)
+	}
+}
+
+func TestDialect(t *testing.T) {
+	dialect = ""
+	t.Cleanup(func() { dialect = "" })
+	req := fakeHost(t, `{"results":[{"columns":["1"],"rows":[[1]]}],"dialect":"postgres"}`, nil)
+	d, err := Dialect()
+	require.NoError(t, err)
+	assert.Equal(t, abi.DialectPostgres, d)
+	require.Len(t, req.Statements, 1, "Dialect asked the host")
+	// Known now: no second request.
+	req.Statements = nil
+	d, err = Dialect()
+	require.NoError(t, err)
+	assert.Equal(t, abi.DialectPostgres, d)
+	assert.Empty(t, req.Statements, "asked again")
+	// A host before ABI 1.2 names no dialect: SQLite.
+	fakeHost(t, `{"results":[{"rows_affected":1}]}`, nil)
+	_, err = Exec("DELETE FROM t")
+	require.NoError(t, err)
+	d, _ = Dialect()
+	assert.Equal(t, abi.DialectSQLite, d)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/internal/hostrows"
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
@@ -34,7 +35,7 @@ const DefaultSchema = "wasmhist"
 // schemaVersion is the layout of the tables this version writes. Open
 // records it in the store_version table so that a later version knows
 // what to migrate, and refuses a schema a later version has migrated.
-const schemaVersion = 1
+const schemaVersion = hostrows.PostgresSessionsLayout
 
 // Config says where the store lives. Its zero value, with a DSN, is the
 // common case.
@@ -44,11 +45,17 @@ type Config struct {
 	// Schema is the schema the store keeps its tables in; empty means
 	// DefaultSchema.
 	Schema string
+	// Name names the database for Target: give it the Name of the sql
+	// grants (host/pggrant) on the same database, so that a run's session
+	// row commits in the transaction of its plugin's writes. Never a
+	// secret: it appears in messages.
+	Name string
 }
 
 // Store is a session store in one PostgreSQL schema. It is safe for
 // concurrent use; Close releases its connection pool.
 type Store struct {
+	name     string
 	pool     *pgxpool.Pool
 	schema   string
 	sessions string // the quoted, schema-qualified sessions table
@@ -73,7 +80,7 @@ func OpenConfig(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
-	s := &Store{pool: pool, schema: schema, sessions: pgx.Identifier{schema, "sessions"}.Sanitize()}
+	s := &Store{name: cfg.Name, pool: pool, schema: schema, sessions: pgx.Identifier{schema, "sessions"}.Sanitize()}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -93,21 +100,13 @@ func (s *Store) migrate(ctx context.Context) error {
 	// advisory lock, held until the transaction ends, makes them take
 	// turns; the key is the schema's, so stores in other schemas do not
 	// wait.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('wasmhist pgstore ' || $1))`, s.schema); err != nil {
+	if _, err := tx.Exec(ctx, hostrows.PostgresLock, s.schema); err != nil {
 		return fail(err)
 	}
 	version := pgx.Identifier{s.schema, "store_version"}.Sanitize()
-	stmts := []string{
-		`CREATE SCHEMA IF NOT EXISTS ` + pgx.Identifier{s.schema}.Sanitize(),
-		`CREATE TABLE IF NOT EXISTS ` + version + ` (version integer NOT NULL)`,
-		`CREATE TABLE IF NOT EXISTS ` + s.sessions + ` (
-			id text PRIMARY KEY,
-			revision bigint NOT NULL,
-			updated timestamptz NOT NULL,
-			data json NOT NULL -- the session, as session.Encode wrote it
-		)`,
-	}
-	for _, q := range stmts {
+	// The layout is shared with the sql capability (host/pggrant), which
+	// writes a run's session row in the plugin's transaction.
+	for _, q := range hostrows.PostgresSessions(pgx.Identifier{s.schema}.Sanitize()) {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			return fail(err)
 		}
@@ -129,6 +128,23 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Target returns "postgres:<Config.Name>", the txn target (package
+// host/txn) under which a grant of host/pggrant with the same Name keeps a
+// run's transaction, or "" when the store has no Name. When a run's Txn
+// holds that target, the agent writes the session row through the Txn
+// (txn.Sessions; the table is this store's sessions table when both use
+// the same schema) instead of calling Save, so the row and the plugin's
+// writes commit together; the revision check is Save's.
+func (s *Store) Target() string {
+	if s.name == "" {
+		return ""
+	}
+	return TargetPrefix + s.name
+}
+
+// TargetPrefix starts every PostgreSQL txn target.
+const TargetPrefix = "postgres:"
 
 // Close closes the connection pool.
 func (s *Store) Close() error {

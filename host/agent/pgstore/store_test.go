@@ -11,7 +11,10 @@ import (
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/agent/pgstore"
 	"github.com/wasmhist/wasmhist/host/agent/storetest"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/pgcap"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/txn"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 )
 
@@ -130,5 +133,78 @@ func TestPostgreSQL(t *testing.T) {
 		require.NoError(t, err)
 		_, err = pgstore.OpenConfig(t.Context(), pgstore.Config{DSN: dsn, Schema: schema})
 		require.ErrorContains(t, err, "version 2, newer than this program's 1")
+	})
+
+	// With the same Name as a sql grant on the database, the store's
+	// Target is the grant's txn target, and a run's plugin writes and its
+	// session row (written through the Txn into this store's table)
+	// commit together.
+	t.Run("one transaction with the sql capability", func(t *testing.T) {
+		ctx := t.Context()
+		st, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Schema: "runs", Name: "main"})
+		require.NoError(t, err)
+		defer st.Close()
+		require.Equal(t, "postgres:main", st.Target())
+		require.Equal(t, pgcap.Target("main"), st.Target())
+		unnamed := open(t, newSchema())
+		require.Empty(t, unnamed.Target(), "a store without a Name matches no target")
+
+		caps := pgcap.NewStore()
+		t.Cleanup(func() { caps.Close() })
+		backends := capability.NewBackends([]capability.Kind{{Func: pgcap.Kind.Func, Engine: pgcap.Engine,
+			NewBackend: func() (capability.Backend, error) { return caps, nil }}})
+		grant := pgcap.NewGrant(pgcap.Config{Name: "main", AdminDSN: dsn, Schema: "plugin", HostSchema: "runs"})
+		run := func(t *testing.T, rev int64, value int, commit bool) error {
+			tx := txn.New()
+			tctx := txn.With(ctx, tx)
+			call := capability.NewCall(tctx, "p", []capability.Grant{grant}, backends)
+			_, err := pgcap.Kind.Func.Call(tctx, call, []byte(fmt.Sprintf(
+				`{"statements":[{"sql":"CREATE TABLE IF NOT EXISTS t (x int)"},{"sql":"INSERT INTO t VALUES (%d)"}]}`, value)))
+			require.NoError(t, err)
+			require.NoError(t, call.End(tctx, true))
+			s := session.New()
+			s.SessionID, s.Revision = "r", rev
+			data, err := session.Encode(s)
+			require.NoError(t, err)
+			if err := tx.Put(ctx, st.Target(), txn.Sessions, "r", rev, data); err != nil {
+				tx.Rollback(ctx)
+				return err
+			}
+			_, err = st.Load(ctx, "r")
+			if rev == 1 {
+				require.ErrorIs(t, err, agent.ErrSessionNotFound, "visible before the commit")
+			}
+			if !commit {
+				return tx.Rollback(ctx)
+			}
+			return tx.Commit(ctx)
+		}
+		values := func(t *testing.T) string {
+			var v string
+			require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce(string_agg(x::text, ',' ORDER BY x), '') FROM plugin.t`).Scan(&v))
+			return v
+		}
+		require.NoError(t, run(t, 1, 1, true))
+		got, err := st.Load(ctx, "r")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), got.Revision)
+		require.Equal(t, "1", values(t))
+
+		require.NoError(t, run(t, 2, 2, false), "rolled back")
+		require.Equal(t, "1", values(t))
+		got, err = st.Load(ctx, "r")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), got.Revision)
+
+		require.ErrorIs(t, run(t, 1, 3, true), txn.ErrStale)
+		require.Equal(t, "1", values(t), "the stale run's plugin write")
+
+		// Save and the Txn check the same revision.
+		s := session.New()
+		s.SessionID, s.Revision = "r", 2
+		require.NoError(t, st.Save(ctx, s))
+		require.ErrorIs(t, run(t, 2, 4, true), txn.ErrStale)
+		require.NoError(t, run(t, 3, 5, true))
+		require.Equal(t, "1,5", values(t))
 	})
 }

@@ -43,6 +43,13 @@ type Func struct {
 // resources it serves from.
 type Kind struct {
 	Func Func
+	// Engine tells apart kinds that serve one capability on different
+	// engines (sql on SQLite and on PostgreSQL): each has a Backend of its
+	// own, and a grant names its engine through Engined. The kinds of one
+	// capability share one host function, so their Func.Call must not
+	// depend on the engine: RequestFunc is such a Call. Empty for a
+	// capability served by one kind.
+	Engine string
 	// NewBackend returns the resources of one Host, on the first call of
 	// that Host that uses the capability. The Host closes it.
 	NewBackend func() (Backend, error)
@@ -60,13 +67,19 @@ var (
 )
 
 // Register adds a capability kind. A Host binds the kinds registered when
-// it is created, so Register belongs in an init function.
+// it is created, so Register belongs in an init function. Several kinds may
+// serve one capability if their engines differ and they share its host
+// function's name.
 func Register(k Kind) error {
 	kindsMu.Lock()
 	defer kindsMu.Unlock()
 	for _, g := range kinds {
-		if g.Func.Name == k.Func.Name || g.Func.Capability == k.Func.Capability {
-			return fmt.Errorf("capability: %q registered twice", k.Func.Capability)
+		sameCap := g.Func.Capability == k.Func.Capability
+		if sameCap && g.Engine == k.Engine {
+			return fmt.Errorf("capability: %q (engine %q) registered twice", k.Func.Capability, k.Engine)
+		}
+		if sameCap != (g.Func.Name == k.Func.Name) {
+			return fmt.Errorf("capability: %q and %q both use host function %q", g.Func.Capability, k.Func.Capability, k.Func.Name)
 		}
 	}
 	kinds = append(kinds, k)
@@ -83,53 +96,77 @@ func Kinds() []Kind {
 // ErrClosed is returned for a capability used after its Host closed.
 var ErrClosed = errors.New("capability: closed")
 
+// kindKey names one kind: its capability and engine.
+type kindKey struct {
+	c      abi.Capability
+	engine string
+}
+
 // Backends are the backends of one Host, opened on first use.
 type Backends struct {
-	kinds map[abi.Capability]Kind
+	kinds map[kindKey]Kind
+	funcs []Func // one per capability, in registration order
 
 	mu     sync.Mutex
-	open   map[abi.Capability]Backend
+	open   map[kindKey]Backend
 	closed bool
 }
 
 // NewBackends returns the (not yet opened) backends of kinds.
 func NewBackends(ks []Kind) *Backends {
-	b := &Backends{kinds: make(map[abi.Capability]Kind, len(ks)), open: map[abi.Capability]Backend{}}
+	b := &Backends{kinds: make(map[kindKey]Kind, len(ks)), open: map[kindKey]Backend{}}
+	seen := map[abi.Capability]bool{}
 	for _, k := range ks {
-		b.kinds[k.Func.Capability] = k
+		b.kinds[kindKey{k.Func.Capability, k.Engine}] = k
+		if !seen[k.Func.Capability] {
+			seen[k.Func.Capability] = true
+			b.funcs = append(b.funcs, k.Func)
+		}
 	}
 	return b
 }
 
-// Funcs lists the host functions of the kinds.
-func (b *Backends) Funcs() []Func {
-	out := make([]Func, 0, len(b.kinds))
-	for _, k := range b.kinds {
-		out = append(out, k.Func)
-	}
-	return out
-}
+// Funcs lists the host functions of the kinds, one per capability.
+func (b *Backends) Funcs() []Func { return append([]Func(nil), b.funcs...) }
 
-// Get returns the backend of a capability, opening it on first use.
-func (b *Backends) Get(c abi.Capability) (Backend, error) {
+// Get returns the backend of a capability's kind without an engine,
+// opening it on first use.
+func (b *Backends) Get(c abi.Capability) (Backend, error) { return b.GetEngine(c, "") }
+
+// GetEngine returns the backend of the kind of capability c on engine,
+// opening it on first use.
+func (b *Backends) GetEngine(c abi.Capability, engine string) (Backend, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return nil, ErrClosed
 	}
-	if be, ok := b.open[c]; ok {
+	key := kindKey{c, engine}
+	if be, ok := b.open[key]; ok {
 		return be, nil
 	}
-	k, ok := b.kinds[c]
+	k, ok := b.kinds[key]
 	if !ok || k.NewBackend == nil {
+		if engine != "" {
+			return nil, abi.Errorf(abi.CodePermissionDenied, "capability %q on %s is not provided by this host", c, engine)
+		}
 		return nil, abi.Errorf(abi.CodePermissionDenied, "capability %q is not provided by this host", c)
 	}
 	be, err := k.NewBackend()
 	if err != nil {
 		return nil, fmt.Errorf("capability %s: %w", c, err)
 	}
-	b.open[c] = be
+	b.open[key] = be
 	return be, nil
+}
+
+// backendOf returns the backend serving grant g.
+func (b *Backends) backendOf(g Grant) (Backend, error) {
+	engine := ""
+	if e, ok := g.(Engined); ok {
+		engine = e.Engine()
+	}
+	return b.GetEngine(g.Capability(), engine)
 }
 
 // Close closes every opened backend; Get fails afterwards.
@@ -153,6 +190,39 @@ type Grant interface {
 	// the calling Host's backend of the capability. The returned Session
 	// ends with the call.
 	Begin(ctx context.Context, backend Backend) (Session, error)
+}
+
+// Engined is a Grant served by a kind with an Engine (see Kind.Engine).
+type Engined interface {
+	Grant
+	Engine() string
+}
+
+// Requester is a Session that serves its capability's requests itself, so
+// that the kinds of one capability on different engines can share its host
+// function (see RequestFunc).
+type Requester interface {
+	Session
+	Request(ctx context.Context, request []byte) ([]byte, error)
+}
+
+// RequestFunc returns a Func whose calls go to the Requester session the
+// calling plugin's grant of capability c begins.
+func RequestFunc(c abi.Capability, name string) Func {
+	return Func{Capability: c, Name: name, Call: func(ctx context.Context, call *Call, request []byte) ([]byte, error) {
+		if call == nil {
+			return nil, abi.Errorf(abi.CodeInternal, "%s called outside an export call", name)
+		}
+		s, err := call.Session(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		r, ok := s.(Requester)
+		if !ok {
+			return nil, abi.Errorf(abi.CodeInternal, "%s: session of unexpected type %T", c, s)
+		}
+		return r.Request(ctx, request)
+	}}
 }
 
 // Seal makes the public host.Grant of a grant. Package host sets it from
@@ -190,6 +260,13 @@ type Joinable interface {
 	// a session that does not has ended itself (as End would) and must
 	// not be used again.
 	EndCall(ctx context.Context, ok bool) (pending bool, err error)
+}
+
+// Acceptor is a Joinable that serves only some grants of its target (for
+// PostgreSQL: the grants that log in as its role). A call whose grant's
+// target is already held by an Acceptor is refused with Accept's error.
+type Acceptor interface {
+	Accept(ctx context.Context, g Grant) error
 }
 
 // Call is one export call of one plugin instance.
@@ -241,7 +318,7 @@ func (c *Call) Session(ctx context.Context, capName abi.Capability) (Session, er
 	if jg, ok := g.(Joiner); ok && c.txn != nil {
 		return c.join(ctx, capName, jg)
 	}
-	be, err := c.backends.Get(capName)
+	be, err := c.backends.backendOf(g)
 	if err != nil {
 		return nil, err
 	}
@@ -270,9 +347,14 @@ func (c *Call) join(ctx context.Context, capName abi.Capability, g Joiner) (Sess
 		if !ok {
 			return nil, fmt.Errorf("capability: %s is held by a participant of type %T", target, p)
 		}
+		if a, ok := p.(Acceptor); ok {
+			if err := a.Accept(ctx, g); err != nil {
+				return nil, err
+			}
+		}
 		j.s, j.member = js, true
 	} else {
-		be, err := c.backends.Get(capName)
+		be, err := c.backends.backendOf(g)
 		if err != nil {
 			return nil, err
 		}

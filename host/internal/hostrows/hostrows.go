@@ -17,6 +17,34 @@ import (
 // Prefix starts the name of every host table; plugins may not use it.
 const Prefix = "wasmhist_"
 
+// PostgreSQL: the host's tables live in a schema of their own (the session
+// store's, "wasmhist" by default), never in a plugin's. PostgresLock takes
+// the advisory lock under which the session store and the sql capability
+// create or change that schema, so that hosts starting together take turns
+// ($1 is the schema's name).
+const PostgresLock = `SELECT pg_advisory_xact_lock(hashtext('wasmhist pgstore ' || $1))`
+
+// PostgresSessionsLayout is the version of the session store's tables that
+// PostgresSessions creates; the store records it in store_version.
+const PostgresSessionsLayout = 1
+
+// PostgresSessions creates the session store's tables in the schema qs
+// (quoted) if missing: store_version, and sessions with one row a session,
+// its revision, when it was written and its JSON as session.Encode wrote it
+// (json, not jsonb, keeps the text as written).
+func PostgresSessions(qs string) []string {
+	return []string{
+		`CREATE SCHEMA IF NOT EXISTS ` + qs,
+		`CREATE TABLE IF NOT EXISTS ` + qs + `.store_version (version integer NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + qs + `.sessions (
+			id text PRIMARY KEY,
+			revision bigint NOT NULL,
+			updated timestamptz NOT NULL,
+			data json NOT NULL -- the session, as session.Encode wrote it
+		)`,
+	}
+}
+
 // SQLite table names.
 const (
 	SessionsTable = "wasmhist_sessions"

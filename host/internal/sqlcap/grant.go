@@ -63,26 +63,14 @@ var Kind = capability.Kind{
 	NewBackend: func() (capability.Backend, error) { return NewStore(Options{}) },
 }
 
-// Func is the host function serving abi.CapabilitySQL.
-var Func = capability.Func{
-	Capability: abi.CapabilitySQL,
-	Name:       abi.SQLFunction,
-	Call:       call,
-}
+// Func is the host function serving abi.CapabilitySQL. It hands each
+// request to the session of the calling plugin's grant, so that it serves
+// the grants of every engine registered for sql (see capability.Kind).
+var Func = capability.RequestFunc(abi.CapabilitySQL, abi.SQLFunction)
 
-func call(ctx context.Context, c *capability.Call, request []byte) ([]byte, error) {
-	if c == nil {
-		return nil, abi.Errorf(abi.CodeInternal, "sql called outside an export call")
-	}
-	s, err := c.Session(ctx, abi.CapabilitySQL)
-	if err != nil {
-		return nil, err
-	}
-	sess, ok := s.(*session)
-	if !ok {
-		return nil, abi.Errorf(abi.CodeInternal, "sql grant of unexpected type %T", s)
-	}
-	return sess.run(ctx, request)
+// Request implements capability.Requester.
+func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
+	return s.run(ctx, request)
 }
 
 // session is one export call's use of one database: a pooled connection

@@ -425,7 +425,10 @@ func (w *resultWriter) counts(ctx context.Context, c sqlite.ExecQuerierContext) 
 	return nil
 }
 
-func (w *resultWriter) finish() []byte { return append(w.buf, "]}"...) }
+// finish closes the results and names the dialect (ABI 1.2).
+func (w *resultWriter) finish() []byte {
+	return append(w.buf, `],"dialect":"`+abi.DialectSQLite+`"}`...)
+}
 
 func appendValue(b []byte, v driver.Value) []byte {
 	switch v := v.(type) {

@@ -206,3 +206,11 @@ func TestJSONColumns(t *testing.T) {
 		})
 	}
 }
+
+// TestDialect: every response names its dialect (ABI 1.2), so a plugin
+// served by SQLite or PostgreSQL knows which SQL it speaks.
+func TestDialect(t *testing.T) {
+	s := newStore(t, Limits{})
+	resp := oneCall(t, s, dbPath(t, "d.db"), "SELECT 1")
+	assert.Equal(t, abi.DialectSQLite, resp.Dialect)
+}

@@ -1,5 +1,7 @@
 // Package provider is the logic of the sqlite plugin: a history provider
-// that keeps messages in the SQLite database the host grants it, keyed by a
+// that keeps messages in the database the host grants it (SQLite, or a
+// PostgreSQL schema: its SQL runs on both, DDL chosen by the dialect the
+// host names), keyed by a
 // random session key that lives in the session's state, {"session_key": ...}.
 //
 // The state carries only that key, so sessions stay small however long the
@@ -110,8 +112,8 @@ func (Provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.Provid
 	if err != nil || st.SessionKey == "" {
 		return &abi.ProvideResponse{}, err
 	}
-	rows, err := withSchema(func() (*sql.Rows, error) {
-		return sql.QueryJSON(bodyColumn, selectNewest, st.SessionKey, cfg.MaxMessages)
+	rows, err := withSchema(func(d string) (*sql.Rows, error) {
+		return sql.QueryJSON(bodyColumn, sql.Rebind(d, selectNewest), st.SessionKey, cfg.MaxMessages)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: provide: %w", err)
@@ -150,18 +152,26 @@ func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreRespo
 		}
 		resp.State = state
 	}
-	var b sql.Batch
-	// The counter moves first: a write, so the call holds the write lock
-	// before anything reads, and each insert below takes its number from it.
-	b.Exec(bumpSequence, st.SessionKey, len(msgs))
+	headers := make([]header, len(msgs))
 	for i, raw := range msgs {
-		h, err := headerOf(raw)
-		if err != nil {
+		if headers[i], err = headerOf(raw); err != nil {
 			return nil, err
 		}
-		b.Exec(insertMessage, st.SessionKey, len(msgs)-i, h.Role, h.calls, h.results, raw)
 	}
-	if _, err := withSchema(func() (*sql.Rows, error) { _, err := b.Run(); return nil, err }); err != nil {
+	store := func(d string) (*sql.Rows, error) {
+		var b sql.Batch
+		// The counter moves first: a write, so the call holds the write
+		// lock before anything reads, and each insert below takes its
+		// number from it.
+		b.Exec(sql.Rebind(d, bumpSequence), st.SessionKey, len(msgs))
+		for i, raw := range msgs {
+			h := headers[i]
+			b.Exec(sql.Rebind(d, insertMessage), st.SessionKey, len(msgs)-i, h.Role, h.calls, h.results, raw)
+		}
+		_, err := b.Run()
+		return nil, err
+	}
+	if _, err := withSchema(store); err != nil {
 		return nil, fmt.Errorf("sqlite: store: %w", err)
 	}
 	return resp, nil
@@ -189,7 +199,9 @@ func (Provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse
 		limit = DefaultPageSize
 	}
 	// One more than the page, to know whether another page follows.
-	rows, err := withSchema(func() (*sql.Rows, error) { return sql.QueryJSON(bodyColumn, selectPage, st.SessionKey, after, limit+1) })
+	rows, err := withSchema(func(d string) (*sql.Rows, error) {
+		return sql.QueryJSON(bodyColumn, sql.Rebind(d, selectPage), st.SessionKey, after, limit+1)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list: %w", err)
 	}
@@ -214,10 +226,14 @@ func (Provider) Clear(_ context.Context, req *abi.ClearRequest) (*abi.ClearRespo
 	if err != nil || st.SessionKey == "" {
 		return &abi.ClearResponse{}, err
 	}
-	var b sql.Batch
-	b.Exec(deleteSession, st.SessionKey)
-	b.Exec(deleteMessages, st.SessionKey)
-	if _, err := withSchema(func() (*sql.Rows, error) { _, err := b.Run(); return nil, err }); err != nil {
+	clear := func(d string) (*sql.Rows, error) {
+		var b sql.Batch
+		b.Exec(sql.Rebind(d, deleteSession), st.SessionKey)
+		b.Exec(sql.Rebind(d, deleteMessages), st.SessionKey)
+		_, err := b.Run()
+		return nil, err
+	}
+	if _, err := withSchema(clear); err != nil {
 		return nil, fmt.Errorf("sqlite: clear: %w", err)
 	}
 	return &abi.ClearResponse{}, nil

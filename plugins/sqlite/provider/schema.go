@@ -8,7 +8,8 @@ import (
 	"github.com/wasmhist/wasmhist/sdk/sql"
 )
 
-// migrations[v] brings the schema from user_version v to v+1. Append only.
+// migrations[v] brings an SQLite schema from user_version v to v+1.
+// Append only, in step with pgMigrations.
 var migrations = [][]string{
 	{
 		// The session's last sequence number. WITHOUT ROWID: small rows
@@ -31,12 +32,35 @@ var migrations = [][]string{
 	},
 }
 
+// pgMigrations[v] brings a PostgreSQL schema from version v to v+1 (the
+// version is kept in table schema_version). The tables are those of
+// migrations, in PostgreSQL's types.
+var pgMigrations = [][]string{
+	{
+		`CREATE TABLE IF NOT EXISTS sessions (
+			key      text PRIMARY KEY,
+			last_seq bigint NOT NULL
+		)`,
+		`CREATE TABLE IF NOT EXISTS messages (
+			session    text NOT NULL,
+			seq        bigint NOT NULL,
+			role       text NOT NULL,
+			call_ids   text,
+			result_ids text,
+			body       text NOT NULL,
+			UNIQUE (session, seq)
+		)`,
+	},
+}
+
 // SchemaVersion is the user_version of a database this plugin migrated.
 var SchemaVersion = len(migrations)
 
+// The statements run on SQLite and PostgreSQL alike; their ?N parameters
+// become $N on PostgreSQL (sql.Rebind).
 const (
 	bumpSequence = `INSERT INTO sessions (key, last_seq) VALUES (?1, ?2)
-		ON CONFLICT (key) DO UPDATE SET last_seq = last_seq + excluded.last_seq`
+		ON CONFLICT (key) DO UPDATE SET last_seq = sessions.last_seq + excluded.last_seq`
 	// ?2 counts down to 1 over one store's messages, so they take the
 	// numbers the bump just reserved, in order.
 	insertMessage = `INSERT INTO messages (session, seq, role, call_ids, result_ids, body)
@@ -45,7 +69,7 @@ const (
 	// system message (kept whatever the window); both through the index.
 	selectNewest = `SELECT seq, role, call_ids, result_ids, body FROM (
 			SELECT seq, role, call_ids, result_ids, body FROM messages
-			WHERE session = ?1 ORDER BY seq DESC LIMIT ?2)
+			WHERE session = ?1 ORDER BY seq DESC LIMIT ?2) AS newest
 		UNION ALL
 		SELECT seq, role, call_ids, result_ids, body FROM messages
 		WHERE session = ?1 AND role = 'system'
@@ -62,26 +86,53 @@ const (
 // migrated was rolled back) migrates again.
 var migrated bool
 
-// withSchema runs f on a migrated database.
-func withSchema(f func() (*sql.Rows, error)) (*sql.Rows, error) {
+// withSchema runs f on a migrated database, with the SQL dialect the host
+// named.
+func withSchema(f func(dialect string) (*sql.Rows, error)) (*sql.Rows, error) {
 	if !migrated {
 		if err := migrate(); err != nil {
 			return nil, err
 		}
 		migrated = true
 	}
-	rows, err := f()
-	if err != nil && strings.Contains(err.Error(), "no such table") {
+	dialect, err := sql.Dialect()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := f(dialect)
+	if err != nil && missingTable(err) {
 		if err := migrate(); err != nil {
 			return nil, err
 		}
-		return f()
+		return f(dialect)
 	}
 	return rows, err
 }
 
+// missingTable recognises SQLite's and PostgreSQL's error for a table
+// that does not exist.
+func missingTable(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "no such table") || (strings.Contains(msg, "relation") && strings.Contains(msg, "does not exist"))
+}
+
 // migrate brings the database to SchemaVersion.
 func migrate() error {
+	// A write first (Exec), so that on SQLite the call holds the write lock
+	// before it reads the version and two instances migrating at once take
+	// turns; the response names the dialect.
+	var probe sql.Batch
+	probe.Exec("SELECT 1")
+	if _, err := probe.Run(); err != nil {
+		return err
+	}
+	dialect, err := sql.Dialect()
+	if err != nil {
+		return err
+	}
+	if dialect == abi.DialectPostgres {
+		return migratePostgres()
+	}
 	var b sql.Batch
 	// A write first, so that the call holds the write lock before it reads
 	// the version: two instances migrating at once take turns.
@@ -108,6 +159,40 @@ func migrate() error {
 		}
 	}
 	up.Exec("PRAGMA user_version = " + strconv.Itoa(SchemaVersion))
+	_, err = up.Run()
+	return err
+}
+
+// migratePostgres is migrate on PostgreSQL: the version in a table, and a
+// transaction-scoped advisory lock (released with the call's transaction)
+// so that instances migrating at once take turns.
+func migratePostgres() error {
+	var b sql.Batch
+	b.Query("SELECT pg_advisory_xact_lock(8323747651)")
+	b.Exec("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
+	b.Query("SELECT coalesce(max(version), 0) FROM schema_version")
+	res, err := b.Run()
+	if err != nil {
+		return err
+	}
+	var v int
+	if err := res[2].Rows.Row(0).Scan(&v); err != nil {
+		return err
+	}
+	if v > SchemaVersion {
+		return abi.Errorf(abi.CodeFailedPrecondition, "sqlite: the database has schema version %d, newer than this plugin's %d: upgrade the plugin", v, SchemaVersion)
+	}
+	if v == SchemaVersion {
+		return nil
+	}
+	var up sql.Batch
+	for ; v < SchemaVersion; v++ {
+		for _, q := range pgMigrations[v] {
+			up.Exec(q)
+		}
+	}
+	up.Exec("DELETE FROM schema_version")
+	up.Exec("INSERT INTO schema_version (version) VALUES (" + strconv.Itoa(SchemaVersion) + ")")
 	_, err = up.Run()
 	return err
 }

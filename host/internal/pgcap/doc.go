@@ -1,0 +1,29 @@
+// Package pgcap implements the sql host capability on PostgreSQL: plugins
+// run parameterised SQL in a schema of their own of a database the host
+// owns, chosen by the operator, never by the plugin.
+//
+// Isolation rests on PostgreSQL's own privileges, never on inspecting SQL
+// text. Per grant (and tenant) the host provisions, through an admin
+// connection, a role that logs in with a password derived from a host key
+// (HMAC), inherits nothing, is a member of no role and owns only its
+// schema, which is its search_path. The plugin's statements run on
+// connections authenticated as that role (not SET ROLE, which RESET ROLE
+// undoes), so PostgreSQL itself refuses other schemas and tenants, the
+// host's tables, server files and programs (pg_read_file, COPY ... TO
+// PROGRAM), role changes, extensions and temporary objects (the host
+// revokes TEMPORARY on the database from PUBLIC).
+//
+// All requests of one export call share one transaction, committed when
+// the call succeeds. Each statement runs inside a savepoint of its own so
+// that a failing statement undoes only itself, as on SQLite. A plugin's
+// transaction control fails its call: the command tag and the
+// connection's transaction status tell the host, and a deferred commit
+// guard makes a plugin's COMMIT of a transaction that wrote roll back
+// instead. Requests are bounded in rows, bytes and time; a statement still
+// running at the time limit is cancelled.
+//
+// Joined to a txn.Txn, a session keeps its transaction across the calls of
+// a run and the host writes its session row in it, through SECURITY
+// DEFINER functions of the host schema that check the host key (a bind
+// parameter), so the plugin can neither read nor write those rows.
+package pgcap

@@ -1,0 +1,619 @@
+package pgcap
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/txn"
+	"github.com/wasmhist/wasmhist/internal/pgtest"
+)
+
+// env is one PostgreSQL server shared by the package's tests (starting one
+// takes seconds), with a Store serving grants on it.
+type env struct {
+	dsn   string
+	store *Store
+	admin *pgx.Conn
+}
+
+func (e *env) grant(schema string, l Limits) capability.Grant {
+	return NewGrant(Config{Name: "main", AdminDSN: e.dsn, Schema: schema, Limits: l})
+}
+
+func (e *env) backends() *capability.Backends {
+	return capability.NewBackends([]capability.Kind{{
+		Func: Kind.Func, Engine: Engine,
+		NewBackend: func() (capability.Backend, error) { return e.store, nil },
+	}})
+}
+
+// testCall is one export call of a plugin.
+type testCall struct {
+	t    testing.TB
+	call *capability.Call
+}
+
+func (e *env) begin(ctx context.Context, t testing.TB, g capability.Grant) *testCall {
+	c := &testCall{t: t, call: capability.NewCall(ctx, "test", []capability.Grant{g}, e.backends())}
+	// A failing test must not leave a connection out of its pool.
+	t.Cleanup(func() { c.call.End(context.Background(), false) })
+	return c
+}
+
+func (c *testCall) do(ctx context.Context, stmts ...abi.SQLStatement) (*abi.SQLResponse, error) {
+	c.t.Helper()
+	b, err := json.Marshal(abi.SQLRequest{Statements: stmts})
+	require.NoError(c.t, err)
+	out, err := Kind.Func.Call(ctx, c.call, b)
+	if err != nil {
+		return nil, err
+	}
+	var resp abi.SQLResponse
+	require.NoError(c.t, json.Unmarshal(out, &resp), "result is not JSON: %s", out)
+	return &resp, nil
+}
+
+func (c *testCall) sql(ctx context.Context, q ...string) (*abi.SQLResponse, error) {
+	c.t.Helper()
+	var stmts []abi.SQLStatement
+	for _, s := range q {
+		stmts = append(stmts, abi.SQLStatement{SQL: s})
+	}
+	return c.do(ctx, stmts...)
+}
+
+func (c *testCall) must(ctx context.Context, q ...string) *abi.SQLResponse {
+	c.t.Helper()
+	resp, err := c.sql(ctx, q...)
+	require.NoError(c.t, err, "%v", q)
+	return resp
+}
+
+func (c *testCall) end(ctx context.Context, ok bool) error { return c.call.End(ctx, ok) }
+
+// oneCall runs q in one committed call.
+func (e *env) oneCall(t testing.TB, g capability.Grant, q ...string) *abi.SQLResponse {
+	t.Helper()
+	c := e.begin(context.Background(), t, g)
+	resp := c.must(context.Background(), q...)
+	require.NoError(t, c.end(context.Background(), true))
+	return resp
+}
+
+// adminValue reads one value as the admin, outside the capability.
+func (e *env) adminValue(t testing.TB, q string) string {
+	t.Helper()
+	var v *string
+	err := e.admin.QueryRow(context.Background(), q).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "<no row>"
+	}
+	require.NoError(t, err, q)
+	if v == nil {
+		return "<null>"
+	}
+	return *v
+}
+
+func TestPostgreSQL(t *testing.T) {
+	srv := pgtest.Start(t)
+	e := &env{dsn: srv.DSN("postgres"), store: NewStore()}
+	t.Cleanup(func() { e.store.Close() })
+	var err error
+	e.admin, err = pgx.Connect(t.Context(), e.dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { e.admin.Close(context.Background()) })
+
+	t.Run("values", func(t *testing.T) { testValues(t, e) })
+	t.Run("transaction per call", func(t *testing.T) { testTransactionPerCall(t, e) })
+	t.Run("hostile", func(t *testing.T) { testHostile(t, e) })
+	t.Run("transaction control", func(t *testing.T) { testTransactionControl(t, e) })
+	t.Run("limits", func(t *testing.T) { testLimits(t, e) })
+	t.Run("session state reset", func(t *testing.T) { testReset(t, e) })
+	t.Run("tenants", func(t *testing.T) { testTenants(t, e) })
+	t.Run("txn", func(t *testing.T) { testTxn(t, e) })
+	t.Run("roles", func(t *testing.T) { testRoles(t, e) })
+	t.Run("config", func(t *testing.T) { testConfig(t, e) })
+}
+
+func testValues(t *testing.T, e *env) {
+	ctx := context.Background()
+	g := e.grant("vals", Limits{})
+	e.oneCall(t, g, "CREATE TABLE v (id bigint PRIMARY KEY, i integer, f double precision, t text, b bytea, ok boolean, j json, n numeric, ts timestamptz)")
+	c := e.begin(ctx, t, g)
+	resp, err := c.do(ctx, abi.SQLStatement{
+		SQL:  "INSERT INTO v VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+		Args: []any{1, 42, 1.5, "héllo \"x\"\n", abi.SQLBlob{0, 1, 255}, true, `{"a": [1, 2]}`, "12.50", "2024-01-02T03:04:05Z"},
+	}, abi.SQLStatement{SQL: "INSERT INTO v (id) VALUES (2), (3)"})
+	require.NoError(t, err)
+	require.NoError(t, c.end(ctx, true))
+	assert.Equal(t, abi.DialectPostgres, resp.Dialect)
+	assert.Equal(t, int64(1), resp.Results[0].RowsAffected)
+	assert.Equal(t, int64(2), resp.Results[1].RowsAffected)
+
+	c = e.begin(ctx, t, g)
+	resp, err = c.do(ctx, abi.SQLStatement{SQL: "SELECT id, i, f, t, b, ok, j, n, ts, 'Infinity'::float8 AS inf FROM v ORDER BY id", JSONColumns: []string{"j"}})
+	require.NoError(t, err)
+	require.NoError(t, c.end(ctx, true))
+	assert.Equal(t, []string{"id", "i", "f", "t", "b", "ok", "j", "n", "ts", "inf"}, resp.Results[0].Columns)
+	row, _ := json.Marshal(resp.Results[0].Rows[0])
+	assert.JSONEq(t, `[1, 42, 1.5, "héllo \"x\"\n", {"blob": "AAH/"}, 1, {"a":[1,2]}, 12.50, "2024-01-02 03:04:05+00", "+Inf"]`, string(row))
+	row, _ = json.Marshal(resp.Results[0].Rows[1])
+	assert.JSONEq(t, `[2, null, null, null, null, null, null, null, null, "+Inf"]`, string(row))
+	assert.Len(t, resp.Results[0].Rows, 3)
+
+	// A string fills a column of any type the server can read it as.
+	c = e.begin(ctx, t, g)
+	_, err = c.do(ctx, abi.SQLStatement{SQL: "UPDATE v SET i = $1, j = $2 WHERE id = $3", Args: []any{"7", "[]", 2}})
+	require.NoError(t, err)
+	_, err = c.do(ctx, abi.SQLStatement{SQL: "SELECT id FROM v WHERE id = $1", Args: []any{"not a number"}})
+	require.ErrorIs(t, err, abi.ErrInvalidArgument)
+	require.NoError(t, c.end(ctx, true))
+	assert.Equal(t, "7", e.adminValue(t, "SELECT i::text FROM vals.v WHERE id = 2"))
+}
+
+func testTransactionPerCall(t *testing.T, e *env) {
+	ctx := context.Background()
+	g := e.grant("tpc", Limits{})
+	e.oneCall(t, g, "CREATE TABLE t (x integer UNIQUE)")
+
+	c := e.begin(ctx, t, g)
+	c.must(ctx, "INSERT INTO t VALUES (1)")
+	require.NoError(t, c.end(ctx, false))
+	assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM tpc.t"), "a failed call's write")
+
+	// A failing statement undoes itself only: the call goes on, as on
+	// SQLite, and commits what it kept.
+	c = e.begin(ctx, t, g)
+	_, err := c.sql(ctx, "INSERT INTO t VALUES (2)", "INSERT INTO t VALUES (2)")
+	require.ErrorIs(t, err, abi.ErrFailedPrecondition)
+	assert.Contains(t, err.Error(), "statement 1")
+	_, err = c.sql(ctx, "SELECT nonsense FROM nowhere")
+	require.ErrorIs(t, err, abi.ErrInvalidArgument)
+	c.must(ctx, "INSERT INTO t VALUES (3)")
+	require.NoError(t, c.end(ctx, true))
+	assert.Equal(t, "2,3", e.adminValue(t, "SELECT string_agg(x::text, ',' ORDER BY x) FROM tpc.t"))
+}
+
+// hostileCase is a statement a plugin must not get away with.
+type hostileCase struct {
+	name string
+	sql  string
+	want error
+}
+
+func testHostile(t *testing.T, e *env) {
+	ctx := context.Background()
+	mine, theirs := e.grant("mine", Limits{}), e.grant("theirs", Limits{})
+	e.oneCall(t, theirs, "CREATE TABLE secret (x text)", "INSERT INTO secret VALUES ('their secret')")
+	e.oneCall(t, mine, "CREATE TABLE secret (x text)", "INSERT INTO secret VALUES ('mine')")
+	_, err := e.admin.Exec(ctx, `INSERT INTO wasmhist.sessions VALUES ('s1', 1, now(), '{"secret": true}')`)
+	require.NoError(t, err)
+	tmp := t.TempDir()
+	cases := []hostileCase{
+		{"another grant's schema", "SELECT * FROM theirs.secret", abi.ErrPermissionDenied},
+		{"another grant's schema, write", "INSERT INTO theirs.secret VALUES ('x')", abi.ErrPermissionDenied},
+		{"create in another schema", "CREATE TABLE theirs.mine (x int)", abi.ErrPermissionDenied},
+		{"the host's session rows", "SELECT * FROM wasmhist.sessions", abi.ErrPermissionDenied},
+		{"the host's session rows, write", "UPDATE wasmhist.sessions SET revision = 99", abi.ErrPermissionDenied},
+		{"the host key", "SELECT * FROM wasmhist.host_key", abi.ErrPermissionDenied},
+		{"the commit guard", "DELETE FROM wasmhist.commit_guard", abi.ErrPermissionDenied},
+		{"put_row without the key", "SELECT wasmhist.put_row('guess', 'sessions', 's1', 100, '{}')", abi.ErrPermissionDenied},
+		{"get_row without the key", "SELECT * FROM wasmhist.get_row('guess', 'sessions', 's1')", abi.ErrPermissionDenied},
+		{"check_key", "SELECT wasmhist.check_key('guess')", abi.ErrPermissionDenied},
+		{"drop the host schema", "DROP SCHEMA wasmhist CASCADE", abi.ErrPermissionDenied},
+		{"create in public", "CREATE TABLE public.x (y int)", abi.ErrPermissionDenied},
+		{"pg_read_file", "SELECT pg_read_file('/etc/passwd')", abi.ErrPermissionDenied},
+		{"pg_ls_dir", "SELECT pg_ls_dir('.')", abi.ErrPermissionDenied},
+		{"lo_import", "SELECT lo_import('/etc/passwd')", abi.ErrPermissionDenied},
+		{"copy to program", "COPY secret TO PROGRAM 'touch " + tmp + "/pwned'", abi.ErrPermissionDenied},
+		{"copy from program", "COPY secret FROM PROGRAM 'echo x'", abi.ErrPermissionDenied},
+		{"copy to a file", "COPY secret TO '" + tmp + "/out.csv'", abi.ErrPermissionDenied},
+		{"copy from a file", "COPY secret FROM '/etc/hostname'", abi.ErrPermissionDenied},
+		{"set role", "SET ROLE wasmhist", abi.ErrPermissionDenied},
+		{"set role postgres", "SET ROLE postgres", abi.ErrInvalidArgument},
+		{"set session authorization", "SET SESSION AUTHORIZATION wasmhist", abi.ErrPermissionDenied},
+		{"create role", "CREATE ROLE evil SUPERUSER", abi.ErrPermissionDenied},
+		{"grant itself membership", "GRANT pg_read_server_files TO CURRENT_USER", abi.ErrPermissionDenied},
+		{"alter itself superuser", "ALTER ROLE CURRENT_USER SUPERUSER", abi.ErrPermissionDenied},
+		{"create extension", "CREATE EXTENSION dblink", abi.ErrPermissionDenied},
+		{"create trusted extension", "CREATE EXTENSION pgcrypto", abi.ErrPermissionDenied},
+		{"dblink", "SELECT * FROM dblink('dbname=postgres', 'SELECT 1') AS t(x int)", abi.ErrInvalidArgument},
+		{"temp table", "CREATE TEMP TABLE tt (x int)", abi.ErrPermissionDenied},
+		{"temp table by schema", "CREATE TABLE pg_temp.tt (x int)", abi.ErrPermissionDenied},
+		{"untrusted language", "CREATE FUNCTION f() RETURNS int LANGUAGE c AS '/lib/x86_64-linux-gnu/libc.so.6', 'abort'", abi.ErrPermissionDenied},
+		{"replication role", "SET session_replication_role = replica", abi.ErrPermissionDenied},
+		{"load a library", "LOAD '/lib/x86_64-linux-gnu/libc.so.6'", abi.ErrPermissionDenied},
+		{"checkpoint", "CHECKPOINT", abi.ErrPermissionDenied},
+		// Refused inside the call's transaction before privileges count.
+		{"alter system", "ALTER SYSTEM SET fsync = off", abi.ErrInvalidArgument},
+		{"create database", "CREATE DATABASE evil", abi.ErrInvalidArgument},
+		{"two statements in one", "SELECT 1; SELECT 2", abi.ErrInvalidArgument},
+		{"terminate the host's connections", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'wasmhist'", abi.ErrPermissionDenied},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			c := e.begin(ctx, t, mine)
+			_, err := c.sql(ctx, tt.sql)
+			c.end(ctx, false)
+			require.ErrorIs(t, err, tt.want)
+			var ae *abi.Error
+			require.ErrorAs(t, err, &ae)
+		})
+	}
+	t.Run("reset role changes nothing", func(t *testing.T) {
+		c := e.begin(ctx, t, mine)
+		c.must(ctx, "RESET ROLE")
+		_, err := c.sql(ctx, "SELECT * FROM theirs.secret")
+		require.ErrorIs(t, err, abi.ErrPermissionDenied)
+		resp := c.must(ctx, "SELECT current_user = session_user, current_user LIKE 'wasmhist_mine_%'")
+		require.NoError(t, c.end(ctx, true))
+		assert.JSONEq(t, `[1, 1]`, mustJSON(resp.Results[0].Rows[0]))
+	})
+	t.Run("the host's data is not visible", func(t *testing.T) {
+		resp := e.oneCall(t, mine, "SELECT string_agg(x, ',') FROM secret")
+		assert.JSONEq(t, `["mine"]`, mustJSON(resp.Results[0].Rows[0]))
+	})
+	// Everything as it was.
+	assert.Equal(t, "their secret", e.adminValue(t, "SELECT string_agg(x, ',') FROM theirs.secret"))
+	assert.Equal(t, "mine", e.adminValue(t, "SELECT string_agg(x, ',') FROM mine.secret"))
+	assert.Equal(t, `1 {"secret": true}`, e.adminValue(t, "SELECT revision || ' ' || data FROM wasmhist.sessions WHERE id = 's1'"))
+	assert.Equal(t, "<no row>", e.adminValue(t, "SELECT rolname::text FROM pg_roles WHERE rolname = 'evil'"))
+	assert.NoFileExists(t, tmp+"/pwned")
+	assert.NoFileExists(t, tmp+"/out.csv")
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func testTransactionControl(t *testing.T, e *env) {
+	ctx := context.Background()
+	g := e.grant("txctl", Limits{})
+	e.oneCall(t, g, "CREATE TABLE t (x integer)")
+	for _, tt := range []struct {
+		name  string
+		stmts []string
+		// ends: the call cannot go on (the statement is transaction
+		// control); else the statement failed alone.
+		ends bool
+	}{
+		{"commit after a write", []string{"INSERT INTO t VALUES (1)", "COMMIT"}, true},
+		{"commit and chain", []string{"INSERT INTO t VALUES (1)", "COMMIT AND CHAIN"}, true},
+		{"end", []string{"INSERT INTO t VALUES (1)", "END"}, true},
+		{"commit before a write", []string{"COMMIT", "INSERT INTO t VALUES (1)"}, true},
+		{"rollback then write", []string{"ROLLBACK", "INSERT INTO t VALUES (1)"}, true},
+		{"begin", []string{"INSERT INTO t VALUES (1)", "BEGIN"}, true},
+		{"start transaction", []string{"START TRANSACTION"}, true},
+		{"savepoint", []string{"INSERT INTO t VALUES (1)", "SAVEPOINT s"}, true},
+		{"release the host's savepoint", []string{"INSERT INTO t VALUES (1)", "RELEASE SAVEPOINT wasmhist_stmt"}, true},
+		{"roll back the host's savepoint", []string{"INSERT INTO t VALUES (1)", "ROLLBACK TO SAVEPOINT wasmhist_stmt"}, true},
+		{"prepare transaction", []string{"INSERT INTO t VALUES (1)", "PREPARE TRANSACTION 'x'"}, true},
+		{"constraints immediate", []string{"INSERT INTO t VALUES (1)", "SET CONSTRAINTS ALL IMMEDIATE", "COMMIT"}, true},
+		{"a procedure that commits", []string{
+			"CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN INSERT INTO t VALUES (1); COMMIT; END $$", "CALL p()"}, false},
+		{"a DO block that commits", []string{"DO $$ BEGIN INSERT INTO t VALUES (1); COMMIT; END $$"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := e.begin(ctx, t, g)
+			var err error
+			for _, q := range tt.stmts {
+				if _, serr := c.sql(ctx, q); err == nil {
+					err = serr
+				}
+			}
+			require.Error(t, err)
+			var ae *abi.Error
+			require.ErrorAs(t, err, &ae)
+			assert.Contains(t, []abi.Code{abi.CodePermissionDenied, abi.CodeInvalidArgument}, ae.Code, "%v", err)
+			// Later requests fail alike and so does the call's end: the
+			// plugin returning success cannot keep any of it.
+			_, lerr := c.sql(ctx, "INSERT INTO t VALUES (2)")
+			endErr := c.end(ctx, true)
+			if tt.ends {
+				require.Error(t, lerr, "a request after transaction control")
+				require.Error(t, endErr, "the call's end after transaction control")
+			}
+			if tt.ends {
+				assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM txctl.t"), "committed by the plugin")
+			} else {
+				assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM txctl.t WHERE x = 1"), "committed by the plugin")
+			}
+			_, err = e.admin.Exec(ctx, "DELETE FROM txctl.t")
+			require.NoError(t, err)
+			_, err = e.admin.Exec(ctx, "DROP PROCEDURE IF EXISTS txctl.p")
+			require.NoError(t, err)
+		})
+	}
+	// The host's own commit still works after all that.
+	e.oneCall(t, g, "INSERT INTO t VALUES (5)")
+	assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM txctl.t"))
+	assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM wasmhist.commit_guard"))
+	assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_prepared_xacts"))
+}
+
+func testLimits(t *testing.T, e *env) {
+	ctx := context.Background()
+	g := e.grant("limits", Limits{Timeout: 300 * time.Millisecond, MaxRows: 100, MaxResultBytes: 64 << 10, MaxStatements: 3, MaxRequestBytes: 4096})
+	e.oneCall(t, g, "CREATE TABLE t (x integer)", "INSERT INTO t VALUES (1)", "CREATE TABLE locked (x integer)")
+	const endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
+	for _, tt := range []struct {
+		name   string
+		stmts  []string
+		want   error
+		poison bool
+	}{
+		{"pg_sleep", []string{"SELECT pg_sleep(30)"}, abi.ErrResourceExhausted, true},
+		{"endless recursive cte", []string{endless + "SELECT count(*) FROM c"}, abi.ErrResourceExhausted, true},
+		{"statement_timeout off", []string{"SET statement_timeout = 0", "SELECT pg_sleep(30)"}, abi.ErrResourceExhausted, true},
+		{"lock wait", []string{"SET lock_timeout = 0", "SELECT * FROM locked"}, abi.ErrResourceExhausted, true},
+		{"too many rows", []string{endless + "SELECT x FROM c"}, abi.ErrResourceExhausted, false},
+		{"too many bytes", []string{"SELECT repeat('x', 100000)"}, abi.ErrResourceExhausted, false},
+		{"too many statements", []string{"SELECT 1", "SELECT 2", "SELECT 3", "SELECT 4"}, abi.ErrResourceExhausted, false},
+		{"too large a request", []string{"SELECT '" + strings.Repeat("x", 5000) + "'"}, abi.ErrResourceExhausted, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "lock wait" {
+				// Another connection holds the table.
+				tx, err := e.admin.Begin(ctx)
+				require.NoError(t, err)
+				defer tx.Rollback(ctx)
+				_, err = tx.Exec(ctx, "LOCK TABLE limits.locked IN ACCESS EXCLUSIVE MODE")
+				require.NoError(t, err)
+			}
+			c := e.begin(ctx, t, g)
+			start := time.Now()
+			_, err := c.sql(ctx, "INSERT INTO t VALUES (2)")
+			require.NoError(t, err)
+			_, err = c.sql(ctx, tt.stmts...)
+			require.ErrorIs(t, err, tt.want)
+			assert.Less(t, time.Since(start), 5*time.Second)
+			endErr := c.end(ctx, true)
+			if tt.poison {
+				require.Error(t, endErr, "a call whose statement ran out of time must fail")
+				assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM limits.t"))
+			} else {
+				require.NoError(t, endErr)
+				assert.Equal(t, "2", e.adminValue(t, "SELECT count(*)::text FROM limits.t"))
+			}
+			_, err = e.admin.Exec(ctx, "DELETE FROM limits.t WHERE x = 2")
+			require.NoError(t, err)
+		})
+	}
+	// The connections are fine afterwards.
+	resp := e.oneCall(t, g, "SELECT count(*) FROM t")
+	assert.JSONEq(t, `[1]`, mustJSON(resp.Results[0].Rows[0]))
+}
+
+func testReset(t *testing.T, e *env) {
+	ctx := context.Background()
+	g := e.grant("reset", Limits{})
+	e.oneCall(t, g, "CREATE TABLE t (x integer)")
+	c := e.begin(ctx, t, g)
+	c.must(ctx, "SET search_path = pg_catalog", "SELECT pg_advisory_lock(42)", "PREPARE q AS SELECT 1")
+	require.NoError(t, c.end(ctx, true))
+	for range 3 { // whichever pooled connection serves the next calls
+		resp := e.oneCall(t, g, "SELECT current_setting('search_path')", "SELECT count(*) FROM pg_prepared_statements", "SELECT count(*) FROM t")
+		assert.JSONEq(t, `["reset"]`, mustJSON(resp.Results[0].Rows[0]))
+		assert.JSONEq(t, `[0]`, mustJSON(resp.Results[1].Rows[0]))
+	}
+	assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory'"))
+}
+
+type tenantKey struct{}
+
+func testTenants(t *testing.T, e *env) {
+	ctx := context.Background()
+	g := NewGrant(Config{Name: "main", AdminDSN: e.dsn, Schema: "multi", Tenant: func(ctx context.Context) (string, error) {
+		s, ok := ctx.Value(tenantKey{}).(string)
+		if !ok {
+			return "", errors.New("no tenant")
+		}
+		return s, nil
+	}})
+	for _, tenant := range []string{"acme", "globex"} {
+		tctx := context.WithValue(ctx, tenantKey{}, tenant)
+		c := e.begin(tctx, t, g)
+		_, err := c.sql(tctx, "CREATE TABLE secret (x text)", "INSERT INTO secret VALUES ('"+tenant+"')")
+		require.NoError(t, err)
+		require.NoError(t, c.end(tctx, true))
+	}
+	actx := context.WithValue(ctx, tenantKey{}, "acme")
+	c := e.begin(actx, t, g)
+	_, err := c.sql(actx, "SELECT * FROM multi__globex.secret")
+	require.ErrorIs(t, err, abi.ErrPermissionDenied)
+	resp, err := c.sql(actx, "SELECT x FROM secret")
+	require.NoError(t, err)
+	require.NoError(t, c.end(actx, true))
+	assert.JSONEq(t, `[["acme"]]`, mustJSON(resp.Results[0].Rows))
+
+	c = e.begin(ctx, t, g)
+	_, err = c.sql(ctx, "SELECT 1")
+	require.ErrorContains(t, err, "no tenant")
+	c.end(ctx, false)
+	bad := context.WithValue(ctx, tenantKey{}, "Robert'); DROP")
+	c = e.begin(bad, t, g)
+	_, err = c.sql(bad, "SELECT 1")
+	require.ErrorContains(t, err, "tenant")
+	c.end(bad, false)
+}
+
+func testTxn(t *testing.T, e *env) {
+	ctx := context.Background()
+	g := e.grant("runs", Limits{})
+	e.oneCall(t, g, "CREATE TABLE m (x integer)")
+	target := Target("main")
+	count := func(t *testing.T) string { return e.adminValue(t, "SELECT count(*)::text FROM runs.m") }
+	sessionRow := func(t *testing.T, id string) string {
+		return e.adminValue(t, "SELECT revision || ' ' || data FROM wasmhist.sessions WHERE id = '"+id+"'")
+	}
+	call := func(t *testing.T, ctx context.Context, ok bool, q ...string) {
+		t.Helper()
+		c := e.begin(ctx, t, g)
+		if len(q) > 0 {
+			c.must(ctx, q...)
+		}
+		require.NoError(t, c.end(ctx, ok))
+	}
+
+	t.Run("two calls and the session row commit together", func(t *testing.T) {
+		tx := txn.New()
+		tctx := txn.With(ctx, tx)
+		call(t, tctx, true, "INSERT INTO m VALUES (1)")
+		call(t, tctx, true, "SELECT count(*) FROM m")
+		call(t, tctx, true, "INSERT INTO m VALUES (2)")
+		assert.Equal(t, []string{target}, tx.Targets())
+		require.NoError(t, tx.Put(ctx, target, txn.Sessions, "run1", 1, []byte(`{"a":1}`)))
+		require.NoError(t, tx.Put(ctx, target, txn.Journal, "run1", 1, []byte(`{"a":1}`)))
+		rev, data, err := tx.Get(ctx, target, txn.Sessions, "run1")
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), rev)
+		assert.JSONEq(t, `{"a":1}`, string(data))
+		assert.Equal(t, "0", count(t), "visible before the commit")
+		assert.Equal(t, "<no row>", sessionRow(t, "run1"))
+		require.NoError(t, tx.Commit(ctx))
+		assert.Equal(t, "2", count(t))
+		assert.Equal(t, `1 {"a":1}`, sessionRow(t, "run1"))
+	})
+	t.Run("rolled back: neither", func(t *testing.T) {
+		tx := txn.New()
+		tctx := txn.With(ctx, tx)
+		call(t, tctx, true, "INSERT INTO m VALUES (3)")
+		call(t, tctx, true, "INSERT INTO m VALUES (4)")
+		require.NoError(t, tx.Put(ctx, target, txn.Sessions, "run1", 2, []byte(`{"a":2}`)))
+		require.NoError(t, tx.Rollback(ctx))
+		assert.Equal(t, "2", count(t))
+		assert.Equal(t, `1 {"a":1}`, sessionRow(t, "run1"))
+	})
+	t.Run("a failed later call undoes its part only", func(t *testing.T) {
+		tx := txn.New()
+		tctx := txn.With(ctx, tx)
+		call(t, tctx, true, "INSERT INTO m VALUES (5)")
+		call(t, tctx, false, "INSERT INTO m VALUES (6)")
+		require.NoError(t, tx.Put(ctx, target, txn.Sessions, "run1", 2, []byte(`{"a":2}`)))
+		require.NoError(t, tx.Commit(ctx))
+		assert.Equal(t, "3", count(t))
+		assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM runs.m WHERE x = 5"))
+	})
+	t.Run("stale revision refused", func(t *testing.T) {
+		tx := txn.New()
+		tctx := txn.With(ctx, tx)
+		call(t, tctx, true, "INSERT INTO m VALUES (7)")
+		err := tx.Put(ctx, target, txn.Sessions, "run1", 2, []byte(`{"a":"stale"}`))
+		require.ErrorIs(t, err, txn.ErrStale)
+		assert.Contains(t, err.Error(), "stored revision is 2")
+		require.NoError(t, tx.Rollback(ctx))
+		assert.Equal(t, `2 {"a":2}`, sessionRow(t, "run1"))
+		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM runs.m WHERE x = 7"))
+	})
+	t.Run("read-only calls leave the txn", func(t *testing.T) {
+		tx := txn.New()
+		tctx := txn.With(ctx, tx)
+		call(t, tctx, true, "SELECT count(*) FROM m")
+		assert.Empty(t, tx.Targets())
+		require.NoError(t, tx.Commit(ctx))
+	})
+	t.Run("the plugin cannot see or forge the session rows", func(t *testing.T) {
+		tx := txn.New()
+		tctx := txn.With(ctx, tx)
+		call(t, tctx, true, "INSERT INTO m VALUES (8)")
+		require.NoError(t, tx.Put(ctx, target, txn.Sessions, "run2", 1, []byte(`{"b":1}`)))
+		c := e.begin(tctx, t, g)
+		for _, q := range []string{
+			"SELECT * FROM wasmhist.sessions",
+			"SELECT * FROM wasmhist.get_row('', 'sessions', 'run2')",
+			"SELECT wasmhist.put_row(NULL, 'sessions', 'run2', 9, '{}')",
+			"SELECT query FROM pg_stat_activity WHERE query LIKE '%put_row%' AND query NOT LIKE '%pg_stat_activity%' AND query ~ '[0-9a-f]{64}'",
+		} {
+			resp, err := c.sql(tctx, q)
+			if err == nil {
+				assert.Empty(t, resp.Results[0].Rows, "%s: the host key is visible", q)
+				continue
+			}
+			require.ErrorIs(t, err, abi.ErrPermissionDenied, q)
+		}
+		require.NoError(t, c.end(tctx, true))
+		require.NoError(t, tx.Commit(ctx))
+		assert.Equal(t, `1 {"b":1}`, sessionRow(t, "run2"))
+	})
+	t.Run("a plugin's commit inside a txn commits nothing", func(t *testing.T) {
+		tx := txn.New()
+		tctx := txn.With(ctx, tx)
+		call(t, tctx, true, "INSERT INTO m VALUES (9)")
+		c := e.begin(tctx, t, g)
+		_, err := c.sql(tctx, "COMMIT")
+		require.ErrorIs(t, err, abi.ErrPermissionDenied)
+		require.Error(t, c.end(tctx, true))
+		require.Error(t, tx.Commit(ctx))
+		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM runs.m WHERE x = 9"))
+	})
+	t.Run("another schema cannot join the run's transaction", func(t *testing.T) {
+		tx := txn.New()
+		tctx := txn.With(ctx, tx)
+		call(t, tctx, true, "INSERT INTO m VALUES (10)")
+		other := e.grant("runs_other", Limits{})
+		c := e.begin(tctx, t, other)
+		_, err := c.sql(tctx, "SELECT 1")
+		require.ErrorContains(t, err, "cannot join")
+		c.end(tctx, false)
+		require.NoError(t, tx.Rollback(ctx))
+	})
+}
+
+func testRoles(t *testing.T, e *env) {
+	e.oneCall(t, e.grant("rolecheck", Limits{}), "CREATE TABLE v (x int)", "INSERT INTO v VALUES (1), (2), (3)")
+	role := e.adminValue(t, "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'rolecheck'")
+	assert.Regexp(t, `^wasmhist_rolecheck_[0-9a-f]{8}$`, role)
+	assert.Equal(t, "t f f f f f", e.adminValue(t,
+		"SELECT concat_ws(' ', rolcanlogin, rolinherit, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls) FROM pg_roles WHERE rolname = '"+role+"'"))
+	assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_auth_members WHERE member = '"+role+"'::regrole"))
+	assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM pg_namespace WHERE nspowner = '"+role+"'::regrole"))
+	// The password is stored as a SCRAM verifier and is the one the host
+	// derives (checked by logging in with password authentication would
+	// need another pg_hba; the verifier's form is checked here).
+	assert.Regexp(t, `^SCRAM-SHA-256\$4096:`, e.adminValue(t, "SELECT rolpassword FROM pg_authid WHERE rolname = '"+role+"'"))
+	// Provisioning is idempotent: a second Store (another host) serves the
+	// same schema.
+	s2 := NewStore()
+	t.Cleanup(func() { s2.Close() })
+	e2 := &env{dsn: e.dsn, store: s2, admin: e.admin}
+	resp := e2.oneCall(t, e.grant("rolecheck", Limits{}), "SELECT count(*) FROM v")
+	assert.JSONEq(t, `[3]`, mustJSON(resp.Results[0].Rows[0]))
+}
+
+func testConfig(t *testing.T, e *env) {
+	ctx := context.Background()
+	e.oneCall(t, e.grant("cfg", Limits{}), "SELECT 1")
+	for _, tt := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{AdminDSN: e.dsn, Schema: "x"}, "no Name"},
+		{Config{Name: "n", Schema: "x"}, "no admin DSN"},
+		{Config{Name: "n", AdminDSN: e.dsn, Schema: "X; DROP"}, "schema"},
+		{Config{Name: "n", AdminDSN: e.dsn, Schema: "wasmhist"}, "not the plugin's"},
+		{Config{Name: "n", AdminDSN: e.dsn, Schema: "public"}, "not the plugin's"},
+		{Config{Name: "main", AdminDSN: e.dsn + " application_name=x", Schema: "x"}, "granted twice"},
+		{Config{Name: "bad", AdminDSN: "host=/nonexistent user=nobody password=hunter2", Schema: "x"}, "bad"},
+	} {
+		c := e.begin(ctx, t, NewGrant(tt.cfg))
+		_, err := c.sql(ctx, "SELECT 1")
+		require.ErrorContains(t, err, tt.want)
+		assert.NotContains(t, err.Error(), "hunter2", "a secret in a message")
+		c.end(ctx, false)
+	}
+}

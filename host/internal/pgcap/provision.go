@@ -1,0 +1,253 @@
+package pgcap
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/wasmhist/wasmhist/host/internal/hostrows"
+)
+
+// The host schema holds, next to the session store's tables (shared with
+// host/agent/pgstore):
+//
+//   - host_key: one random key, readable by the admin only. Every host
+//     with the admin DSN reads the same key, derives the same role
+//     passwords from it (HMAC) and passes it to the functions below, so
+//     nothing rotates and no two hosts race.
+//   - journal: the commit journal, one row per (plugin role, session).
+//   - commit_guard: an unlogged table whose deferred constraint trigger
+//     fails any COMMIT of a transaction that wrote, unless the host set
+//     that transaction's token just before its own COMMIT. A plugin's
+//     COMMIT (or PREPARE TRANSACTION) therefore rolls back instead of
+//     committing part of a call.
+//   - put_row, get_row, guard: SECURITY DEFINER functions owned by the
+//     admin, through which the host writes its rows in the transaction of a
+//     plugin's connection. The plugin's role may execute them, but each
+//     checks the host key, passed as a bind parameter (so it shows in no
+//     statement text), before doing anything.
+func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key string, err error) {
+	qs := pgx.Identifier{schema}.Sanitize()
+	if _, err := tx.Exec(ctx, hostrows.PostgresLock, schema); err != nil {
+		return "", err
+	}
+	stmts := append(hostrows.PostgresSessions(qs),
+		`REVOKE ALL ON SCHEMA `+qs+` FROM PUBLIC`,
+		`CREATE TABLE IF NOT EXISTS `+qs+`.host_key (
+			one boolean PRIMARY KEY DEFAULT true CHECK (one),
+			key text NOT NULL)`,
+		`REVOKE ALL ON `+qs+`.host_key FROM PUBLIC`,
+		`CREATE TABLE IF NOT EXISTS `+qs+`.journal (
+			owner text NOT NULL, -- the plugin role
+			id text NOT NULL,
+			revision bigint NOT NULL,
+			updated timestamptz NOT NULL,
+			data json NOT NULL,
+			PRIMARY KEY (owner, id))`,
+		`CREATE UNLOGGED TABLE IF NOT EXISTS `+qs+`.commit_guard (token_hash bytea NOT NULL)`,
+		`CREATE OR REPLACE FUNCTION `+qs+`.check_key(key text) RETURNS void
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			IF key IS NULL OR key IS DISTINCT FROM (SELECT k.key FROM `+qs+`.host_key k) THEN
+				RAISE EXCEPTION 'only the host may use this function' USING ERRCODE = 'insufficient_privilege';
+			END IF;
+		END $f$`,
+		`CREATE OR REPLACE FUNCTION `+qs+`.commit_guard_check() RETURNS trigger
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			IF sha256(convert_to(coalesce(current_setting('wasmhist.commit_token', true), ''), 'UTF8')) IS DISTINCT FROM NEW.token_hash THEN
+				RAISE EXCEPTION 'transaction control is not allowed: the host commits each export call''s transaction'
+					USING ERRCODE = 'insufficient_privilege';
+			END IF;
+			DELETE FROM `+qs+`.commit_guard g WHERE g.token_hash = NEW.token_hash;
+			RETURN NULL;
+		END $f$`,
+		`DO $d$ BEGIN
+			IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'commit_guard' AND tgrelid = '`+qs+`.commit_guard'::regclass) THEN
+				CREATE CONSTRAINT TRIGGER commit_guard AFTER INSERT ON `+qs+`.commit_guard
+					DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION `+qs+`.commit_guard_check();
+			END IF;
+		END $d$`,
+		`CREATE OR REPLACE FUNCTION `+qs+`.guard(key text, token_hash bytea) RETURNS void
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			PERFORM `+qs+`.check_key(key);
+			INSERT INTO `+qs+`.commit_guard (token_hash) VALUES (token_hash);
+		END $f$`,
+		// put_row returns NULL when it wrote, else the stored revision
+		// (not lower than rev).
+		`CREATE OR REPLACE FUNCTION `+qs+`.put_row(key text, tab text, row_id text, rev bigint, body text) RETURNS bigint
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		DECLARE
+			n bigint;
+			stored bigint;
+		BEGIN
+			PERFORM `+qs+`.check_key(key);
+			IF tab = 'sessions' THEN
+				INSERT INTO `+qs+`.sessions AS s (id, revision, updated, data) VALUES (row_id, rev, now(), body::json)
+				ON CONFLICT (id) DO UPDATE SET revision = excluded.revision, updated = excluded.updated, data = excluded.data
+				WHERE s.revision < excluded.revision;
+				GET DIAGNOSTICS n = ROW_COUNT;
+				IF n = 0 THEN
+					SELECT s.revision INTO stored FROM `+qs+`.sessions s WHERE s.id = row_id;
+				END IF;
+			ELSIF tab = 'journal' THEN
+				INSERT INTO `+qs+`.journal AS j (owner, id, revision, updated, data) VALUES (session_user, row_id, rev, now(), body::json)
+				ON CONFLICT (owner, id) DO UPDATE SET revision = excluded.revision, updated = excluded.updated, data = excluded.data
+				WHERE j.revision < excluded.revision;
+				GET DIAGNOSTICS n = ROW_COUNT;
+				IF n = 0 THEN
+					SELECT j.revision INTO stored FROM `+qs+`.journal j WHERE j.owner = session_user AND j.id = row_id;
+				END IF;
+			ELSE
+				RAISE EXCEPTION 'unknown host table %', tab USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+			RETURN stored;
+		END $f$`,
+		`CREATE OR REPLACE FUNCTION `+qs+`.get_row(key text, tab text, row_id text) RETURNS TABLE (revision bigint, body text)
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			PERFORM `+qs+`.check_key(key);
+			IF tab = 'sessions' THEN
+				RETURN QUERY SELECT s.revision, s.data::text FROM `+qs+`.sessions s WHERE s.id = row_id;
+			ELSIF tab = 'journal' THEN
+				RETURN QUERY SELECT j.revision, j.data::text FROM `+qs+`.journal j WHERE j.owner = session_user AND j.id = row_id;
+			ELSE
+				RAISE EXCEPTION 'unknown host table %', tab USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+		END $f$`,
+		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea),
+			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text) FROM PUBLIC`,
+		// No temporary objects for anyone not granted them explicitly (a
+		// plugin's would outlive its call on a pooled connection), and no
+		// objects in public (PostgreSQL 15 already revokes that).
+		`DO $d$ BEGIN EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database()); END $d$`,
+		`DO $d$ BEGIN
+			IF EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public') THEN
+				REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+			END IF;
+		END $d$`,
+	)
+	for _, q := range stmts {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return "", fmt.Errorf("%s: %w", firstLine(q), err)
+		}
+	}
+	var v *int
+	if err := tx.QueryRow(ctx, `SELECT max(version) FROM `+qs+`.store_version`).Scan(&v); err != nil {
+		return "", err
+	}
+	switch {
+	case v == nil:
+		if _, err := tx.Exec(ctx, `INSERT INTO `+qs+`.store_version (version) VALUES ($1)`, hostrows.PostgresSessionsLayout); err != nil {
+			return "", err
+		}
+	case *v > hostrows.PostgresSessionsLayout:
+		return "", fmt.Errorf("the sessions tables are at version %d, newer than this program's %d: upgrade the program", *v, hostrows.PostgresSessionsLayout)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+qs+`.host_key (key) VALUES ($1) ON CONFLICT DO NOTHING`, freshKey); err != nil {
+		return "", err
+	}
+	err = tx.QueryRow(ctx, `SELECT key FROM `+qs+`.host_key`).Scan(&key)
+	return key, err
+}
+
+func firstLine(q string) string {
+	q, _, _ = strings.Cut(strings.TrimSpace(q), "\n")
+	return q
+}
+
+// provisionRole makes name a role that logs in with the derived password,
+// inherits nothing, belongs to no other role and owns schema, its search
+// path; it may call the host functions and nothing else of the host
+// schema.
+func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw string) error {
+	qs, qr, qh := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{name}.Sanitize(), pgx.Identifier{hostSchema}.Sanitize()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('wasmhist role ' || $1))`, name); err != nil {
+		return err
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, name).Scan(&exists); err != nil {
+		return err
+	}
+	verb := "CREATE"
+	if exists {
+		verb = "ALTER"
+	}
+	// The password goes over as a SCRAM verifier, never as text: the
+	// statement may be logged.
+	stmts := []string{
+		verb + ` ROLE ` + qr + ` LOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ` + quoteLiteral(scramVerifier(pw)),
+		`DO $d$ DECLARE m record; BEGIN
+			FOR m IN SELECT g.rolname FROM pg_auth_members a JOIN pg_roles g ON g.oid = a.roleid JOIN pg_roles r ON r.oid = a.member WHERE r.rolname = ` + quoteLiteral(name) + ` LOOP
+				EXECUTE format('REVOKE %I FROM %I', m.rolname, ` + quoteLiteral(name) + `);
+			END LOOP;
+		END $d$`,
+		`ALTER ROLE ` + qr + ` SET search_path = ` + qs,
+		`DO $d$ BEGIN EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), ` + quoteLiteral(name) + `); END $d$`,
+		`CREATE SCHEMA IF NOT EXISTS ` + qs + ` AUTHORIZATION ` + qr,
+		`ALTER SCHEMA ` + qs + ` OWNER TO ` + qr,
+		`REVOKE ALL ON SCHEMA ` + qs + ` FROM PUBLIC`,
+		`GRANT USAGE ON SCHEMA ` + qh + ` TO ` + qr,
+		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text) TO ` + qr,
+	}
+	for _, q := range stmts {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			if strings.Contains(q, "PASSWORD") {
+				q = verb + " ROLE " + qr
+			}
+			return fmt.Errorf("%s: %w", firstLine(q), err)
+		}
+	}
+	return nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// password is the role's password: HMAC-SHA256 of its name under the host
+// key.
+func password(key, role string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte("wasmhist role password\x00" + role))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// scramVerifier is what PostgreSQL stores for a SCRAM-SHA-256 password
+// (RFC 5802, RFC 7677), so that the password itself never reaches the
+// server in a statement.
+func scramVerifier(pw string) string {
+	const iter = 4096
+	salt := make([]byte, 16)
+	rand.Read(salt)
+	salted, err := pbkdf2.Key(sha256.New, pw, salt, iter, sha256.Size)
+	if err != nil {
+		panic(err) // only for parameters out of range, which these are not
+	}
+	mac := func(k []byte, msg string) []byte {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte(msg))
+		return m.Sum(nil)
+	}
+	stored := sha256.Sum256(mac(salted, "Client Key"))
+	b64 := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iter, b64(salt), b64(stored[:]), b64(mac(salted, "Server Key")))
+}
+
+// roleName is the role of schema in database db: readable, and unique in
+// the cluster (roles are shared by its databases, schemas are not).
+func roleName(db, schema string) string {
+	h := sha256.Sum256([]byte(db + "\x00" + schema))
+	base := schema
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	return "wasmhist_" + base + "_" + hex.EncodeToString(h[:4])
+}

@@ -1,0 +1,277 @@
+package pgcap
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Limits bound what one sql request may do. The zero value of a field means
+// its default, the same as the SQLite capability's.
+type Limits struct {
+	// MaxRows bounds the rows all statements of one request return (10000).
+	MaxRows int
+	// MaxResultBytes bounds the encoded result of one request (4 MiB).
+	MaxResultBytes int
+	// MaxRequestBytes bounds the request JSON (4 MiB).
+	MaxRequestBytes int
+	// MaxStatements bounds the statements of one request (256).
+	MaxStatements int
+	// Timeout bounds the time one request runs (2 s); a statement still
+	// running then is cancelled.
+	Timeout time.Duration
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxRows, 10_000)
+	def(&l.MaxResultBytes, 4<<20)
+	def(&l.MaxRequestBytes, 4<<20)
+	def(&l.MaxStatements, 256)
+	if l.Timeout <= 0 {
+		l.Timeout = 2 * time.Second
+	}
+	return l
+}
+
+// ErrClosed is returned for a request after the Store was closed.
+var ErrClosed = errors.New("pgcap: store closed")
+
+// Store is a Host's backend of the capability: per named database an
+// admin pool, which provisions, and a pool per role, which serves the
+// plugins. A Host has one Store and closes it with itself.
+type Store struct {
+	mu     sync.Mutex
+	dbs    map[string]*database
+	closed bool
+}
+
+// NewStore returns an empty Store.
+func NewStore() *Store { return &Store{dbs: map[string]*database{}} }
+
+// Close closes every pool. Sessions still open fail.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, db := range s.dbs {
+		db.close()
+	}
+	s.dbs = nil
+	return nil
+}
+
+// database is one named PostgreSQL database.
+type database struct {
+	name       string
+	dsn        string // the admin DSN, to tell two grants' apart; never printed
+	hostSchema string
+
+	// ready is closed when init ended; err is its outcome.
+	ready chan struct{}
+	err   error
+	admin *pgxpool.Pool
+	key   string // the host key, hex; never printed
+	db    string // current_database()
+
+	mu    sync.Mutex
+	roles map[string]*role // by schema
+}
+
+// role is one plugin schema's role and its pool.
+type role struct {
+	schema, name string
+	ready        chan struct{}
+	err          error
+	pool         *pgxpool.Pool
+}
+
+// database returns the named database, connecting and provisioning the
+// host schema on first use.
+func (s *Store) database(ctx context.Context, c *Config) (*database, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	db, ok := s.dbs[c.Name]
+	if !ok {
+		db = &database{name: c.Name, dsn: c.AdminDSN, hostSchema: c.hostSchema(), ready: make(chan struct{}), roles: map[string]*role{}}
+		s.dbs[c.Name] = db
+		go db.init(context.WithoutCancel(ctx))
+	}
+	s.mu.Unlock()
+	if db.dsn != c.AdminDSN || db.hostSchema != c.hostSchema() {
+		return nil, fmt.Errorf("pgcap: connection %q is granted twice with different settings: give each database its own name", c.Name)
+	}
+	select {
+	case <-db.ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("pgcap: %s: %w", c.Name, ctx.Err())
+	}
+	if db.err != nil {
+		// A later call tries again: the server may have been down.
+		s.mu.Lock()
+		if s.dbs[c.Name] == db {
+			delete(s.dbs, c.Name)
+		}
+		s.mu.Unlock()
+		return nil, db.err
+	}
+	return db, nil
+}
+
+func (db *database) close() {
+	<-db.ready
+	if db.admin != nil {
+		db.admin.Close()
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, r := range db.roles {
+		<-r.ready
+		if r.pool != nil {
+			r.pool.Close()
+		}
+	}
+}
+
+// poolConfig parses the admin DSN, with connections that cancel a
+// statement whose context ends (instead of closing the connection) and
+// fall back to closing it when the server does not answer within a second.
+func poolConfig(dsn string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's parse errors quote the DSN, password included.
+		return nil, errors.New("the admin connection string does not parse")
+	}
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Second}
+	}
+	cfg.MaxConnIdleTime = time.Minute
+	return cfg, nil
+}
+
+func (db *database) init(ctx context.Context) {
+	defer close(db.ready)
+	fail := func(err error) {
+		db.err = fmt.Errorf("pgcap: %s: %w", db.name, err)
+		if db.admin != nil {
+			db.admin.Close()
+			db.admin = nil
+		}
+	}
+	cfg, err := poolConfig(db.dsn)
+	if err != nil {
+		fail(err)
+		return
+	}
+	cfg.MaxConns = 2
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if db.admin, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		fail(err)
+		return
+	}
+	var fresh [32]byte
+	rand.Read(fresh[:])
+	err = pgx.BeginFunc(ctx, db.admin, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT current_database()`).Scan(&db.db); err != nil {
+			return err
+		}
+		key, err := provisionHost(ctx, tx, db.hostSchema, hex.EncodeToString(fresh[:]))
+		db.key = key
+		return err
+	})
+	if err != nil {
+		fail(fmt.Errorf("provision host schema %q: %w", db.hostSchema, err))
+	}
+}
+
+// role returns the pool of the role owning schema, provisioning both on
+// first use.
+func (db *database) role(ctx context.Context, schema string) (*role, error) {
+	db.mu.Lock()
+	r, ok := db.roles[schema]
+	if !ok {
+		r = &role{schema: schema, name: roleName(db.db, schema), ready: make(chan struct{})}
+		db.roles[schema] = r
+		go db.initRole(context.WithoutCancel(ctx), r)
+	}
+	db.mu.Unlock()
+	select {
+	case <-r.ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("pgcap: %s: schema %q: %w", db.name, schema, ctx.Err())
+	}
+	if r.err != nil {
+		db.mu.Lock()
+		if db.roles[schema] == r {
+			delete(db.roles, schema)
+		}
+		db.mu.Unlock()
+		return nil, r.err
+	}
+	return r, nil
+}
+
+func (db *database) initRole(ctx context.Context, r *role) {
+	defer close(r.ready)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := db.provisionRole(ctx, r); err != nil {
+		r.err = fmt.Errorf("pgcap: %s: provision schema %q: %w", db.name, r.schema, err)
+		return
+	}
+	cfg, err := poolConfig(db.dsn)
+	if err != nil {
+		r.err = fmt.Errorf("pgcap: %s: %w", db.name, err)
+		return
+	}
+	// The plugin's connections log in as its role: a SET ROLE on an admin
+	// connection could be undone with RESET ROLE.
+	cfg.ConnConfig.User = r.name
+	cfg.ConnConfig.Password = password(db.key, r.name)
+	cfg.ConnConfig.RuntimeParams = map[string]string{"application_name": "wasmhist sql " + r.schema}
+	cfg.MaxConns = 8
+	if r.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		r.err = fmt.Errorf("pgcap: %s: schema %q: %w", db.name, r.schema, err)
+	}
+}
+
+func (db *database) provisionRole(ctx context.Context, r *role) error {
+	return pgx.BeginFunc(ctx, db.admin, func(tx pgx.Tx) error {
+		return provisionRole(ctx, tx, db.hostSchema, r.schema, r.name, password(db.key, r.name))
+	})
+}
+
+// acquire takes a connection of the role, provisioning the role again
+// once if the server refuses its password (a plugin may change its own
+// role's password; the host's derived one is the only one that counts).
+func (db *database) acquire(ctx context.Context, r *role) (*pgxpool.Conn, error) {
+	c, err := r.pool.Acquire(ctx)
+	var pe *pgconn.PgError
+	if err != nil && errors.As(err, &pe) && pe.Code == "28P01" {
+		if perr := db.provisionRole(ctx, r); perr != nil {
+			return nil, fmt.Errorf("pgcap: %s: schema %q: %w", db.name, r.schema, perr)
+		}
+		c, err = r.pool.Acquire(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgcap: %s: connect as the role of schema %q: %w", db.name, r.schema, err)
+	}
+	return c, nil
+}

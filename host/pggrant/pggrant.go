@@ -1,0 +1,120 @@
+// Package pggrant is the sql capability (abi.CapabilitySQL) on PostgreSQL:
+// plugins run parameterised SQL in a schema of their own of a database the
+// host owns, chosen by the operator, never by the plugin.
+//
+// Importing the package links the pgx driver into the program and
+// registers the capability with package host next to package sqlgrant's
+// SQLite one: a plugin sees one sql capability, and each response names
+// its dialect ("postgres" here). A program that does not import the
+// package does not link pgx.
+//
+//	opts := host.LoadOptions{Grants: []host.Grant{
+//		pggrant.New(pggrant.Config{Name: "main", AdminDSN: os.Getenv("WASMHIST_PG"), Schema: "history"}),
+//	}}
+//
+// On first use the host provisions, through the admin connection: the host
+// schema (HostSchema, "wasmhist" unless set: the session store's, see
+// host/agent/pgstore) with a random host key readable by the admin only,
+// and per schema a role that logs in with a password derived from that key
+// (HMAC-SHA256, sent to the server as a SCRAM verifier), inherits nothing,
+// is a member of no role and owns only its schema, its search_path. It
+// revokes TEMPORARY on the database and CREATE on schema public from
+// PUBLIC. Every host with the admin DSN derives the same passwords, so
+// hosts on many machines need no coordination. The plugin's statements
+// run on connections that log in as that role; PostgreSQL's privileges,
+// not SQL parsing, keep it from other schemas and tenants, the host's
+// tables, server files and programs, role changes and extensions.
+//
+// All statements of one export call run in one transaction (READ
+// COMMITTED), committed only when the call succeeds, each in a savepoint
+// so that a failed statement undoes only itself. A plugin's BEGIN, COMMIT,
+// ROLLBACK or SAVEPOINT fails its call with permission_denied; a COMMIT
+// cannot commit anything early (a deferred guard the host alone passes
+// fails it). Within a txn.Txn, the run's calls share one transaction,
+// which the agent commits together with the session row when the session
+// store is host/agent/pgstore on the same database with the same Name:
+// the txn target is "postgres:<Name>".
+package pggrant
+
+import (
+	"context"
+	"time"
+
+	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/pgcap"
+)
+
+func init() {
+	if err := capability.Register(pgcap.Kind); err != nil {
+		panic(err)
+	}
+}
+
+// Config chooses a grant's database, schema and bounds.
+type Config struct {
+	// Name names the database: in the txn target "postgres:<Name>" and in
+	// messages. Required; never a secret. Give the session store
+	// (pgstore.Config.Name) on the same database the same Name.
+	Name string
+	// AdminDSN is a connection string for a role that may create roles
+	// and schemas (a superuser, or one with CREATEROLE and CREATE on the
+	// database). The host provisions with it; plugins never use it.
+	AdminDSN string
+	// Schema is the plugin's schema (1 to 40 of a-z, 0-9, _). With
+	// TenantFunc, the prefix of one schema per tenant: Schema__tenant.
+	Schema string
+	// HostSchema is the host's schema; empty means "wasmhist", the
+	// session store's default. It must be the session store's for a run's
+	// session row to commit with its plugin's writes.
+	HostSchema string
+	// TenantFunc, when set, chooses the tenant of each export call (1 to
+	// 20 of a-z, 0-9, _) from its context, giving each tenant a schema
+	// and role of its own. It must not depend on anything the plugin
+	// controls.
+	TenantFunc func(ctx context.Context) (string, error)
+	// Limits bound each request of the plugin; zero fields take defaults.
+	Limits Limits
+}
+
+// Limits bound one sql request of a plugin. Zero fields take defaults.
+type Limits struct {
+	// MaxRows bounds the rows one request returns (10000).
+	MaxRows int
+	// MaxResultBytes bounds the encoded result of one request (4 MiB).
+	MaxResultBytes int
+	// MaxRequestBytes bounds the request (4 MiB).
+	MaxRequestBytes int
+	// MaxStatements bounds the statements of one request (256).
+	MaxStatements int
+	// Timeout bounds one request (2 s); a statement still running then is
+	// cancelled and the plugin sees a resource_exhausted error, whatever
+	// statement_timeout the plugin set.
+	Timeout time.Duration
+}
+
+// New returns a grant of the sql capability on the PostgreSQL database cfg
+// names. A Config missing its Name, AdminDSN or a valid Schema fails every
+// call that uses sql, saying what is missing.
+func New(cfg Config) host.Grant {
+	l := cfg.Limits
+	g := pgcap.NewGrant(pgcap.Config{
+		Name:       cfg.Name,
+		AdminDSN:   cfg.AdminDSN,
+		Schema:     cfg.Schema,
+		HostSchema: cfg.HostSchema,
+		Tenant:     cfg.TenantFunc,
+		Limits: pgcap.Limits{
+			MaxRows:         l.MaxRows,
+			MaxResultBytes:  l.MaxResultBytes,
+			MaxRequestBytes: l.MaxRequestBytes,
+			MaxStatements:   l.MaxStatements,
+			Timeout:         l.Timeout,
+		},
+	})
+	return capability.Seal(g).(host.Grant)
+}
+
+// Target returns the txn target of the database named name,
+// "postgres:<name>", the same string as pgstore.Store.Target.
+func Target(name string) string { return pgcap.Target(name) }
