@@ -125,7 +125,7 @@ func (r *run) saveSession(ctx context.Context, next *session.Session) error {
 		}
 		if err := r.txn.Put(ctx, target, txn.Journal, next.SessionID, next.Revision, data); err != nil {
 			if errors.Is(err, txn.ErrStale) && r.a.cfg.Saver != nil {
-				err = r.repair(ctx, target, next, data, err, abort)
+				err = r.repair(ctx, target, next, err, abort)
 			}
 			if err != nil {
 				abort()
@@ -164,30 +164,30 @@ func (r *run) saveSession(ctx context.Context, next *session.Session) error {
 	return hook(StepAfterSessionDone)
 }
 
-// repair handles a journal row not older than the run's session. Either a
-// run of another host or process committed to the database and its session
-// save did not land (or has not landed yet), so the session this run loaded
-// is behind; or the row is an orphan: the session it journals is no longer
-// stored (deleted, or its first save never landed), and this run starts it
-// afresh.
+// repair handles a journal row not older than the run's session: a run of
+// another host or process committed to the database and its session save
+// did not land (the process died between the two), or has not landed yet.
+// If the store is behind the journal (or has no such session: the first
+// save never landed), the journal's session is saved to it and the run is
+// refused as stale, to be run again from the session now stored; else the
+// journal is a concurrent run's, and this one is stale.
 //
-// A store that is behind is brought up to the journal's session and the run
-// is refused as stale, to be run again from the session now stored. An
-// orphan is replaced by this run's row.
-func (r *run) repair(ctx context.Context, target string, next *session.Session, data []byte, stale error, abort func()) error {
+// Deleting a session must therefore delete its journal rows too, or the
+// next run of a session created again under the same id would restore the
+// deleted one: wasmhist session delete clears the plugins' data and the
+// journal row in one transaction.
+func (r *run) repair(ctx context.Context, target string, next *session.Session, stale error, abort func()) error {
 	staleErr := fmt.Errorf("%w: %w", ErrStaleRevision, stale)
-	stored, err := r.loadStored(ctx, next.SessionID)
-	if errors.Is(err, ErrSessionNotFound) {
-		if err := r.txn.Delete(ctx, target, txn.Journal, next.SessionID); err != nil {
-			return err
-		}
-		return r.txn.Put(ctx, target, txn.Journal, next.SessionID, next.Revision, data)
-	}
-	if err != nil {
+	var storedRev int64
+	switch stored, err := r.loadStored(ctx, next.SessionID); {
+	case errors.Is(err, ErrSessionNotFound):
+	case err != nil:
 		return staleErr
+	default:
+		storedRev = stored.Revision
 	}
 	rev, jdata, err := r.txn.Get(ctx, target, txn.Journal, next.SessionID)
-	if err != nil || rev <= stored.Revision {
+	if err != nil || rev <= storedRev {
 		// The store is not behind the journal: a concurrent run.
 		return staleErr
 	}
@@ -202,7 +202,7 @@ func (r *run) repair(ctx context.Context, target string, next *session.Session, 
 		r.a.log.Warn("agent: the session store was behind a database's journal and was brought up to date; the run was not committed",
 			"session", next.SessionID, "database", target, "revision", rev)
 		return fmt.Errorf("agent: session %q: the session store was at revision %d and database %s at %d; the store was brought up to date, run again: %w",
-			next.SessionID, stored.Revision, target, rev, ErrStaleRevision)
+			next.SessionID, storedRev, target, rev, ErrStaleRevision)
 	case errors.Is(err, ErrStaleRevision):
 		return staleErr
 	default:

@@ -4,6 +4,8 @@ package agent_test
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -19,23 +21,86 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/agent/pgstore"
+	"github.com/wasmhist/wasmhist/internal/pgtest"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
-// processKinds are the session stores of the process tests: the command
-// line of commitchild's -store, and how the test reads the store back.
+// processKind is a pairing of plugin database and session store for the
+// process tests: setup returns commitchild's -db and -store, and a check
+// that reads back the plugin's rows (each "role:text", in order) and the
+// session's revision.
 type processKind struct {
-	name  string
-	store func(dir, db string) string
-	open  func(t testing.TB, dir, db string) agent.SessionStore
+	name       string
+	killWindow int // µs after the child is ready within which it is killed
+	setup func(t *testing.T) (db, store string, check func(t *testing.T) ([]string, int64))
 }
 
+func sqliteKind(name string, i int, storeSpec func(dir, db string) string) processKind {
+	return processKind{name, 40_000, func(t *testing.T) (string, string, func(*testing.T) ([]string, int64)) {
+		dir := t.TempDir()
+		db := filepath.Join(dir, "history.db")
+		return db, storeSpec(dir, db), func(t *testing.T) ([]string, int64) {
+			rig := &commitRig{db: db, store: storeKinds[i].open(t, dir, db)}
+			return rig.rows(t), rig.revision(t, "s")
+		}
+	}}
+}
+
+func postgresKind(name string, sameDB bool) processKind {
+	return processKind{name, 250_000, func(t *testing.T) (string, string, func(*testing.T) ([]string, int64)) {
+		dsn := pgtest.Start(t).DSN("postgres")
+		dir := t.TempDir()
+		store := "file:" + filepath.Join(dir, "sessions")
+		if sameDB {
+			store = "postgres:" + dsn
+		}
+		return "postgres:" + dsn, store, func(t *testing.T) ([]string, int64) {
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, dsn)
+			require.NoError(t, err)
+			defer conn.Close(ctx)
+			rs, err := conn.Query(ctx, `SELECT body FROM history.messages ORDER BY session, seq`)
+			require.NoError(t, err)
+			bodies, err := pgx.CollectRows(rs, pgx.RowTo[string])
+			require.NoError(t, err)
+			var rows []string
+			for _, b := range bodies {
+				var m abi.Message
+				require.NoError(t, json.Unmarshal([]byte(b), &m))
+				rows = append(rows, string(m.Role)+":"+m.TextContent())
+			}
+			var st agent.SessionStore
+			if sameDB {
+				ps, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Name: "main"})
+				require.NoError(t, err)
+				defer ps.Close()
+				st = ps
+			} else {
+				st, err = agent.NewFileStore(filepath.Join(dir, "sessions"))
+				require.NoError(t, err)
+			}
+			sess, err := st.Load(ctx, "s")
+			require.NoError(t, err)
+			return rows, sess.Revision
+		}
+	}}
+}
+
+// processKinds are the pairings the process tests run: a session file, a
+// SQLite store on the plugin's file and on another, PostgreSQL for both,
+// and a session file with the plugin's data in PostgreSQL.
 func processKinds() []processKind {
 	return []processKind{
-		{"file", func(dir, _ string) string { return "file:" + filepath.Join(dir, "sessions") }, storeKinds[0].open},
-		{"sqlite-same-db", func(_, db string) string { return "sqlite:" + db }, storeKinds[1].open},
-		{"sqlite-other-db", func(dir, _ string) string { return "sqlite:" + filepath.Join(dir, "sessions.db") }, storeKinds[2].open},
+		sqliteKind("file", 0, func(dir, _ string) string { return "file:" + filepath.Join(dir, "sessions") }),
+		sqliteKind("sqlite-same-db", 1, func(_, db string) string { return "sqlite:" + db }),
+		sqliteKind("sqlite-other-db", 2, func(dir, _ string) string { return "sqlite:" + filepath.Join(dir, "sessions.db") }),
+		postgresKind("postgres-same-db", true),
+		postgresKind("file+postgres", false),
 	}
 }
 
@@ -118,17 +183,18 @@ func TestCommitUnderProcessKill(t *testing.T) {
 	for k, kind := range processKinds() {
 		t.Run(kind.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, uint64(k)))
-			dir := t.TempDir()
-			db := filepath.Join(dir, "history.db")
+			db, store, check := kind.setup(t)
 			args := func(mode string, line int) []string {
-				return []string{"-wasm", wasm, "-db", db, "-store", kind.store(dir, db), "-session", "s", "-mode", mode, "-line", strconv.Itoa(line)}
+				return []string{"-wasm", wasm, "-db", db, "-store", store, "-session", "s", "-mode", mode, "-line", strconv.Itoa(line)}
 			}
 			next := 0
 			for range kills {
 				c := startChild(t, bin, args("loop", next)...)
 				ch := c.lines()
 				require.Equal(t, "ready", <-ch, "child did not start: %s", c.errb)
-				time.Sleep(time.Duration(rng.IntN(40_000)) * time.Microsecond)
+				// A kill lands anywhere from the child's first turn (which
+				// provisions, on PostgreSQL) to a few turns later.
+				time.Sleep(time.Duration(rng.IntN(kind.killWindow)) * time.Microsecond)
 				require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL))
 				for l := range ch {
 					i, err := strconv.Atoi(strings.TrimPrefix(l, "ack "))
@@ -152,9 +218,9 @@ func TestCommitUnderProcessKill(t *testing.T) {
 			for i := range lines {
 				lines[i] = i
 			}
-			rig := &commitRig{db: db, store: kind.open(t, dir, db)}
-			require.Equal(t, wantRows(lines), rig.rows(t), "every line once, in order")
-			require.EqualValues(t, next+1, rig.revision(t, "s"), "one commit per line")
+			rows, rev := check(t)
+			require.Equal(t, wantRows(lines), rows, "every line once, in order")
+			require.EqualValues(t, next+1, rev, "one commit per line")
 			t.Logf("%s: %d lines committed across %d kills", kind.name, next+1, kills)
 		})
 	}
@@ -170,8 +236,7 @@ func TestConcurrentProcessesOneSession(t *testing.T) {
 	bin := buildCommitChild(t)
 	for _, kind := range processKinds() {
 		t.Run(kind.name, func(t *testing.T) {
-			dir := t.TempDir()
-			db := filepath.Join(dir, "history.db")
+			db, store, check := kind.setup(t)
 			var (
 				mu      sync.Mutex
 				acked   = map[int]bool{}
@@ -182,7 +247,7 @@ func TestConcurrentProcessesOneSession(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					c := startChild(t, bin, "-wasm", wasm, "-db", db, "-store", kind.store(dir, db), "-session", "s", "-mode", "once", "-line", strconv.Itoa(i))
+					c := startChild(t, bin, "-wasm", wasm, "-db", db, "-store", store, "-session", "s", "-mode", "once", "-line", strconv.Itoa(i))
 					var out []string
 					for l := range c.lines() {
 						out = append(out, l)
@@ -205,8 +270,7 @@ func TestConcurrentProcessesOneSession(t *testing.T) {
 			}
 			wg.Wait()
 			require.Len(t, acked, procs-len(refused))
-			rig := &commitRig{db: db, store: kind.open(t, dir, db)}
-			rows := rig.rows(t)
+			rows, rev := check(t)
 			require.Len(t, rows, 2*len(acked), "exactly the acknowledged turns: %v", rows)
 			var order []int
 			for j := 0; j < len(rows); j += 2 {
@@ -217,7 +281,7 @@ func TestConcurrentProcessesOneSession(t *testing.T) {
 				order = append(order, i)
 			}
 			require.Equal(t, wantRows(order), rows, "each turn whole, each line once")
-			require.EqualValues(t, len(acked), rig.revision(t, "s"), "one commit per acknowledged line")
+			require.EqualValues(t, len(acked), rev, "one commit per acknowledged line")
 			t.Logf("%s: %d acknowledged, %d refused", kind.name, len(acked), len(refused))
 		})
 	}

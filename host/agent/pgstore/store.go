@@ -27,6 +27,7 @@ import (
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/internal/hostrows"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // DefaultSchema is the schema a zero Config.Schema means.
@@ -61,7 +62,10 @@ type Store struct {
 	sessions string // the quoted, schema-qualified sessions table
 }
 
-var _ agent.SessionManager = (*Store)(nil)
+var (
+	_ agent.SessionManager = (*Store)(nil)
+	_ agent.TxnSaver       = (*Store)(nil)
+)
 
 // Open connects to the database at dsn and opens the store in
 // DefaultSchema.
@@ -184,31 +188,88 @@ func (s *Store) Load(ctx context.Context, id string) (*session.Session, error) {
 // WHERE on its latest committed version, so no write lands between the
 // check and this one.
 func (s *Store) Save(ctx context.Context, sess *session.Session) error {
+	p, err := s.prepare(ctx, nil, sess)
+	if err != nil {
+		return err
+	}
+	return p.Commit(ctx)
+}
+
+// PrepareSave implements agent.TxnSaver. When tx holds a run's transaction
+// on the store's database (a grant of host/pggrant with the store's Name
+// wrote during the run), the row is written into it, through the host's
+// functions, and commits with the plugin's writes. Otherwise the row is
+// written in a transaction of the store's own, which holds the row's lock
+// until Commit.
+func (s *Store) PrepareSave(ctx context.Context, tx *txn.Txn, sess *session.Session) (agent.PreparedSave, error) {
+	return s.prepare(ctx, tx, sess)
+}
+
+func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session) (agent.PreparedSave, error) {
 	data, err := session.Encode(sess)
 	if err != nil {
-		return fmt.Errorf("pgstore: save: %w", err)
+		return nil, fmt.Errorf("pgstore: save: %w", err)
 	}
 	if sess.SessionID == "" {
-		return fmt.Errorf("pgstore: save: %w: empty session id", session.ErrInvalid)
+		return nil, fmt.Errorf("pgstore: save: %w: empty session id", session.ErrInvalid)
 	}
-	tag, err := s.pool.Exec(ctx, `INSERT INTO `+s.sessions+` AS s (id, revision, updated, data) VALUES ($1, $2, now(), $3)
+	if target := s.Target(); tx != nil && target != "" && tx.Participant(target) != nil {
+		err := tx.Put(ctx, target, txn.Sessions, sess.SessionID, sess.Revision, data)
+		if errors.Is(err, txn.ErrStale) {
+			return nil, fmt.Errorf("pgstore: save %q at revision %d: %w: %w", sess.SessionID, sess.Revision, agent.ErrStaleRevision, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
+		}
+		return inTxn(target), nil
+	}
+	own, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
+	}
+	tag, err := own.Exec(ctx, `INSERT INTO `+s.sessions+` AS s (id, revision, updated, data) VALUES ($1, $2, now(), $3)
 		ON CONFLICT (id) DO UPDATE SET revision = excluded.revision, updated = excluded.updated, data = excluded.data
 		WHERE s.revision < excluded.revision`,
 		sess.SessionID, sess.Revision, string(data))
 	if err != nil {
-		return fmt.Errorf("pgstore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
+		own.Rollback(ctx)
+		return nil, fmt.Errorf("pgstore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
 	}
 	if tag.RowsAffected() == 0 {
 		// Nothing was written, so the row exists and its revision is not
-		// lower. Reading it again is only for the message: a later save
-		// may already have moved it on.
+		// lower. Reading it again is only for the message.
 		var stored int64
-		s.pool.QueryRow(ctx, `SELECT revision FROM `+s.sessions+` WHERE id = $1`, sess.SessionID).Scan(&stored)
-		return fmt.Errorf("pgstore: save %q at revision %d: stored revision is %d: %w",
+		own.QueryRow(ctx, `SELECT revision FROM `+s.sessions+` WHERE id = $1`, sess.SessionID).Scan(&stored)
+		own.Rollback(ctx)
+		return nil, fmt.Errorf("pgstore: save %q at revision %d: stored revision is %d: %w",
 			sess.SessionID, sess.Revision, stored, agent.ErrStaleRevision)
+	}
+	return &ownTx{tx: own, what: fmt.Sprintf("%q at revision %d", sess.SessionID, sess.Revision)}, nil
+}
+
+// inTxn is a save written into the run's transaction on the target.
+type inTxn string
+
+func (t inTxn) Target() string             { return string(t) }
+func (inTxn) Commit(context.Context) error { return nil }
+func (inTxn) Abort()                       {}
+
+// ownTx is a save in the store's own transaction.
+type ownTx struct {
+	tx   pgx.Tx
+	what string
+}
+
+func (*ownTx) Target() string { return "" }
+
+func (o *ownTx) Commit(ctx context.Context) error {
+	if err := o.tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("pgstore: save %s: %w", o.what, err)
 	}
 	return nil
 }
+
+func (o *ownTx) Abort() { o.tx.Rollback(context.Background()) }
 
 // List implements agent.SessionManager. Updated is the database server's
 // time of the save.

@@ -20,6 +20,7 @@ import (
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
+	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // sessionCommand is one subcommand of 'wasmhist session'.
@@ -820,20 +821,23 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 			return failf(cmd, "%s: %s: pass --force to remove the file anyway", path, strings.Join(remain, "; "))
 		}
 		// A plugin may export clear and still answer that it does not
-		// implement it; that is known only by calling it.
+		// implement it; that is known only by calling it. The clears run
+		// in one transaction per database, which also deletes the
+		// session's journal row there: the agent would otherwise restore
+		// the deleted session into a new one of the same id.
+		tx := txn.New()
+		defer tx.Rollback(ctx)
+		tctx := txn.With(ctx, tx)
 		var cleared []string
 		for _, k := range toClear {
 			p, _ := sp.plugin(s, k)
-			err := p.Clear(ctx, s, k)
+			err := p.Clear(tctx, s, k)
 			switch {
 			case errors.Is(err, host.ErrUnsupported):
 				r := fmt.Sprintf("slot %q: plugin %s does not implement clear, so whatever it stored outside the session would remain", k, p.Info().Name)
 				if !*force {
-					done := ""
-					if len(cleared) > 0 {
-						done = " (already cleared: " + strings.Join(cleared, ", ") + ")"
-					}
-					return failf(cmd, "%s: %s%s: pass --force to remove the file anyway", path, r, done)
+					// The clears so far roll back with tx: nothing changed.
+					return failf(cmd, "%s: %s: nothing was cleared; pass --force to remove the file anyway", path, r)
 				}
 				remain = append(remain, r)
 			case err != nil:
@@ -843,6 +847,14 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 			}
 		}
 		toClear = cleared
+		for _, target := range tx.Targets() {
+			if err := tx.Delete(ctx, target, txn.Journal, s.SessionID); err != nil {
+				return failf(cmd, "clearing %s: %w: nothing was cleared; check the database", path, err)
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return failf(cmd, "clearing %s: %w: nothing was cleared; check the database", path, err)
+		}
 	}
 	if st != nil {
 		// The store refuses the delete if a chat committed meanwhile.

@@ -186,6 +186,24 @@ func (s *session) Get(ctx context.Context, t txn.Table, id string) (int64, []byt
 	return r, data, nil
 }
 
+// Delete implements txn.Participant.
+func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
+	tab, err := tableName(t)
+	if err != nil {
+		return err
+	}
+	if err := s.usable(); err != nil {
+		return err
+	}
+	rr := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.delete_row($1, $2, $3)`,
+		[][]byte{[]byte(s.db.key), []byte(tab), []byte(id)}, []uint32{oidText, oidText, oidText}, nil, nil)
+	if _, err := rr.Close(); err != nil {
+		s.failed = err
+		return fmt.Errorf("pgcap: %s: delete %s row %q: %w", s.db.name, tab, id, err)
+	}
+	return nil
+}
+
 // usable refuses host rows on a session without an open, intact
 // transaction.
 func (s *session) usable() error {

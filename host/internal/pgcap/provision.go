@@ -124,8 +124,20 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 				RAISE EXCEPTION 'unknown host table %', tab USING ERRCODE = 'invalid_parameter_value';
 			END IF;
 		END $f$`,
+		`CREATE OR REPLACE FUNCTION `+qs+`.delete_row(key text, tab text, row_id text) RETURNS void
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			PERFORM `+qs+`.check_key(key);
+			IF tab = 'sessions' THEN
+				DELETE FROM `+qs+`.sessions s WHERE s.id = row_id;
+			ELSIF tab = 'journal' THEN
+				DELETE FROM `+qs+`.journal j WHERE j.owner = session_user AND j.id = row_id;
+			ELSE
+				RAISE EXCEPTION 'unknown host table %', tab USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+		END $f$`,
 		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea),
-			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text) FROM PUBLIC`,
+			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.delete_row(text, text, text) FROM PUBLIC`,
 		// No temporary objects for anyone not granted them explicitly (a
 		// plugin's would outlive its call on a pooled connection), and no
 		// objects in public (PostgreSQL 15 already revokes that).
@@ -171,6 +183,13 @@ func firstLine(q string) string {
 // schema.
 func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw string) error {
 	qs, qr, qh := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{name}.Sanitize(), pgx.Identifier{hostSchema}.Sanitize()
+	// Every provisioning of one host schema takes its lock first: grants of
+	// different roles update the same catalog rows (the database's and the
+	// host schema's privileges), and hosts starting together would otherwise
+	// fail with "tuple concurrently updated" or a deadlock.
+	if _, err := tx.Exec(ctx, hostrows.PostgresLock, hostSchema); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('wasmhist role ' || $1))`, name); err != nil {
 		return err
 	}
@@ -197,7 +216,7 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 		`ALTER SCHEMA ` + qs + ` OWNER TO ` + qr,
 		`REVOKE ALL ON SCHEMA ` + qs + ` FROM PUBLIC`,
 		`GRANT USAGE ON SCHEMA ` + qh + ` TO ` + qr,
-		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text) TO ` + qr,
+		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text) TO ` + qr,
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {

@@ -1,8 +1,12 @@
 // Command commitchild runs agent turns on one session for the process tests
 // of package agent: killed at random points, or many at once.
 //
-//	commitchild -wasm P -db DB -store KIND[:PATH] -session ID -mode loop|once -line N
+//	commitchild -wasm P -db DB|postgres:DSN -store KIND[:PATH] -session ID -mode loop|once -line N
 //
+// A -db of postgres:DSN grants the plugin schema "history" of that
+// PostgreSQL database (host/pggrant, named "main"); a -store of
+// postgres:DSN keeps sessions there too (pgstore, named "main"), so a
+// turn's rows and its session commit in one transaction.
 // loop runs lines N, N+1, ... until killed, printing "ack I" after each
 // committed run; once runs line N, reloading and retrying on a stale
 // revision, and prints "ack N" or "refused N". Line I's run id is "line-I",
@@ -26,6 +30,7 @@ import (
 	"github.com/wasmhist/wasmhist/host/agent/model"
 	"github.com/wasmhist/wasmhist/host/agent/pgstore"
 	"github.com/wasmhist/wasmhist/host/agent/sqlitestore"
+	"github.com/wasmhist/wasmhist/host/pggrant"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
 )
@@ -71,7 +76,11 @@ func run() error {
 		return err
 	}
 	defer h.Close(ctx)
-	p, err := h.Load(ctx, host.File(*wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: *db})}})
+	grant := sqlgrant.New(sqlgrant.Config{Path: *db})
+	if dsn, ok := strings.CutPrefix(*db, "postgres:"); ok {
+		grant = pggrant.New(pggrant.Config{Name: "main", AdminDSN: dsn, Schema: "history"})
+	}
+	p, err := h.Load(ctx, host.File(*wasm), host.LoadOptions{Grants: []host.Grant{grant}})
 	if err != nil {
 		return err
 	}
@@ -136,7 +145,7 @@ func openStore(ctx context.Context, spec string) (agent.SessionStore, error) {
 	case "sqlite":
 		return sqlitestore.Open(arg)
 	case "postgres":
-		return pgstore.Open(ctx, arg)
+		return pgstore.OpenConfig(ctx, pgstore.Config{DSN: arg, Name: "main"})
 	}
 	return nil, fmt.Errorf("store %q", spec)
 }
