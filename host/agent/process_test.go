@@ -37,7 +37,7 @@ import (
 type processKind struct {
 	name       string
 	killWindow int // µs after the child is ready within which it is killed
-	setup func(t *testing.T) (db, store string, check func(t *testing.T) ([]string, int64))
+	setup      func(t *testing.T) (db, store string, check func(t *testing.T) ([]string, int64))
 }
 
 func sqliteKind(name string, i int, storeSpec func(dir, db string) string) processKind {
