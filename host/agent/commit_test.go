@@ -28,6 +28,9 @@ type commitRig struct {
 	store agent.SessionStore
 	db    string
 	model *switchModel
+	// rowsOf, when set, reads the plugin's rows instead of the SQLite
+	// file db.
+	rowsOf func(t testing.TB) []string
 }
 
 // switchModel echoes, or fails while fail is set.
@@ -102,6 +105,9 @@ func (rig *commitRig) turn(t testing.TB, id, line, runID string) (*agent.RunResu
 // in the order stored, whatever session key they are under.
 func (rig *commitRig) rows(t testing.TB) []string {
 	t.Helper()
+	if rig.rowsOf != nil {
+		return rig.rowsOf(t)
+	}
 	db, err := sql.Open("sqlite", "file:"+rig.db+"?mode=ro")
 	require.NoError(t, err)
 	defer db.Close()
@@ -146,72 +152,80 @@ func TestRunCommitsOnce(t *testing.T) {
 	defer h.Close(ctx)
 	wasm := sdktest.BuildPlugin(t, "../../plugins/sqlite")
 
-	faults := []agent.CommitStep{
-		agent.StepBeforeSessionSave, agent.StepAfterSessionSave, agent.StepBeforeSQLCommit,
-		agent.StepAfterSQLCommit, agent.StepBeforeSessionDone, agent.StepAfterSessionDone,
-		"model", // the model call fails: nothing reaches the commit
-	}
-	before := []string{"user:one", "assistant:echo one"}
-	after := append(before, "user:two", "assistant:echo two")
 	for _, kind := range storeKinds {
-		for _, fault := range faults {
+		for _, fault := range commitFaults {
 			t.Run(kind.name+"/"+string(fault), func(t *testing.T) {
-				rig := newCommitRig(t, h, wasm, kind.open)
-				_, err := rig.turn(t, "s", "one", "run-1")
-				require.NoError(t, err)
-				require.Equal(t, before, rig.rows(t))
-
-				var res *agent.RunResult
-				if fault == "model" {
-					rig.model.fail = true
-					res, err = rig.turn(t, "s", "two", "run-2")
-					rig.model.fail = false
-				} else {
-					restore := agent.SetCommitHook(func(step agent.CommitStep) error {
-						if step == fault {
-							return errors.New("crash")
-						}
-						return nil
-					})
-					res, err = rig.turn(t, "s", "two", "run-2")
-					restore()
-				}
-				// The commit point is the database's COMMIT (the session
-				// row's too, in the same-database store).
-				committed := fault == agent.StepAfterSQLCommit || fault == agent.StepBeforeSessionDone || fault == agent.StepAfterSessionDone
-				if committed {
-					require.Equal(t, after, rig.rows(t), "the database after a fault past the commit point")
-				} else {
-					require.Error(t, err)
-					require.Nil(t, res)
-					require.Equal(t, before, rig.rows(t), "the database after a fault before the commit point")
-					require.EqualValues(t, 1, rig.revision(t, "s"), "the session after a fault before the commit point")
-				}
-
-				// The caller does not know the outcome, and repeats the run
-				// with its RunID until it is acknowledged.
-				var acked *agent.RunResult
-				for attempt := 0; attempt < 3 && acked == nil; attempt++ {
-					res, err := rig.turn(t, "s", "two", "run-2")
-					if errors.Is(err, agent.ErrStaleRevision) {
-						continue // the store was brought up to date: run again
-					}
-					require.NoError(t, err)
-					acked = res
-				}
-				require.NotNil(t, acked, "the retry was never acknowledged")
-				assert.Equal(t, committed, acked.AlreadyCommitted, "the retry found the run committed")
-				require.Equal(t, after, rig.rows(t), "the database after the retry: the turn exactly once")
-				require.EqualValues(t, 2, rig.revision(t, "s"), "the session after the retry")
-
-				// And the conversation goes on from there.
-				_, err = rig.turn(t, "s", "three", "run-3")
-				require.NoError(t, err)
-				require.Equal(t, append(after, "user:three", "assistant:echo three"), rig.rows(t))
-				require.EqualValues(t, 3, rig.revision(t, "s"))
+				checkFault(t, newCommitRig(t, h, wasm, kind.open), fault)
 			})
 		}
 	}
+}
+
+// commitFaults are the points TestRunCommitsOnce breaks a commit at.
+var commitFaults = []agent.CommitStep{
+	agent.StepBeforeSessionSave, agent.StepAfterSessionSave, agent.StepBeforeSQLCommit,
+	agent.StepAfterSQLCommit, agent.StepBeforeSessionDone, agent.StepAfterSessionDone,
+	"model", // the model call fails: nothing reaches the commit
+}
+
+// checkFault runs a turn, then a second one failing at fault, checks the
+// database and the session, and repeats the second turn with its run id
+// until acknowledged: the turn is then stored exactly once.
+func checkFault(t *testing.T, rig *commitRig, fault agent.CommitStep) {
+	before := []string{"user:one", "assistant:echo one"}
+	after := append(before, "user:two", "assistant:echo two")
+	_, err := rig.turn(t, "s", "one", "run-1")
+	require.NoError(t, err)
+	require.Equal(t, before, rig.rows(t))
+
+	var res *agent.RunResult
+	if fault == "model" {
+		rig.model.fail = true
+		res, err = rig.turn(t, "s", "two", "run-2")
+		rig.model.fail = false
+	} else {
+		restore := agent.SetCommitHook(func(step agent.CommitStep) error {
+			if step == fault {
+				return errors.New("crash")
+			}
+			return nil
+		})
+		res, err = rig.turn(t, "s", "two", "run-2")
+		restore()
+	}
+	// The commit point is the database's COMMIT (the session
+	// row's too, in the same-database store).
+	committed := fault == agent.StepAfterSQLCommit || fault == agent.StepBeforeSessionDone || fault == agent.StepAfterSessionDone
+	if committed {
+		require.Equal(t, after, rig.rows(t), "the database after a fault past the commit point")
+	} else {
+		require.Error(t, err)
+		require.Nil(t, res)
+		require.Equal(t, before, rig.rows(t), "the database after a fault before the commit point")
+		require.EqualValues(t, 1, rig.revision(t, "s"), "the session after a fault before the commit point")
+	}
+
+	// The caller does not know the outcome, and repeats the run
+	// with its RunID until it is acknowledged.
+	var acked *agent.RunResult
+	for attempt := 0; attempt < 3 && acked == nil; attempt++ {
+		res, err := rig.turn(t, "s", "two", "run-2")
+		if errors.Is(err, agent.ErrStaleRevision) {
+			continue // the store was brought up to date: run again
+		}
+		require.NoError(t, err)
+		acked = res
+	}
+	require.NotNil(t, acked, "the retry was never acknowledged")
+	assert.Equal(t, committed, acked.AlreadyCommitted, "the retry found the run committed")
+	require.Equal(t, after, rig.rows(t), "the database after the retry: the turn exactly once")
+	require.EqualValues(t, 2, rig.revision(t, "s"), "the session after the retry")
+
+	// And the conversation goes on from there.
+	_, err = rig.turn(t, "s", "three", "run-3")
+	require.NoError(t, err)
+	require.Equal(t, append(after, "user:three", "assistant:echo three"), rig.rows(t))
+	require.EqualValues(t, 3, rig.revision(t, "s"))
 }
 
 // TestStaleRunLeavesNoRows: two runs that loaded the same revision race;

@@ -1,0 +1,91 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/agent/pgstore"
+	"github.com/wasmhist/wasmhist/host/pggrant"
+	"github.com/wasmhist/wasmhist/internal/pgtest"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
+)
+
+// newPGCommitRig is a commitRig whose plugin keeps its rows in schema
+// data<n> of the PostgreSQL database at dsn, with the sessions in the same
+// database (one transaction; host schema host<n>) or in a session file.
+func newPGCommitRig(t *testing.T, h *host.Host, wasm, dsn string, n int, sameDB bool) *commitRig {
+	t.Helper()
+	ctx := context.Background()
+	name, data, hostSchema := fmt.Sprint("db", n), fmt.Sprint("data", n), fmt.Sprint("host", n)
+	grant := pggrant.New(pggrant.Config{Name: name, AdminDSN: dsn, Schema: data, HostSchema: hostSchema})
+	p, err := h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{grant}})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close(ctx) })
+	rig := &commitRig{model: &switchModel{}}
+	if sameDB {
+		st, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Name: name, Schema: hostSchema})
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		require.Equal(t, pggrant.Target(name), st.Target())
+		rig.store = st
+	} else {
+		rig.store, err = agent.NewFileStore(filepath.Join(t.TempDir(), "sessions"))
+		require.NoError(t, err)
+	}
+	rig.rowsOf = func(t testing.TB) []string {
+		conn, err := pgx.Connect(ctx, dsn)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		rs, err := conn.Query(ctx, `SELECT body FROM `+pgx.Identifier{data, "messages"}.Sanitize()+` ORDER BY session, seq`)
+		require.NoError(t, err)
+		bodies, err := pgx.CollectRows(rs, pgx.RowTo[string])
+		require.NoError(t, err)
+		var rows []string
+		for _, b := range bodies {
+			var m abi.Message
+			require.NoError(t, json.Unmarshal([]byte(b), &m))
+			rows = append(rows, string(m.Role)+":"+m.TextContent())
+		}
+		return rows
+	}
+	rig.agent, err = agent.New(agent.Config{
+		Model:     rig.model,
+		Providers: []agent.ProviderConfig{{Provider: p.Provider("history")}},
+		Saver:     rig.store,
+	})
+	require.NoError(t, err)
+	return rig
+}
+
+// TestRunCommitsOncePostgres is TestRunCommitsOnce with the plugin's data in
+// PostgreSQL: the session in the same database (one transaction) and in a
+// session file (the journal protocol).
+func TestRunCommitsOncePostgres(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Start(t).DSN("postgres")
+	h, err := host.New(ctx, host.Config{})
+	require.NoError(t, err)
+	defer h.Close(ctx)
+	wasm := sdktest.BuildPlugin(t, "../../plugins/sqlite")
+	n := 0
+	for _, kind := range []struct {
+		name   string
+		sameDB bool
+	}{{"postgres-same-db", true}, {"file+postgres", false}} {
+		for _, fault := range commitFaults {
+			n++
+			t.Run(kind.name+"/"+string(fault), func(t *testing.T) {
+				checkFault(t, newPGCommitRig(t, h, wasm, dsn, n, kind.sameDB), fault)
+			})
+		}
+	}
+}
