@@ -41,22 +41,7 @@ func newPGCommitRig(t *testing.T, h *host.Host, wasm, dsn string, n int, sameDB 
 		rig.store, err = agent.NewFileStore(filepath.Join(t.TempDir(), "sessions"))
 		require.NoError(t, err)
 	}
-	rig.rowsOf = func(t testing.TB) []string {
-		conn, err := pgx.Connect(ctx, dsn)
-		require.NoError(t, err)
-		defer conn.Close(ctx)
-		rs, err := conn.Query(ctx, `SELECT body FROM `+pgx.Identifier{data, "messages"}.Sanitize()+` ORDER BY session, seq`)
-		require.NoError(t, err)
-		bodies, err := pgx.CollectRows(rs, pgx.RowTo[string])
-		require.NoError(t, err)
-		var rows []string
-		for _, b := range bodies {
-			var m abi.Message
-			require.NoError(t, json.Unmarshal([]byte(b), &m))
-			rows = append(rows, string(m.Role)+":"+m.TextContent())
-		}
-		return rows
-	}
+	rig.rowsOf = func(t testing.TB) []string { return pgRows(t, dsn, data) }
 	rig.agent, err = agent.New(agent.Config{
 		Model:     rig.model,
 		Providers: []agent.ProviderConfig{{Provider: p.Provider("history")}},
@@ -64,6 +49,26 @@ func newPGCommitRig(t *testing.T, h *host.Host, wasm, dsn string, n int, sameDB 
 	})
 	require.NoError(t, err)
 	return rig
+}
+
+// pgRows returns the texts of every message the sqlite plugin stored in
+// schema of the PostgreSQL database at dsn, by session and in order.
+func pgRows(t testing.TB, dsn, schema string) []string {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	rs, err := conn.Query(ctx, `SELECT body FROM `+pgx.Identifier{schema, "messages"}.Sanitize()+` ORDER BY session, seq`)
+	require.NoError(t, err)
+	bodies, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	require.NoError(t, err)
+	var rows []string
+	for _, b := range bodies {
+		var m abi.Message
+		require.NoError(t, json.Unmarshal([]byte(b), &m))
+		rows = append(rows, string(m.Role)+":"+m.TextContent())
+	}
+	return rows
 }
 
 // TestRunCommitsOncePostgres is TestRunCommitsOnce with the plugin's data in

@@ -5,7 +5,6 @@ package agent_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -21,9 +20,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/agent/pgstore"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
@@ -61,19 +57,7 @@ func postgresKind(name string, sameDB bool) processKind {
 		}
 		return "postgres:" + dsn, store, func(t *testing.T) ([]string, int64) {
 			ctx := context.Background()
-			conn, err := pgx.Connect(ctx, dsn)
-			require.NoError(t, err)
-			defer conn.Close(ctx)
-			rs, err := conn.Query(ctx, `SELECT body FROM history.messages ORDER BY session, seq`)
-			require.NoError(t, err)
-			bodies, err := pgx.CollectRows(rs, pgx.RowTo[string])
-			require.NoError(t, err)
-			var rows []string
-			for _, b := range bodies {
-				var m abi.Message
-				require.NoError(t, json.Unmarshal([]byte(b), &m))
-				rows = append(rows, string(m.Role)+":"+m.TextContent())
-			}
+			rows := pgRows(t, dsn, "history")
 			var st agent.SessionStore
 			if sameDB {
 				ps, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Name: "main"})
@@ -81,8 +65,9 @@ func postgresKind(name string, sameDB bool) processKind {
 				defer ps.Close()
 				st = ps
 			} else {
-				st, err = agent.NewFileStore(filepath.Join(dir, "sessions"))
+				fs, err := agent.NewFileStore(filepath.Join(dir, "sessions"))
 				require.NoError(t, err)
+				st = fs
 			}
 			sess, err := st.Load(ctx, "s")
 			require.NoError(t, err)
