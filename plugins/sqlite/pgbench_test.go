@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,7 +85,7 @@ func newPGFixture(tb testing.TB, admin *pgx.Conn, dsn, wasm, schema string, size
 	return &pgFixture{size: size, schema: schema, h: h, p: p}
 }
 
-func quoteLiteral(s string) string { return "'" + s + "'" } // fixtureBody has no quote
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func (f *pgFixture) provide(s int) error {
 	state := json.RawMessage(`{"session_key":"` + fixtureKey(s) + `"}`)
