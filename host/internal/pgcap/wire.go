@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 )
 
 // PostgreSQL type oids the capability encodes or decodes itself.
@@ -142,70 +142,52 @@ func decodeArg(raw json.RawMessage) ([]byte, uint32, error) {
 // resultWriter encodes results straight to JSON while counting rows and
 // bytes against the request's limits.
 type resultWriter struct {
-	limits  Limits
-	buf     []byte
-	rows    int
-	n       int
+	sqlwire.Writer
 	columns bool
 }
 
 func newResultWriter(l Limits) *resultWriter {
-	return &resultWriter{limits: l, buf: append(make([]byte, 0, 512), `{"results":[`...)}
+	return &resultWriter{Writer: sqlwire.NewWriter(l)}
 }
 
 // statement writes the rows of rr. Over a limit it cancels the statement
 // (through stop) instead of reading the rest.
 func (w *resultWriter) statement(rr *pgconn.ResultReader, jsonCols map[string]bool, stop func()) *abi.Error {
-	if w.n > 0 {
-		w.buf = append(w.buf, ',')
-	}
-	w.n++
-	w.buf = append(w.buf, '{')
+	w.Begin()
 	fields := rr.FieldDescriptions()
 	w.columns = len(fields) > 0
 	if !w.columns {
 		return nil
 	}
-	w.buf = append(w.buf, `"columns":[`...)
 	asJSON := make([]bool, len(fields))
 	for i, f := range fields {
-		if i > 0 {
-			w.buf = append(w.buf, ',')
-		}
-		w.buf = appendString(w.buf, f.Name)
+		w.Column(i, f.Name)
 		asJSON[i] = jsonCols[f.Name]
 	}
-	w.buf = append(w.buf, `],"rows":[`...)
+	w.Rows()
 	for r := 0; rr.NextRow(); r++ {
-		if w.rows++; w.rows > w.limits.MaxRows {
+		if err := w.Row(r); err != nil {
 			stop()
-			return abi.Errorf(abi.CodeResourceExhausted, "sql: result exceeds the limit of %d rows; use LIMIT and page", w.limits.MaxRows)
+			return err
 		}
-		if r > 0 {
-			w.buf = append(w.buf, ',')
-		}
-		w.buf = append(w.buf, '[')
 		for i, v := range rr.Values() {
-			if i > 0 {
-				w.buf = append(w.buf, ',')
-			}
+			w.Value(i)
 			if asJSON[i] {
 				var err *abi.Error
-				if w.buf, err = appendJSON(w.buf, fields[i].Name, v); err != nil {
+				if w.Buf, err = appendJSON(w.Buf, fields[i].Name, v); err != nil {
 					stop()
 					return err
 				}
 				continue
 			}
-			w.buf = appendValue(w.buf, fields[i].DataTypeOID, v)
+			w.Buf = appendValue(w.Buf, fields[i].DataTypeOID, v)
 		}
-		w.buf = append(w.buf, ']')
-		if len(w.buf) > w.limits.MaxResultBytes {
+		if err := w.EndRow(); err != nil {
 			stop()
-			return abi.Errorf(abi.CodeResourceExhausted, "sql: result exceeds the limit of %d bytes; use LIMIT and page", w.limits.MaxResultBytes)
+			return err
 		}
 	}
-	w.buf = append(w.buf, "]}"...)
+	w.End()
 	return nil
 }
 
@@ -215,14 +197,12 @@ func (w *resultWriter) counts(tag pgconn.CommandTag) {
 	if w.columns {
 		return
 	}
-	w.buf = append(w.buf, `"rows_affected":`...)
-	w.buf = strconv.AppendInt(w.buf, tag.RowsAffected(), 10)
-	w.buf = append(w.buf, '}')
+	w.Buf = append(w.Buf, `"rows_affected":`...)
+	w.Buf = strconv.AppendInt(w.Buf, tag.RowsAffected(), 10)
+	w.Buf = append(w.Buf, '}')
 }
 
-func (w *resultWriter) finish() []byte {
-	return append(w.buf, `],"dialect":"`+abi.DialectPostgres+`"}`...)
-}
+func (w *resultWriter) finish() []byte { return w.Finish(abi.DialectPostgres) }
 
 // appendValue appends a value in PostgreSQL's text format as the JSON the
 // ABI gives its type: numbers as numbers, booleans as 1 and 0 (as SQLite
@@ -252,13 +232,13 @@ func appendValue(b []byte, oid uint32, v []byte) []byte {
 	case oidBytea:
 		raw, err := hex.DecodeString(strings.TrimPrefix(string(v), `\x`))
 		if err != nil {
-			return appendString(b, string(v))
+			return sqlwire.AppendString(b, string(v))
 		}
 		b = append(b, `{"blob":"`...)
 		b = base64.StdEncoding.AppendEncode(b, raw)
 		return append(b, `"}`...)
 	}
-	return appendString(b, string(v))
+	return sqlwire.AppendString(b, string(v))
 }
 
 // appendJSON appends a JSON column's value as the JSON it holds, compacted.
@@ -266,61 +246,5 @@ func appendJSON(b []byte, col string, v []byte) ([]byte, *abi.Error) {
 	if v == nil {
 		return append(b, "null"...), nil
 	}
-	buf := bytes.NewBuffer(b)
-	if err := json.Compact(buf, v); err != nil {
-		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: JSON column %q holds invalid JSON: %v", col, err)
-	}
-	return buf.Bytes(), nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD,
-// as encoding/json does.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return sqlwire.AppendJSON(b, col, v)
 }
