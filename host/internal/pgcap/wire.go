@@ -1,10 +1,8 @@
 package pgcap
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -44,99 +42,63 @@ type statement struct {
 }
 
 type wireRequest struct {
-	Statements []struct {
-		SQL         string            `json:"sql"`
-		Args        []json.RawMessage `json:"args"`
-		JSONColumns []string          `json:"json_columns"`
-	} `json:"statements"`
+	Statements []sqlwire.WireStatement `json:"statements"`
+}
+
+// arg is one argument in PostgreSQL's text format and its type.
+type arg struct {
+	value []byte
+	oid   uint32
 }
 
 func decodeRequest(b []byte) ([]statement, error) {
 	var req wireRequest
-	if err := json.Unmarshal(b, &req); err != nil {
-		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: decode request: %v", err)
+	if err := sqlwire.DecodeRequest(b, &req); err != nil {
+		return nil, err
 	}
-	if len(req.Statements) == 0 {
-		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: request has no statements")
+	sts, err := sqlwire.DecodeStatements(req.Statements, checkSQL, decodeArg)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]statement, len(req.Statements))
-	for i, st := range req.Statements {
-		if strings.TrimSpace(st.SQL) == "" {
-			return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d is empty", i)
-		}
-		if strings.IndexByte(st.SQL, 0) >= 0 {
-			return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d holds a NUL byte", i)
-		}
-		out[i].sql = st.SQL
-		if len(st.JSONColumns) > 0 {
-			out[i].json = make(map[string]bool, len(st.JSONColumns))
-			for _, c := range st.JSONColumns {
-				out[i].json[c] = true
-			}
-		}
-		out[i].values = make([][]byte, len(st.Args))
-		out[i].oids = make([]uint32, len(st.Args))
-		for j, raw := range st.Args {
-			v, oid, err := decodeArg(raw)
-			if err != nil {
-				return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d argument %d: %v", i, j+1, err)
-			}
-			out[i].values[j], out[i].oids[j] = v, oid
+	out := make([]statement, len(sts))
+	for i, st := range sts {
+		out[i] = statement{sql: st.SQL, json: st.JSON, values: make([][]byte, len(st.Args)), oids: make([]uint32, len(st.Args))}
+		for j, a := range st.Args {
+			out[i].values[j], out[i].oids[j] = a.value, a.oid
 		}
 	}
 	return out, nil
 }
 
-func decodeArg(raw json.RawMessage) ([]byte, uint32, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil, 0, errors.New("missing value")
+func checkSQL(sql string) string {
+	if strings.IndexByte(sql, 0) >= 0 {
+		return "holds a NUL byte"
 	}
-	switch raw[0] {
-	case 'n':
-		if string(raw) == "null" {
-			return nil, oidUnknown, nil
+	return ""
+}
+
+func decodeArg(_ int, v any) (arg, error) {
+	switch v := v.(type) {
+	case nil:
+		return arg{nil, oidUnknown}, nil
+	case bool:
+		if v {
+			return arg{[]byte("t"), oidBool}, nil
 		}
-	case 't':
-		if string(raw) == "true" {
-			return []byte("t"), oidBool, nil
+		return arg{[]byte("f"), oidBool}, nil
+	case string:
+		if strings.IndexByte(v, 0) >= 0 {
+			return arg{}, errors.New("PostgreSQL text cannot hold a NUL character: use a blob")
 		}
-	case 'f':
-		if string(raw) == "false" {
-			return []byte("f"), oidBool, nil
-		}
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, 0, err
-		}
-		if strings.IndexByte(s, 0) >= 0 {
-			return nil, 0, errors.New("PostgreSQL text cannot hold a NUL character: use a blob")
-		}
-		return []byte(s), oidUnknown, nil
-	case '{':
-		var b abi.SQLBlob
-		if err := json.Unmarshal(raw, &b); err != nil {
-			return nil, 0, err
-		}
-		return append([]byte(`\x`), hex.EncodeToString(b)...), oidBytea, nil
-	default:
-		var n json.Number
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return nil, 0, err
-		}
-		if !strings.ContainsAny(string(n), ".eE") {
-			if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-				return strconv.AppendInt(nil, i, 10), oidInt8, nil
-			}
-		}
-		f, err := strconv.ParseFloat(string(n), 64)
-		if err != nil {
-			return nil, 0, err
-		}
-		return strconv.AppendFloat(nil, f, 'g', -1, 64), oidFloat8, nil
+		return arg{[]byte(v), oidUnknown}, nil
+	case []byte:
+		return arg{append([]byte(`\x`), hex.EncodeToString(v)...), oidBytea}, nil
+	case int64:
+		return arg{strconv.AppendInt(nil, v, 10), oidInt8}, nil
+	case float64:
+		return arg{strconv.AppendFloat(nil, v, 'g', -1, 64), oidFloat8}, nil
 	}
-	return nil, 0, fmt.Errorf("unsupported value %.40s", raw)
+	return arg{}, fmt.Errorf("unsupported value %T", v)
 }
 
 // resultWriter encodes results straight to JSON while counting rows and

@@ -1,11 +1,9 @@
 package sqlcap
 
 import (
-	"bytes"
 	"context"
 	"database/sql/driver"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -145,13 +143,13 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) err
 		c := dc.(*conn)
 		c.policy.denied = ""
 		c.policy.plugin.Store(true)
-		rows, err := c.inner.QueryContext(ctx, st.sql, st.args)
+		rows, err := c.inner.QueryContext(ctx, st.SQL, st.Args)
 		if err != nil {
 			c.policy.plugin.Store(false)
 			return s.withDenial(c, err)
 		}
 		stop := interruptWhenDone(ctx, c.handle)
-		err = out.statement(rows, st.json)
+		err = out.statement(rows, st.JSON)
 		stop()
 		c.policy.plugin.Store(false)
 		if cerr := rows.Close(); err == nil {
@@ -226,97 +224,41 @@ func (s *session) mapError(ctx context.Context, err error) (*abi.Error, bool) {
 }
 
 // statement is one decoded request statement.
-type statement struct {
-	sql  string
-	args []driver.NamedValue
-	json map[string]bool // columns to embed as JSON
-}
+type statement = sqlwire.Statement[driver.NamedValue]
 
 type wireRequest struct {
-	Statements []struct {
-		SQL         string            `json:"sql"`
-		Args        []json.RawMessage `json:"args"`
-		JSONColumns []string          `json:"json_columns"`
-	} `json:"statements"`
-	Write bool `json:"write"`
+	Statements []sqlwire.WireStatement `json:"statements"`
+	Write      bool                    `json:"write"`
 }
 
 func decodeRequest(b []byte) ([]statement, bool, error) {
 	var req wireRequest
-	if err := json.Unmarshal(b, &req); err != nil {
-		return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: decode request: %v", err)
+	if err := sqlwire.DecodeRequest(b, &req); err != nil {
+		return nil, false, err
 	}
-	if len(req.Statements) == 0 {
-		return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: request has no statements")
-	}
-	out := make([]statement, len(req.Statements))
-	for i, st := range req.Statements {
-		if strings.TrimSpace(st.SQL) == "" {
-			return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d is empty", i)
-		}
-		out[i].sql = st.SQL
-		if len(st.JSONColumns) > 0 {
-			out[i].json = make(map[string]bool, len(st.JSONColumns))
-			for _, c := range st.JSONColumns {
-				out[i].json[c] = true
-			}
-		}
-		out[i].args = make([]driver.NamedValue, len(st.Args))
-		for j, raw := range st.Args {
-			v, err := decodeArg(raw)
-			if err != nil {
-				return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d argument %d: %v", i, j+1, err)
-			}
-			out[i].args[j] = driver.NamedValue{Ordinal: j + 1, Value: v}
-		}
+	out, err := sqlwire.DecodeStatements(req.Statements, nil, decodeArg)
+	if err != nil {
+		return nil, false, err
 	}
 	return out, req.Write, nil
 }
 
-func decodeArg(raw json.RawMessage) (driver.Value, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil, errors.New("missing value")
+// decodeArg makes argument j's value one SQLite takes: booleans are
+// integers and a blob is never nil (nil would be NULL).
+func decodeArg(j int, v any) (driver.NamedValue, error) {
+	switch w := v.(type) {
+	case bool:
+		if w {
+			v = int64(1)
+		} else {
+			v = int64(0)
+		}
+	case []byte:
+		if w == nil {
+			v = []byte{}
+		}
 	}
-	switch raw[0] {
-	case 'n':
-		if string(raw) == "null" {
-			return nil, nil
-		}
-	case 't':
-		if string(raw) == "true" {
-			return int64(1), nil
-		}
-	case 'f':
-		if string(raw) == "false" {
-			return int64(0), nil
-		}
-	case '"':
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	case '{':
-		var b abi.SQLBlob
-		if err := json.Unmarshal(raw, &b); err != nil {
-			return nil, err
-		}
-		if b == nil {
-			b = abi.SQLBlob{}
-		}
-		return []byte(b), nil
-	default:
-		var n json.Number
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return nil, err
-		}
-		if !strings.ContainsAny(string(n), ".eE") {
-			if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-				return i, nil
-			}
-		}
-		return strconv.ParseFloat(string(n), 64)
-	}
-	return nil, fmt.Errorf("unsupported value %.40s", raw)
+	return driver.NamedValue{Ordinal: j + 1, Value: v}, nil
 }
 
 // resultWriter encodes results straight to JSON while counting rows and
