@@ -43,6 +43,7 @@ import (
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/pgcap"
+	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 )
 
 func init() {
@@ -78,6 +79,8 @@ type Config struct {
 }
 
 // Limits bound one sql request of a plugin. Zero fields take defaults.
+// Its fields are sqlwire.Limits's, in the same order: New converts one
+// to the other.
 type Limits struct {
 	// MaxRows bounds the rows one request returns (10000).
 	MaxRows int
@@ -97,20 +100,13 @@ type Limits struct {
 // names. A Config missing its Name, AdminDSN or a valid Schema fails every
 // call that uses sql, saying what is missing.
 func New(cfg Config) host.Grant {
-	l := cfg.Limits
 	g := pgcap.NewGrant(pgcap.Config{
 		Name:       cfg.Name,
 		AdminDSN:   cfg.AdminDSN,
 		Schema:     cfg.Schema,
 		HostSchema: cfg.HostSchema,
 		Tenant:     cfg.TenantFunc,
-		Limits: pgcap.Limits{
-			MaxRows:         l.MaxRows,
-			MaxResultBytes:  l.MaxResultBytes,
-			MaxRequestBytes: l.MaxRequestBytes,
-			MaxStatements:   l.MaxStatements,
-			Timeout:         l.Timeout,
-		},
+		Limits:     sqlwire.Limits(cfg.Limits),
 	})
 	return capability.Seal(g).(host.Grant)
 }

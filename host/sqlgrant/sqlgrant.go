@@ -33,6 +33,7 @@ import (
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/sqlcap"
+	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 )
 
 func init() {
@@ -55,6 +56,8 @@ type Config struct {
 }
 
 // Limits bound one sql request of a plugin. Zero fields take defaults.
+// Its fields are sqlwire.Limits's, in the same order: New converts one
+// to the other.
 type Limits struct {
 	// MaxRows bounds the rows one request returns (10000).
 	MaxRows int
@@ -86,13 +89,6 @@ func New(cfg Config) host.Grant {
 			return p, nil
 		}
 	}
-	l := cfg.Limits
-	g := sqlcap.NewGrant(path, sqlcap.Limits{
-		MaxRows:         l.MaxRows,
-		MaxResultBytes:  l.MaxResultBytes,
-		MaxRequestBytes: l.MaxRequestBytes,
-		MaxStatements:   l.MaxStatements,
-		Timeout:         l.Timeout,
-	})
+	g := sqlcap.NewGrant(path, sqlwire.Limits(cfg.Limits))
 	return capability.Seal(g).(host.Grant)
 }

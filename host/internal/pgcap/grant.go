@@ -90,7 +90,7 @@ func (c *Config) schema(ctx context.Context) (string, error) {
 
 // NewGrant returns a grant of the sql capability on PostgreSQL.
 func NewGrant(cfg Config) capability.Grant {
-	cfg.Limits = cfg.Limits.withDefaults()
+	cfg.Limits = cfg.Limits.WithDefaults()
 	return &grant{cfg: cfg}
 }
 

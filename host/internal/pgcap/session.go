@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 )
 
 // session is one export call's (or, joined to a txn.Txn, one run's) use of
@@ -54,15 +55,15 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	if s.failed != nil {
 		return nil, s.failed
 	}
-	if len(request) > s.limits.MaxRequestBytes {
-		return nil, abi.Errorf(abi.CodeResourceExhausted, "sql request of %d bytes exceeds the limit of %d", len(request), s.limits.MaxRequestBytes)
+	if err := s.limits.CheckRequest(len(request)); err != nil {
+		return nil, err
 	}
 	stmts, err := decodeRequest(request)
 	if err != nil {
 		return nil, err
 	}
-	if len(stmts) > s.limits.MaxStatements {
-		return nil, abi.Errorf(abi.CodeResourceExhausted, "sql request of %d statements exceeds the limit of %d", len(stmts), s.limits.MaxStatements)
+	if err := s.limits.CheckStatements(len(stmts)); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
 	defer cancel()
@@ -75,7 +76,7 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	for i, st := range stmts {
 		if err := s.exec(ctx, st, out); err != nil {
 			if len(stmts) > 1 {
-				err = &abi.Error{Code: err.Code, Message: fmt.Sprintf("statement %d: %s", i, err.Message)}
+				err = sqlwire.InStatement(err, i)
 				if s.failed != nil {
 					s.failed = err
 				}

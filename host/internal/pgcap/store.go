@@ -13,39 +13,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 )
 
-// Limits bound what one sql request may do. The zero value of a field means
-// its default, the same as the SQLite capability's.
-type Limits struct {
-	// MaxRows bounds the rows all statements of one request return (10000).
-	MaxRows int
-	// MaxResultBytes bounds the encoded result of one request (4 MiB).
-	MaxResultBytes int
-	// MaxRequestBytes bounds the request JSON (4 MiB).
-	MaxRequestBytes int
-	// MaxStatements bounds the statements of one request (256).
-	MaxStatements int
-	// Timeout bounds the time one request runs (2 s); a statement still
-	// running then is cancelled.
-	Timeout time.Duration
-}
-
-func (l Limits) withDefaults() Limits {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&l.MaxRows, 10_000)
-	def(&l.MaxResultBytes, 4<<20)
-	def(&l.MaxRequestBytes, 4<<20)
-	def(&l.MaxStatements, 256)
-	if l.Timeout <= 0 {
-		l.Timeout = 2 * time.Second
-	}
-	return l
-}
+// Limits bound what one sql request may do, the same as the SQLite
+// capability's; see sqlwire.Limits.
+type Limits = sqlwire.Limits
 
 // ErrClosed is returned for a request after the Store was closed.
 var ErrClosed = errors.New("pgcap: store closed")

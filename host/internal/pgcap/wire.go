@@ -1,19 +1,17 @@
 package pgcap
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 )
 
 // PostgreSQL type oids the capability encodes or decodes itself.
@@ -44,168 +42,114 @@ type statement struct {
 }
 
 type wireRequest struct {
-	Statements []struct {
-		SQL         string            `json:"sql"`
-		Args        []json.RawMessage `json:"args"`
-		JSONColumns []string          `json:"json_columns"`
-	} `json:"statements"`
+	Statements []sqlwire.WireStatement `json:"statements"`
+}
+
+// arg is one argument in PostgreSQL's text format and its type.
+type arg struct {
+	value []byte
+	oid   uint32
 }
 
 func decodeRequest(b []byte) ([]statement, error) {
 	var req wireRequest
-	if err := json.Unmarshal(b, &req); err != nil {
-		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: decode request: %v", err)
+	if err := sqlwire.DecodeRequest(b, &req); err != nil {
+		return nil, err
 	}
-	if len(req.Statements) == 0 {
-		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: request has no statements")
+	sts, err := sqlwire.DecodeStatements(req.Statements, checkSQL, decodeArg)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]statement, len(req.Statements))
-	for i, st := range req.Statements {
-		if strings.TrimSpace(st.SQL) == "" {
-			return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d is empty", i)
-		}
-		if strings.IndexByte(st.SQL, 0) >= 0 {
-			return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d holds a NUL byte", i)
-		}
-		out[i].sql = st.SQL
-		if len(st.JSONColumns) > 0 {
-			out[i].json = make(map[string]bool, len(st.JSONColumns))
-			for _, c := range st.JSONColumns {
-				out[i].json[c] = true
-			}
-		}
-		out[i].values = make([][]byte, len(st.Args))
-		out[i].oids = make([]uint32, len(st.Args))
-		for j, raw := range st.Args {
-			v, oid, err := decodeArg(raw)
-			if err != nil {
-				return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d argument %d: %v", i, j+1, err)
-			}
-			out[i].values[j], out[i].oids[j] = v, oid
+	out := make([]statement, len(sts))
+	for i, st := range sts {
+		out[i] = statement{sql: st.SQL, json: st.JSON, values: make([][]byte, len(st.Args)), oids: make([]uint32, len(st.Args))}
+		for j, a := range st.Args {
+			out[i].values[j], out[i].oids[j] = a.value, a.oid
 		}
 	}
 	return out, nil
 }
 
-func decodeArg(raw json.RawMessage) ([]byte, uint32, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil, 0, errors.New("missing value")
+func checkSQL(sql string) string {
+	if strings.IndexByte(sql, 0) >= 0 {
+		return "holds a NUL byte"
 	}
-	switch raw[0] {
-	case 'n':
-		if string(raw) == "null" {
-			return nil, oidUnknown, nil
+	return ""
+}
+
+func decodeArg(_ int, v any) (arg, error) {
+	switch v := v.(type) {
+	case nil:
+		return arg{nil, oidUnknown}, nil
+	case bool:
+		if v {
+			return arg{[]byte("t"), oidBool}, nil
 		}
-	case 't':
-		if string(raw) == "true" {
-			return []byte("t"), oidBool, nil
+		return arg{[]byte("f"), oidBool}, nil
+	case string:
+		if strings.IndexByte(v, 0) >= 0 {
+			return arg{}, errors.New("PostgreSQL text cannot hold a NUL character: use a blob")
 		}
-	case 'f':
-		if string(raw) == "false" {
-			return []byte("f"), oidBool, nil
-		}
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, 0, err
-		}
-		if strings.IndexByte(s, 0) >= 0 {
-			return nil, 0, errors.New("PostgreSQL text cannot hold a NUL character: use a blob")
-		}
-		return []byte(s), oidUnknown, nil
-	case '{':
-		var b abi.SQLBlob
-		if err := json.Unmarshal(raw, &b); err != nil {
-			return nil, 0, err
-		}
-		return append([]byte(`\x`), hex.EncodeToString(b)...), oidBytea, nil
-	default:
-		var n json.Number
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return nil, 0, err
-		}
-		if !strings.ContainsAny(string(n), ".eE") {
-			if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-				return strconv.AppendInt(nil, i, 10), oidInt8, nil
-			}
-		}
-		f, err := strconv.ParseFloat(string(n), 64)
-		if err != nil {
-			return nil, 0, err
-		}
-		return strconv.AppendFloat(nil, f, 'g', -1, 64), oidFloat8, nil
+		return arg{[]byte(v), oidUnknown}, nil
+	case []byte:
+		return arg{append([]byte(`\x`), hex.EncodeToString(v)...), oidBytea}, nil
+	case int64:
+		return arg{strconv.AppendInt(nil, v, 10), oidInt8}, nil
+	case float64:
+		return arg{strconv.AppendFloat(nil, v, 'g', -1, 64), oidFloat8}, nil
 	}
-	return nil, 0, fmt.Errorf("unsupported value %.40s", raw)
+	return arg{}, fmt.Errorf("unsupported value %T", v)
 }
 
 // resultWriter encodes results straight to JSON while counting rows and
 // bytes against the request's limits.
 type resultWriter struct {
-	limits  Limits
-	buf     []byte
-	rows    int
-	n       int
+	sqlwire.Writer
 	columns bool
 }
 
 func newResultWriter(l Limits) *resultWriter {
-	return &resultWriter{limits: l, buf: append(make([]byte, 0, 512), `{"results":[`...)}
+	return &resultWriter{Writer: sqlwire.NewWriter(l)}
 }
 
 // statement writes the rows of rr. Over a limit it cancels the statement
 // (through stop) instead of reading the rest.
 func (w *resultWriter) statement(rr *pgconn.ResultReader, jsonCols map[string]bool, stop func()) *abi.Error {
-	if w.n > 0 {
-		w.buf = append(w.buf, ',')
-	}
-	w.n++
-	w.buf = append(w.buf, '{')
+	w.Begin()
 	fields := rr.FieldDescriptions()
 	w.columns = len(fields) > 0
 	if !w.columns {
 		return nil
 	}
-	w.buf = append(w.buf, `"columns":[`...)
 	asJSON := make([]bool, len(fields))
 	for i, f := range fields {
-		if i > 0 {
-			w.buf = append(w.buf, ',')
-		}
-		w.buf = appendString(w.buf, f.Name)
+		w.Column(i, f.Name)
 		asJSON[i] = jsonCols[f.Name]
 	}
-	w.buf = append(w.buf, `],"rows":[`...)
+	w.Rows()
 	for r := 0; rr.NextRow(); r++ {
-		if w.rows++; w.rows > w.limits.MaxRows {
+		if err := w.Row(r); err != nil {
 			stop()
-			return abi.Errorf(abi.CodeResourceExhausted, "sql: result exceeds the limit of %d rows; use LIMIT and page", w.limits.MaxRows)
+			return err
 		}
-		if r > 0 {
-			w.buf = append(w.buf, ',')
-		}
-		w.buf = append(w.buf, '[')
 		for i, v := range rr.Values() {
-			if i > 0 {
-				w.buf = append(w.buf, ',')
-			}
+			w.Value(i)
 			if asJSON[i] {
 				var err *abi.Error
-				if w.buf, err = appendJSON(w.buf, fields[i].Name, v); err != nil {
+				if w.Buf, err = appendJSON(w.Buf, fields[i].Name, v); err != nil {
 					stop()
 					return err
 				}
 				continue
 			}
-			w.buf = appendValue(w.buf, fields[i].DataTypeOID, v)
+			w.Buf = appendValue(w.Buf, fields[i].DataTypeOID, v)
 		}
-		w.buf = append(w.buf, ']')
-		if len(w.buf) > w.limits.MaxResultBytes {
+		if err := w.EndRow(); err != nil {
 			stop()
-			return abi.Errorf(abi.CodeResourceExhausted, "sql: result exceeds the limit of %d bytes; use LIMIT and page", w.limits.MaxResultBytes)
+			return err
 		}
 	}
-	w.buf = append(w.buf, "]}"...)
+	w.End()
 	return nil
 }
 
@@ -215,14 +159,12 @@ func (w *resultWriter) counts(tag pgconn.CommandTag) {
 	if w.columns {
 		return
 	}
-	w.buf = append(w.buf, `"rows_affected":`...)
-	w.buf = strconv.AppendInt(w.buf, tag.RowsAffected(), 10)
-	w.buf = append(w.buf, '}')
+	w.Buf = append(w.Buf, `"rows_affected":`...)
+	w.Buf = strconv.AppendInt(w.Buf, tag.RowsAffected(), 10)
+	w.Buf = append(w.Buf, '}')
 }
 
-func (w *resultWriter) finish() []byte {
-	return append(w.buf, `],"dialect":"`+abi.DialectPostgres+`"}`...)
-}
+func (w *resultWriter) finish() []byte { return w.Finish(abi.DialectPostgres) }
 
 // appendValue appends a value in PostgreSQL's text format as the JSON the
 // ABI gives its type: numbers as numbers, booleans as 1 and 0 (as SQLite
@@ -252,13 +194,13 @@ func appendValue(b []byte, oid uint32, v []byte) []byte {
 	case oidBytea:
 		raw, err := hex.DecodeString(strings.TrimPrefix(string(v), `\x`))
 		if err != nil {
-			return appendString(b, string(v))
+			return sqlwire.AppendString(b, string(v))
 		}
 		b = append(b, `{"blob":"`...)
 		b = base64.StdEncoding.AppendEncode(b, raw)
 		return append(b, `"}`...)
 	}
-	return appendString(b, string(v))
+	return sqlwire.AppendString(b, string(v))
 }
 
 // appendJSON appends a JSON column's value as the JSON it holds, compacted.
@@ -266,61 +208,5 @@ func appendJSON(b []byte, col string, v []byte) ([]byte, *abi.Error) {
 	if v == nil {
 		return append(b, "null"...), nil
 	}
-	buf := bytes.NewBuffer(b)
-	if err := json.Compact(buf, v); err != nil {
-		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: JSON column %q holds invalid JSON: %v", col, err)
-	}
-	return buf.Bytes(), nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD,
-// as encoding/json does.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return sqlwire.AppendJSON(b, col, v)
 }

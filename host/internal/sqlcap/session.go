@@ -1,11 +1,9 @@
 package sqlcap
 
 import (
-	"bytes"
 	"context"
 	"database/sql/driver"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -25,15 +23,15 @@ func (s *session) run(ctx context.Context, request []byte) ([]byte, error) {
 	if s.failed != nil {
 		return nil, s.failed
 	}
-	if len(request) > s.limits.MaxRequestBytes {
-		return nil, abi.Errorf(abi.CodeResourceExhausted, "sql request of %d bytes exceeds the limit of %d", len(request), s.limits.MaxRequestBytes)
+	if err := s.limits.CheckRequest(len(request)); err != nil {
+		return nil, err
 	}
 	stmts, write, err := decodeRequest(request)
 	if err != nil {
 		return nil, err
 	}
-	if len(stmts) > s.limits.MaxStatements {
-		return nil, abi.Errorf(abi.CodeResourceExhausted, "sql request of %d statements exceeds the limit of %d", len(stmts), s.limits.MaxStatements)
+	if err := s.limits.CheckStatements(len(stmts)); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
 	defer cancel()
@@ -47,8 +45,7 @@ func (s *session) run(ctx context.Context, request []byte) ([]byte, error) {
 		if err := s.exec(ctx, st, out); err != nil {
 			var ae *abi.Error
 			if errors.As(err, &ae) && len(stmts) > 1 {
-				ae = &abi.Error{Code: ae.Code, Message: fmt.Sprintf("statement %d: %s", i, ae.Message)}
-				err = ae
+				err = sqlwire.InStatement(ae, i)
 			}
 			return nil, s.fail(ctx, err)
 		}
@@ -146,13 +143,13 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) err
 		c := dc.(*conn)
 		c.policy.denied = ""
 		c.policy.plugin.Store(true)
-		rows, err := c.inner.QueryContext(ctx, st.sql, st.args)
+		rows, err := c.inner.QueryContext(ctx, st.SQL, st.Args)
 		if err != nil {
 			c.policy.plugin.Store(false)
 			return s.withDenial(c, err)
 		}
 		stop := interruptWhenDone(ctx, c.handle)
-		err = out.statement(rows, st.json)
+		err = out.statement(rows, st.JSON)
 		stop()
 		c.policy.plugin.Store(false)
 		if cerr := rows.Close(); err == nil {
@@ -227,135 +224,68 @@ func (s *session) mapError(ctx context.Context, err error) (*abi.Error, bool) {
 }
 
 // statement is one decoded request statement.
-type statement struct {
-	sql  string
-	args []driver.NamedValue
-	json map[string]bool // columns to embed as JSON
-}
+type statement = sqlwire.Statement[driver.NamedValue]
 
 type wireRequest struct {
-	Statements []struct {
-		SQL         string            `json:"sql"`
-		Args        []json.RawMessage `json:"args"`
-		JSONColumns []string          `json:"json_columns"`
-	} `json:"statements"`
-	Write bool `json:"write"`
+	Statements []sqlwire.WireStatement `json:"statements"`
+	Write      bool                    `json:"write"`
 }
 
 func decodeRequest(b []byte) ([]statement, bool, error) {
 	var req wireRequest
-	if err := json.Unmarshal(b, &req); err != nil {
-		return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: decode request: %v", err)
+	if err := sqlwire.DecodeRequest(b, &req); err != nil {
+		return nil, false, err
 	}
-	if len(req.Statements) == 0 {
-		return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: request has no statements")
-	}
-	out := make([]statement, len(req.Statements))
-	for i, st := range req.Statements {
-		if strings.TrimSpace(st.SQL) == "" {
-			return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d is empty", i)
-		}
-		out[i].sql = st.SQL
-		if len(st.JSONColumns) > 0 {
-			out[i].json = make(map[string]bool, len(st.JSONColumns))
-			for _, c := range st.JSONColumns {
-				out[i].json[c] = true
-			}
-		}
-		out[i].args = make([]driver.NamedValue, len(st.Args))
-		for j, raw := range st.Args {
-			v, err := decodeArg(raw)
-			if err != nil {
-				return nil, false, abi.Errorf(abi.CodeInvalidArgument, "sql: statement %d argument %d: %v", i, j+1, err)
-			}
-			out[i].args[j] = driver.NamedValue{Ordinal: j + 1, Value: v}
-		}
+	out, err := sqlwire.DecodeStatements(req.Statements, nil, decodeArg)
+	if err != nil {
+		return nil, false, err
 	}
 	return out, req.Write, nil
 }
 
-func decodeArg(raw json.RawMessage) (driver.Value, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil, errors.New("missing value")
+// decodeArg makes argument j's value one SQLite takes: booleans are
+// integers and a blob is never nil (nil would be NULL).
+func decodeArg(j int, v any) (driver.NamedValue, error) {
+	switch w := v.(type) {
+	case bool:
+		if w {
+			v = int64(1)
+		} else {
+			v = int64(0)
+		}
+	case []byte:
+		if w == nil {
+			v = []byte{}
+		}
 	}
-	switch raw[0] {
-	case 'n':
-		if string(raw) == "null" {
-			return nil, nil
-		}
-	case 't':
-		if string(raw) == "true" {
-			return int64(1), nil
-		}
-	case 'f':
-		if string(raw) == "false" {
-			return int64(0), nil
-		}
-	case '"':
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	case '{':
-		var b abi.SQLBlob
-		if err := json.Unmarshal(raw, &b); err != nil {
-			return nil, err
-		}
-		if b == nil {
-			b = abi.SQLBlob{}
-		}
-		return []byte(b), nil
-	default:
-		var n json.Number
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return nil, err
-		}
-		if !strings.ContainsAny(string(n), ".eE") {
-			if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-				return i, nil
-			}
-		}
-		return strconv.ParseFloat(string(n), 64)
-	}
-	return nil, fmt.Errorf("unsupported value %.40s", raw)
+	return driver.NamedValue{Ordinal: j + 1, Value: v}, nil
 }
 
 // resultWriter encodes results straight to JSON while counting rows and
 // bytes against the request's limits.
 type resultWriter struct {
-	limits  Limits
-	buf     []byte
-	rows    int
-	n       int // results written
+	sqlwire.Writer
 	columns bool
 	dest    []driver.Value
 }
 
 func newResultWriter(l Limits) *resultWriter {
-	return &resultWriter{limits: l, buf: append(make([]byte, 0, 512), `{"results":[`...)}
+	return &resultWriter{Writer: sqlwire.NewWriter(l)}
 }
 
 func (w *resultWriter) hadColumns() bool { return w.columns }
 
 func (w *resultWriter) statement(rows driver.Rows, jsonCols map[string]bool) error {
-	if w.n > 0 {
-		w.buf = append(w.buf, ',')
-	}
-	w.n++
-	w.buf = append(w.buf, '{')
+	w.Begin()
 	cols := rows.Columns()
 	w.columns = len(cols) > 0
 	if !w.columns {
 		return nil
 	}
-	w.buf = append(w.buf, `"columns":[`...)
 	for i, c := range cols {
-		if i > 0 {
-			w.buf = append(w.buf, ',')
-		}
-		w.buf = appendString(w.buf, c)
+		w.Column(i, c)
 	}
-	w.buf = append(w.buf, `],"rows":[`...)
+	w.Rows()
 	var asJSON []bool
 	if len(jsonCols) > 0 {
 		asJSON = make([]bool, len(cols))
@@ -375,32 +305,25 @@ func (w *resultWriter) statement(rows driver.Rows, jsonCols map[string]bool) err
 		if err != nil {
 			return err
 		}
-		if w.rows++; w.rows > w.limits.MaxRows {
-			return abi.Errorf(abi.CodeResourceExhausted, "sql: result exceeds the limit of %d rows; use LIMIT and page", w.limits.MaxRows)
+		if err := w.Row(r); err != nil {
+			return err
 		}
-		if r > 0 {
-			w.buf = append(w.buf, ',')
-		}
-		w.buf = append(w.buf, '[')
 		for i, v := range dest {
-			if i > 0 {
-				w.buf = append(w.buf, ',')
-			}
+			w.Value(i)
 			if asJSON != nil && asJSON[i] {
 				var err error
-				if w.buf, err = appendJSON(w.buf, cols[i], v); err != nil {
+				if w.Buf, err = appendJSON(w.Buf, cols[i], v); err != nil {
 					return err
 				}
 				continue
 			}
-			w.buf = appendValue(w.buf, v)
+			w.Buf = appendValue(w.Buf, v)
 		}
-		w.buf = append(w.buf, ']')
-		if len(w.buf) > w.limits.MaxResultBytes {
-			return abi.Errorf(abi.CodeResourceExhausted, "sql: result exceeds the limit of %d bytes; use LIMIT and page", w.limits.MaxResultBytes)
+		if err := w.EndRow(); err != nil {
+			return err
 		}
 	}
-	w.buf = append(w.buf, "]}"...)
+	w.End()
 	return nil
 }
 
@@ -417,18 +340,16 @@ func (w *resultWriter) counts(ctx context.Context, c sqlite.ExecQuerierContext) 
 	}
 	changes, _ := v[0].(int64)
 	last, _ := v[1].(int64)
-	w.buf = append(w.buf, `"rows_affected":`...)
-	w.buf = strconv.AppendInt(w.buf, changes, 10)
-	w.buf = append(w.buf, `,"last_insert_id":`...)
-	w.buf = strconv.AppendInt(w.buf, last, 10)
-	w.buf = append(w.buf, '}')
+	w.Buf = append(w.Buf, `"rows_affected":`...)
+	w.Buf = strconv.AppendInt(w.Buf, changes, 10)
+	w.Buf = append(w.Buf, `,"last_insert_id":`...)
+	w.Buf = strconv.AppendInt(w.Buf, last, 10)
+	w.Buf = append(w.Buf, '}')
 	return nil
 }
 
 // finish closes the results and names the dialect (ABI 1.2).
-func (w *resultWriter) finish() []byte {
-	return append(w.buf, `],"dialect":"`+abi.DialectSQLite+`"}`...)
-}
+func (w *resultWriter) finish() []byte { return w.Finish(abi.DialectSQLite) }
 
 func appendValue(b []byte, v driver.Value) []byte {
 	switch v := v.(type) {
@@ -447,7 +368,7 @@ func appendValue(b []byte, v driver.Value) []byte {
 		}
 		return strconv.AppendFloat(b, v, 'g', -1, 64)
 	case string:
-		return appendString(b, v)
+		return sqlwire.AppendString(b, v)
 	case []byte:
 		b = append(b, `{"blob":"`...)
 		b = base64.StdEncoding.AppendEncode(b, v)
@@ -460,13 +381,12 @@ func appendValue(b []byte, v driver.Value) []byte {
 	case time.Time:
 		// The driver parses values of columns declared DATE, DATETIME or
 		// TIMESTAMP; hand them back as text.
-		return appendString(b, v.Format(time.RFC3339Nano))
+		return sqlwire.AppendString(b, v.Format(time.RFC3339Nano))
 	}
-	return appendString(b, fmt.Sprint(v))
+	return sqlwire.AppendString(b, fmt.Sprint(v))
 }
 
-// appendJSON appends a JSON column's value as the JSON it holds, compacted
-// (so the row stays one line and the plugin can pass it on verbatim).
+// appendJSON appends a JSON column's value as the JSON it holds, compacted.
 func appendJSON(b []byte, col string, v driver.Value) ([]byte, error) {
 	var text []byte
 	switch v := v.(type) {
@@ -479,63 +399,9 @@ func appendJSON(b []byte, col string, v driver.Value) ([]byte, error) {
 	default:
 		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: JSON column %q holds a %T, not text", col, v)
 	}
-	buf := bytes.NewBuffer(b)
-	if err := json.Compact(buf, text); err != nil {
-		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: JSON column %q holds invalid JSON: %v", col, err)
+	b, err := sqlwire.AppendJSON(b, col, text)
+	if err != nil {
+		return nil, err
 	}
-	return buf.Bytes(), nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD, as
-// encoding/json does.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		// U+2028 and U+2029 are valid JSON but break JavaScript parsers;
-		// escape them like encoding/json.
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return b, nil
 }

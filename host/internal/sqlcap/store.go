@@ -12,39 +12,12 @@ import (
 	"time"
 
 	sqlite "modernc.org/sqlite"
+
+	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 )
 
-// Limits bound what one sql request may do. The zero value of a field means
-// its default.
-type Limits struct {
-	// MaxRows bounds the rows all statements of one request return (10000).
-	MaxRows int
-	// MaxResultBytes bounds the encoded result of one request (4 MiB).
-	MaxResultBytes int
-	// MaxRequestBytes bounds the request JSON (4 MiB).
-	MaxRequestBytes int
-	// MaxStatements bounds the statements of one request (256).
-	MaxStatements int
-	// Timeout bounds the time one request runs (2 s); a statement still
-	// running then is interrupted.
-	Timeout time.Duration
-}
-
-func (l Limits) withDefaults() Limits {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&l.MaxRows, 10_000)
-	def(&l.MaxResultBytes, 4<<20)
-	def(&l.MaxRequestBytes, 4<<20)
-	def(&l.MaxStatements, 256)
-	if l.Timeout <= 0 {
-		l.Timeout = 2 * time.Second
-	}
-	return l
-}
+// Limits bound what one sql request may do; see sqlwire.Limits.
+type Limits = sqlwire.Limits
 
 // Options configure how a Store opens databases. The zero value works.
 type Options struct {
@@ -70,7 +43,7 @@ func (o Options) withDefaults() Options {
 	if o.Synchronous == "" {
 		o.Synchronous = "FULL"
 	}
-	o.Limits = o.Limits.withDefaults()
+	o.Limits = o.Limits.WithDefaults()
 	if o.MaxOpenDatabases <= 0 {
 		o.MaxOpenDatabases = 64
 	}
@@ -211,22 +184,7 @@ func (s *Store) OpenDatabases() int {
 }
 
 // limits fills the zero fields of l with the Store's defaults.
-func (s *Store) limits(l Limits) Limits {
-	d := s.opts.Limits
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&l.MaxRows, d.MaxRows)
-	def(&l.MaxResultBytes, d.MaxResultBytes)
-	def(&l.MaxRequestBytes, d.MaxRequestBytes)
-	def(&l.MaxStatements, d.MaxStatements)
-	if l.Timeout <= 0 {
-		l.Timeout = d.Timeout
-	}
-	return l
-}
+func (s *Store) limits(l Limits) Limits { return l.Or(s.opts.Limits) }
 
 var drv = &sqlite.Driver{}
 

@@ -1,0 +1,153 @@
+package sqlwire
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/wasmhist/wasmhist/abi"
+)
+
+// Writer frames the results of one request as JSON while counting rows and
+// bytes against the request's limits:
+//
+//	{"results":[{"columns":[…],"rows":[[…],…]},{…counts…}],"dialect":"…"}
+//
+// The backend appends each value to Buf itself and, for a statement
+// without columns, its counts and the closing brace.
+type Writer struct {
+	Buf    []byte
+	limits Limits
+	rows   int // rows of all statements so far
+	n      int // results begun
+}
+
+// NewWriter returns a Writer of a request under l.
+func NewWriter(l Limits) Writer {
+	return Writer{limits: l, Buf: append(make([]byte, 0, 512), `{"results":[`...)}
+}
+
+// Begin opens the next statement's result.
+func (w *Writer) Begin() {
+	if w.n > 0 {
+		w.Buf = append(w.Buf, ',')
+	}
+	w.n++
+	w.Buf = append(w.Buf, '{')
+}
+
+// Column appends column i's name, the first one opening the columns.
+func (w *Writer) Column(i int, name string) {
+	if i == 0 {
+		w.Buf = append(w.Buf, `"columns":[`...)
+	} else {
+		w.Buf = append(w.Buf, ',')
+	}
+	w.Buf = AppendString(w.Buf, name)
+}
+
+// Rows closes the columns and opens the rows.
+func (w *Writer) Rows() { w.Buf = append(w.Buf, `],"rows":[`...) }
+
+// Row opens row r of the statement, failing past the request's rows.
+func (w *Writer) Row(r int) *abi.Error {
+	if w.rows++; w.rows > w.limits.MaxRows {
+		return abi.Errorf(abi.CodeResourceExhausted, "sql: result exceeds the limit of %d rows; use LIMIT and page", w.limits.MaxRows)
+	}
+	if r > 0 {
+		w.Buf = append(w.Buf, ',')
+	}
+	w.Buf = append(w.Buf, '[')
+	return nil
+}
+
+// Value separates value i of a row from the one before it.
+func (w *Writer) Value(i int) {
+	if i > 0 {
+		w.Buf = append(w.Buf, ',')
+	}
+}
+
+// EndRow closes a row, failing past the request's bytes.
+func (w *Writer) EndRow() *abi.Error {
+	w.Buf = append(w.Buf, ']')
+	if len(w.Buf) > w.limits.MaxResultBytes {
+		return abi.Errorf(abi.CodeResourceExhausted, "sql: result exceeds the limit of %d bytes; use LIMIT and page", w.limits.MaxResultBytes)
+	}
+	return nil
+}
+
+// End closes the rows and the statement's result.
+func (w *Writer) End() { w.Buf = append(w.Buf, "]}"...) }
+
+// Finish closes the results and names the dialect (ABI 1.2).
+func (w *Writer) Finish(dialect string) []byte {
+	w.Buf = append(w.Buf, `],"dialect":"`...)
+	w.Buf = append(w.Buf, dialect...)
+	return append(w.Buf, `"}`...)
+}
+
+// AppendJSON appends text, a JSON column's value, as the JSON it holds,
+// compacted (so the row stays one line and the plugin can pass it on
+// verbatim).
+func AppendJSON(b []byte, col string, text []byte) ([]byte, *abi.Error) {
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, text); err != nil {
+		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: JSON column %q holds invalid JSON: %v", col, err)
+	}
+	return buf.Bytes(), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// AppendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD, as
+// encoding/json does.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		// U+2028 and U+2029 are valid JSON but break JavaScript parsers;
+		// escape them like encoding/json.
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
