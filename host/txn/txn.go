@@ -204,13 +204,21 @@ func (t *Txn) OnEvent(f func(e Event, target string) error) {
 	t.onEvent = f
 }
 
+// held is what a Txn held when it was emptied.
+type held struct {
+	order  []string
+	parts  map[string]Participant
+	failed error
+	hook   func(Event, string) error
+}
+
 // take empties the Txn for its next unit and returns what it held.
-func (t *Txn) take() (order []string, parts map[string]Participant, failed error, hook func(Event, string) error) {
+func (t *Txn) take() held {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	order, parts, failed, hook = t.order, t.parts, t.failed, t.onEvent
+	h := held{t.order, t.parts, t.failed, t.onEvent}
 	t.order, t.parts, t.failed = nil, map[string]Participant{}, nil
-	return
+	return h
 }
 
 // Commit commits every open transaction, in the order they joined, and
@@ -221,7 +229,8 @@ func (t *Txn) take() (order []string, parts map[string]Participant, failed error
 // CommitError).
 func (t *Txn) Commit(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
-	order, parts, failed, hook := t.take()
+	h := t.take()
+	order, parts, failed, hook := h.order, h.parts, h.failed, h.hook
 	if failed != nil {
 		return errors.Join(fmt.Errorf("txn: rolled back: %w", failed), rollbackAll(ctx, order, parts))
 	}
@@ -260,8 +269,8 @@ func rollbackAll(ctx context.Context, order []string, parts map[string]Participa
 // empty Txn it does nothing, so it can be deferred.
 func (t *Txn) Rollback(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
-	order, parts, _, _ := t.take()
-	return rollbackAll(ctx, order, parts)
+	h := t.take()
+	return rollbackAll(ctx, h.order, h.parts)
 }
 
 // CommitError reports a Commit that failed at Target. The targets in

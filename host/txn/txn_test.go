@@ -1,0 +1,98 @@
+package txn_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/host/txn"
+)
+
+// part records what a Txn did to it.
+type part struct {
+	name      string
+	log       *[]string
+	commitErr error
+}
+
+func (p *part) Put(context.Context, txn.Table, string, int64, []byte) error { return nil }
+func (p *part) Get(context.Context, txn.Table, string) (int64, []byte, error) {
+	return 0, nil, txn.ErrNotFound
+}
+func (p *part) Delete(context.Context, txn.Table, string) error { return nil }
+func (p *part) Commit(context.Context) error {
+	*p.log = append(*p.log, "commit "+p.name)
+	return p.commitErr
+}
+func (p *part) Rollback(context.Context) error {
+	*p.log = append(*p.log, "rollback "+p.name)
+	return nil
+}
+
+func TestCommitInJoinOrderAndReuse(t *testing.T) {
+	ctx := context.Background()
+	var log []string
+	tx := txn.New()
+	require.NoError(t, tx.Join("a", &part{"a", &log, nil}))
+	require.NoError(t, tx.Join("b", &part{"b", &log, nil}))
+	require.Error(t, tx.Join("a", &part{"a", &log, nil}), "a target joins once")
+	assert.Equal(t, []string{"a", "b"}, tx.Targets())
+	require.NoError(t, tx.Commit(ctx))
+	assert.Equal(t, []string{"commit a", "commit b"}, log)
+	assert.Empty(t, tx.Targets(), "a committed Txn is empty and serves the next unit")
+	require.NoError(t, tx.Join("a", &part{"a", &log, nil}))
+	require.NoError(t, tx.Rollback(ctx))
+	assert.Equal(t, "rollback a", log[len(log)-1])
+	require.NoError(t, tx.Rollback(ctx), "rolling back an empty Txn does nothing")
+	assert.ErrorIs(t, tx.Put(ctx, "a", txn.Sessions, "s", 1, nil), txn.ErrNoTarget)
+}
+
+func TestCommitFailureRollsBackTheRest(t *testing.T) {
+	ctx := context.Background()
+	var log []string
+	boom := errors.New("disk full")
+	tx := txn.New()
+	require.NoError(t, tx.Join("a", &part{"a", &log, nil}))
+	require.NoError(t, tx.Join("b", &part{"b", &log, boom}))
+	require.NoError(t, tx.Join("c", &part{"c", &log, nil}))
+	err := tx.Commit(ctx)
+	var ce *txn.CommitError
+	require.ErrorAs(t, err, &ce)
+	assert.ErrorIs(t, err, boom)
+	assert.Equal(t, "b", ce.Target)
+	assert.Equal(t, []string{"a"}, ce.Committed)
+	assert.Equal(t, []string{"commit a", "commit b", "rollback c"}, log)
+}
+
+func TestFailedTxnRollsBack(t *testing.T) {
+	ctx := context.Background()
+	var log []string
+	tx := txn.New()
+	require.NoError(t, tx.Join("a", &part{"a", &log, nil}))
+	tx.Fail(errors.New("statement interrupted"))
+	err := tx.Commit(ctx)
+	require.ErrorContains(t, err, "statement interrupted")
+	assert.Equal(t, []string{"rollback a"}, log)
+	assert.NoError(t, tx.Err(), "the next unit starts clean")
+}
+
+func TestEventHookStopsCommit(t *testing.T) {
+	ctx := context.Background()
+	var log []string
+	tx := txn.New()
+	require.NoError(t, tx.Join("a", &part{"a", &log, nil}))
+	require.NoError(t, tx.Join("b", &part{"b", &log, nil}))
+	tx.OnEvent(func(e txn.Event, target string) error {
+		if e == txn.AfterCommit && target == "a" {
+			return errors.New("crash")
+		}
+		return nil
+	})
+	var ce *txn.CommitError
+	require.ErrorAs(t, tx.Commit(ctx), &ce)
+	assert.Equal(t, []string{"a"}, ce.Committed)
+	assert.Equal(t, []string{"commit a", "rollback b"}, log)
+}
