@@ -20,7 +20,8 @@ import (
 	"net/url"
 	"time"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+	sqlite "modernc.org/sqlite" // the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/internal/hostrows"
@@ -86,11 +87,22 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open: %w", err)
 	}
 	s := &Store{db: db, path: path, target: target}
-	if err := s.migrate(context.Background()); err != nil {
-		db.Close()
-		return nil, err
+	// Switching a new file to WAL needs an exclusive lock, which SQLite
+	// refuses at once (SQLITE_BUSY, without waiting) while another process
+	// converts the same file: opening again shortly after succeeds.
+	deadline := time.Now().Add(busyTimeout)
+	for attempt := 1; ; attempt++ {
+		err := s.migrate(context.Background())
+		if err == nil {
+			return s, nil
+		}
+		var se *sqlite.Error
+		if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			db.Close()
+			return nil, err
+		}
+		time.Sleep(time.Duration(min(attempt, 20)) * 5 * time.Millisecond)
 	}
-	return s, nil
 }
 
 func (s *Store) migrate(ctx context.Context) error {

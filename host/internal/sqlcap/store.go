@@ -12,6 +12,7 @@ import (
 	"time"
 
 	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 )
@@ -228,12 +229,25 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 		"PRAGMA trusted_schema=OFF",
 		"PRAGMA foreign_keys=ON",
 	}
+	deadline := time.Now().Add(c.opts.BusyTimeout)
 	for _, q := range setup {
-		rows, err := inner.QueryContext(ctx, q, nil)
-		if err == nil {
-			err = rows.Close()
-		}
-		if err != nil {
+		for attempt := 1; ; attempt++ {
+			rows, err := inner.QueryContext(ctx, q, nil)
+			if err == nil {
+				err = rows.Close()
+			}
+			if err == nil {
+				break
+			}
+			// Switching a file to WAL needs an exclusive lock, and SQLite
+			// answers SQLITE_BUSY at once, without its busy handler, when
+			// waiting could deadlock (another connection converting the
+			// same new file). Waiting here cannot deadlock: this
+			// connection holds nothing yet.
+			if sqliteCode(err) == sqlite3.SQLITE_BUSY && time.Now().Before(deadline) && ctx.Err() == nil {
+				time.Sleep(time.Duration(min(attempt, 20)) * 5 * time.Millisecond)
+				continue
+			}
 			dc.Close()
 			return nil, fmt.Errorf("sqlcap: %s: %w", q, err)
 		}
