@@ -36,6 +36,33 @@ type PreparedSave interface {
 	Abort()
 }
 
+// StagedSave is a PreparedSave built from its parts, for stores: Into is
+// the target a row was written into ("" when the save completes in
+// Commit); nil functions do nothing.
+type StagedSave struct {
+	Into     string
+	OnCommit func(ctx context.Context) error
+	OnAbort  func()
+}
+
+// Target implements PreparedSave.
+func (s *StagedSave) Target() string { return s.Into }
+
+// Commit implements PreparedSave.
+func (s *StagedSave) Commit(ctx context.Context) error {
+	if s.OnCommit == nil {
+		return nil
+	}
+	return s.OnCommit(ctx)
+}
+
+// Abort implements PreparedSave.
+func (s *StagedSave) Abort() {
+	if s.OnAbort != nil {
+		s.OnAbort()
+	}
+}
+
 // CommitStep names a point of a run's commit, for fault injection.
 type CommitStep string
 

@@ -221,7 +221,7 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
 		}
-		return inTxn(target), nil
+		return &agent.StagedSave{Into: target}, nil
 	}
 	own, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -244,32 +244,16 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 		return nil, fmt.Errorf("pgstore: save %q at revision %d: stored revision is %d: %w",
 			sess.SessionID, sess.Revision, stored, agent.ErrStaleRevision)
 	}
-	return &ownTx{tx: own, what: fmt.Sprintf("%q at revision %d", sess.SessionID, sess.Revision)}, nil
+	return &agent.StagedSave{
+		OnCommit: func(ctx context.Context) error {
+			if err := own.Commit(context.WithoutCancel(ctx)); err != nil {
+				return fmt.Errorf("pgstore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
+			}
+			return nil
+		},
+		OnAbort: func() { own.Rollback(context.Background()) },
+	}, nil
 }
-
-// inTxn is a save written into the run's transaction on the target.
-type inTxn string
-
-func (t inTxn) Target() string             { return string(t) }
-func (inTxn) Commit(context.Context) error { return nil }
-func (inTxn) Abort()                       {}
-
-// ownTx is a save in the store's own transaction.
-type ownTx struct {
-	tx   pgx.Tx
-	what string
-}
-
-func (*ownTx) Target() string { return "" }
-
-func (o *ownTx) Commit(ctx context.Context) error {
-	if err := o.tx.Commit(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("pgstore: save %s: %w", o.what, err)
-	}
-	return nil
-}
-
-func (o *ownTx) Abort() { o.tx.Rollback(context.Background()) }
 
 // List implements agent.SessionManager. Updated is the database server's
 // time of the save.

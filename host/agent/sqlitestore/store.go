@@ -212,7 +212,7 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
 		}
-		return inTxn(s.target), nil
+		return &agent.StagedSave{Into: s.target}, nil
 	}
 	own, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -237,32 +237,16 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 		return nil, fmt.Errorf("sqlitestore: save %q at revision %d: stored revision is %d: %w",
 			sess.SessionID, sess.Revision, stored, agent.ErrStaleRevision)
 	}
-	return &ownTx{tx: own, what: fmt.Sprintf("%q at revision %d", sess.SessionID, sess.Revision)}, nil
+	return &agent.StagedSave{
+		OnCommit: func(context.Context) error {
+			if err := own.Commit(); err != nil {
+				return fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
+			}
+			return nil
+		},
+		OnAbort: func() { own.Rollback() },
+	}, nil
 }
-
-// inTxn is a save written into the run's transaction on the target.
-type inTxn string
-
-func (t inTxn) Target() string             { return string(t) }
-func (inTxn) Commit(context.Context) error { return nil }
-func (inTxn) Abort()                       {}
-
-// ownTx is a save in the store's own transaction.
-type ownTx struct {
-	tx   *sql.Tx
-	what string
-}
-
-func (*ownTx) Target() string { return "" }
-
-func (o *ownTx) Commit(context.Context) error {
-	if err := o.tx.Commit(); err != nil {
-		return fmt.Errorf("sqlitestore: save %s: %w", o.what, err)
-	}
-	return nil
-}
-
-func (o *ownTx) Abort() { o.tx.Rollback() }
 
 // List implements agent.SessionManager.
 func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {

@@ -118,15 +118,8 @@ func (o *openedStore) PrepareSave(ctx context.Context, tx *txn.Txn, s *session.S
 	if err := o.Save(ctx, s); err != nil {
 		return nil, err
 	}
-	return savedNow{}, nil
+	return &agent.StagedSave{}, nil
 }
-
-// savedNow is a save that completed in PrepareSave.
-type savedNow struct{}
-
-func (savedNow) Target() string               { return "" }
-func (savedNow) Commit(context.Context) error { return nil }
-func (savedNow) Abort()                       {}
 
 // open opens the store; the caller closes it.
 func (s *storeFlag) open(ctx context.Context, e *env, cmd string) (*openedStore, error) {
