@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -47,7 +48,7 @@ func TestReadSectionsOfBuiltPlugins(t *testing.T) {
 
 // module builds a minimal WebAssembly binary with the given sections.
 func module(sections ...[]byte) []byte {
-	b := slices.Clone(wasmHeader)
+	b := slices.Clone(wasmbin.Header)
 	for _, s := range sections {
 		b = append(b, s...)
 	}
@@ -90,7 +91,7 @@ func TestCheckSectionsImports(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := module(section(sectionImport, tt.imp...), section(sectionExport, exports...))
+			b := module(section(wasmbin.SectionImport, tt.imp...), section(wasmbin.SectionExport, exports...))
 			s, err := ReadSections(b)
 			require.NoError(t, err)
 			_, err = CheckSections("p", s, []string{"sql_query"})
@@ -111,9 +112,9 @@ func TestReadSectionsMalformed(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"not wasm", []byte("\x7fELF....")},
-		{"section overruns", module([]byte{sectionExport, 10, 1})},
-		{"name overruns", module(section(sectionExport, 1, 9, 'a'))},
-		{"leb too long", module([]byte{sectionExport, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})},
+		{"section overruns", module([]byte{wasmbin.SectionExport, 10, 1})},
+		{"name overruns", module(section(wasmbin.SectionExport, 1, 9, 'a'))},
+		{"leb too long", module([]byte{wasmbin.SectionExport, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,9 +125,9 @@ func TestReadSectionsMalformed(t *testing.T) {
 }
 
 func FuzzReadSections(f *testing.F) {
-	f.Add(module(section(sectionExport, 1, 1, 'a', 0, 0)))
-	f.Add(module(section(sectionImport, 1, 1, 'm', 1, 'n', 2, 1, 1, 2)))
-	f.Add(module([]byte{sectionExport, 0xff, 0xff, 0xff, 0xff, 0x0f}))
+	f.Add(module(section(wasmbin.SectionExport, 1, 1, 'a', 0, 0)))
+	f.Add(module(section(wasmbin.SectionImport, 1, 1, 'm', 1, 'n', 2, 1, 1, 2)))
+	f.Add(module([]byte{wasmbin.SectionExport, 0xff, 0xff, 0xff, 0xff, 0x0f}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := ReadSections(b)
 		if err == nil {

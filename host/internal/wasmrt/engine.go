@@ -22,6 +22,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/instrument"
 )
 
 // PageSize is the size of one WebAssembly memory page.
@@ -119,8 +120,11 @@ type compiled struct {
 	hasMemory bool
 	// direct: the module has the direct transport's exports (SPEC section
 	// 2.5), with their signatures.
-	direct    bool
-	instances atomic.Uint64
+	direct bool
+	// interruptible: the module was rewritten by package instrument and
+	// exports its interrupt flag.
+	interruptible bool
+	instances     atomic.Uint64
 }
 
 // Close frees the runtime, its compiled code and every instance left.
@@ -231,15 +235,32 @@ func (e *Engine) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func compile(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32) (c *compiled, err error) {
+// compile compiles wasm rewritten by package instrument, so that a call's
+// context stops it without the cost of the runtime's own preemption. A
+// module the rewrite does not support, or whose rewrite the runtime refuses,
+// is compiled as it is, with the runtime's preemption.
+func compile(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32) (*compiled, error) {
 	if cache == nil {
 		return nil, errors.New("wasmrt: no compilation cache")
 	}
+	if rewritten, err := instrument.Module(wasm); err == nil {
+		if c, err := compileIn(ctx, cache, funcs, rewritten, pages, false); err == nil {
+			c.interruptible = true
+			return c, nil
+		}
+	}
+	return compileIn(ctx, cache, funcs, wasm, pages, true)
+}
+
+// compileIn compiles wasm in a runtime of its own; closeOnDone turns on the
+// runtime's preemption.
+func compileIn(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32, closeOnDone bool) (c *compiled, err error) {
 	rc := wazero.NewRuntimeConfig().
 		WithCompilationCache(cache.cache).
-		// Preemption: a call's context deadline stops a spinning guest,
-		// which otherwise ignores it and stalls the host's GC.
-		WithCloseOnContextDone(true).
+		// Preemption, for a module not rewritten: a call's context
+		// deadline stops a spinning guest, which otherwise ignores it and
+		// stalls the host's GC.
+		WithCloseOnContextDone(closeOnDone).
 		// The memory tracker enforces the exact limit; wazero's maximum is
 		// a backstop at twice that, in case an allocator is ever bypassed.
 		WithMemoryLimitPages(min(2*pages, maxPages))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+	"github.com/wasmhist/wasmhist/host/internal/instrument"
 )
 
 // stderrKeep is how much of a guest's stderr an instance keeps per call: a
@@ -45,6 +46,16 @@ type Instance struct {
 	// directIn and directOut are the direct transport's exports (SPEC
 	// section 2.5), nil if the module has none.
 	directIn, directOut api.Function
+
+	// interrupt is the flag of a module rewritten by package instrument
+	// (nil otherwise): set, it stops the guest at its next check. fire
+	// sets it when a call's context ends, then signals fired.
+	interrupt api.MutableGlobal
+	fire      func()
+	fired     chan struct{}
+	// testReturned, when set, runs after the guest returned, before the
+	// call stops watching its context.
+	testReturned func()
 }
 
 // The direct transport's exports (SPEC section 2.5).
@@ -78,6 +89,18 @@ func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance,
 	in := &Instance{mod: mod, kern: newKernel(limit, mem), mem: mem, stderr: stderr, exports: map[string]api.Function{}}
 	if c.init != "" {
 		in.init = mod.ExportedFunction(c.init)
+	}
+	if c.interruptible {
+		g, ok := mod.ExportedGlobal(instrument.InterruptExport).(api.MutableGlobal)
+		if !ok {
+			in.Close(ctx)
+			return nil, errors.New("instantiate: the interrupt flag is missing")
+		}
+		in.interrupt, in.fired = g, make(chan struct{}, 1)
+		in.fire = func() {
+			g.Set(1)
+			in.fired <- struct{}{}
+		}
 	}
 	if c.direct {
 		in.directIn, in.directOut = mod.ExportedFunction(directInputExport), mod.ExportedFunction(directOutputExport)
@@ -119,6 +142,27 @@ func (in *Instance) Close(ctx context.Context) error {
 // Output is not limited here beyond the kernel memory cap; the caller
 // checks its size before decoding.
 func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
+	if in.interrupt == nil {
+		return in.call(ctx, export, input)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, in.failure(ctx, err)
+	}
+	stop := context.AfterFunc(ctx, in.fire)
+	out, err := in.call(ctx, export, input)
+	if in.testReturned != nil {
+		in.testReturned()
+	}
+	if !stop() {
+		// The context ended during the call: wait for the flag to be set,
+		// then clear it, in case the guest returned before it looked.
+		<-in.fired
+		in.interrupt.Set(0)
+	}
+	return out, err
+}
+
+func (in *Instance) call(ctx context.Context, export string, input []byte) ([]byte, error) {
 	in.stderr.Reset()
 	if in.mod.IsClosed() {
 		return nil, fmt.Errorf("%w: instance is closed", hosterr.ErrTrap)

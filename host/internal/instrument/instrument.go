@@ -1,0 +1,223 @@
+// Package instrument rewrites a WebAssembly module so that the host can
+// stop its code at any moment, and the Go runtime can stop the world while
+// it runs, without the code leaving for the host at every loop.
+//
+// The runtime's own preemption calls out of the guest at every loop header,
+// which a Go guest, whose every function is a loop, pays at every call. The
+// rewritten module instead counts down a budget in a global of its own at
+// every loop header and at the entry of every function that does not start
+// with a loop. When the budget runs out, the code leaves for the host once
+// (by growing its memory by zero pages, which the runtime serves in Go,
+// where the Go scheduler can preempt it), then reads an interrupt flag, an
+// exported global the host sets from another goroutine when the call's
+// context ends, and traps if it is set.
+//
+// Any run that does not end passes loop headers or function entries without
+// bound, so it reaches the flag within Budget checks.
+package instrument
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
+)
+
+// InterruptExport is the exported mutable i32 global the host sets to a
+// non-zero value to stop the module's code.
+const InterruptExport = "wasmhist:interrupt"
+
+// Budget is how many checks run between two visits to the host.
+const Budget = 1 << 14
+
+// ErrUnsupported: the module uses an encoding this package does not
+// rewrite (SIMD, threads, exceptions, typed references), has no memory, or
+// already exports InterruptExport. The host then runs it unrewritten, with
+// the runtime's own preemption.
+var ErrUnsupported = errors.New("instrument: module not supported")
+
+// Module returns a copy of wasm with the checks added. It fails with
+// ErrUnsupported, or wasmbin.ErrMalformed for a binary that does not
+// decode; wasm itself is not changed.
+func Module(wasm []byte) ([]byte, error) {
+	secs, err := wasmbin.Sections(wasm)
+	if err != nil {
+		return nil, err
+	}
+	var m shape
+	for _, s := range secs {
+		r := &wasmbin.Reader{B: s.Body}
+		switch s.ID {
+		case wasmbin.SectionImport:
+			m.readImports(r)
+		case wasmbin.SectionMemory:
+			if r.U32() > 0 {
+				m.memory = true
+			}
+		case wasmbin.SectionGlobal:
+			m.globals += r.U32()
+		case wasmbin.SectionExport:
+			m.readExports(r)
+		}
+		if r.Err != nil {
+			return nil, fmt.Errorf("%w: section %d: %v", wasmbin.ErrMalformed, s.ID, r.Err)
+		}
+		if m.unsupported != "" {
+			return nil, fmt.Errorf("%w: %s", ErrUnsupported, m.unsupported)
+		}
+	}
+	if !m.memory {
+		return nil, fmt.Errorf("%w: no linear memory", ErrUnsupported)
+	}
+	counter, flag := m.globals, m.globals+1
+	check := checkCode(counter, flag)
+
+	secs = ensure(secs, wasmbin.SectionGlobal)
+	secs = ensure(secs, wasmbin.SectionExport)
+	out := append(make([]byte, 0, len(wasm)+len(wasm)/8), wasmbin.Header...)
+	for _, s := range secs {
+		body := s.Body
+		switch s.ID {
+		case wasmbin.SectionCustom:
+			// Debug information addresses code by offset, which the
+			// checks shift; the runtime would report wrong lines.
+			if name := (&wasmbin.Reader{B: body}).Name(); len(name) > 7 && name[:7] == ".debug_" {
+				continue
+			}
+		case wasmbin.SectionGlobal:
+			body = appendVec(body, 2, func(b []byte) []byte {
+				// The counter starts with a full budget; the flag clear.
+				b = append(b, 0x7f, 0x01, 0x41)
+				b = appendS32(b, Budget)
+				b = append(b, 0x0b)
+				return append(b, 0x7f, 0x01, 0x41, 0x00, 0x0b)
+			})
+		case wasmbin.SectionExport:
+			body = appendVec(body, 1, func(b []byte) []byte {
+				b = wasmbin.AppendName(b, InterruptExport)
+				b = append(b, 0x03)
+				return wasmbin.AppendU32(b, flag)
+			})
+		case wasmbin.SectionCode:
+			body, err = rewriteCode(body, check)
+			if err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, s.ID)
+		out = wasmbin.AppendU32(out, uint32(len(body)))
+		out = append(out, body...)
+	}
+	return out, nil
+}
+
+// shape is what Module needs to know of a module before rewriting it.
+type shape struct {
+	globals     uint32 // imported and defined: the index of the next one
+	memory      bool
+	unsupported string
+}
+
+func (m *shape) readImports(r *wasmbin.Reader) {
+	n := r.U32()
+	for i := uint32(0); i < n && r.Err == nil; i++ {
+		r.Name()
+		r.Name()
+		switch kind := r.Byte(); kind {
+		case 0x00:
+			r.U32()
+		case 0x01:
+			r.Byte()
+			r.Limits()
+		case 0x02:
+			r.Limits()
+			m.memory = true
+		case 0x03:
+			r.Byte()
+			r.Byte()
+			m.globals++
+		default:
+			m.unsupported = fmt.Sprintf("import kind %#x", kind)
+			return
+		}
+	}
+}
+
+func (m *shape) readExports(r *wasmbin.Reader) {
+	n := r.U32()
+	for i := uint32(0); i < n && r.Err == nil; i++ {
+		if r.Name() == InterruptExport {
+			m.unsupported = "it exports " + InterruptExport + " itself"
+			return
+		}
+		r.Byte()
+		r.U32()
+	}
+}
+
+// order is the position the binary format requires of each known section.
+var order = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
+
+// ensure adds an empty section id where the format puts it, unless secs
+// has one.
+func ensure(secs []wasmbin.Section, id byte) []wasmbin.Section {
+	at := len(secs)
+	for i, s := range secs {
+		if s.ID == id {
+			return secs
+		}
+		if s.ID != wasmbin.SectionCustom && order[s.ID] > order[id] && at == len(secs) {
+			at = i
+		}
+	}
+	empty := wasmbin.Section{ID: id, Body: []byte{0}}
+	return append(secs[:at:at], append([]wasmbin.Section{empty}, secs[at:]...)...)
+}
+
+// appendVec returns a vector section body with n more entries, appended by
+// add after the existing ones.
+func appendVec(body []byte, n uint32, add func([]byte) []byte) []byte {
+	r := &wasmbin.Reader{B: body}
+	count := r.U32()
+	out := wasmbin.AppendU32(nil, count+n)
+	out = append(out, body[r.Off:]...)
+	return add(out)
+}
+
+// checkCode is the check inserted at loop headers and function entries:
+//
+//	global.get $counter  i32.const 1  i32.sub  global.set $counter
+//	global.get $counter  i32.eqz
+//	if
+//	  i32.const 0  memory.grow 0  drop      ;; a visit to the host
+//	  global.get $flag  if  unreachable  end
+//	  i32.const Budget  global.set $counter
+//	end
+func checkCode(counter, flag uint32) []byte {
+	get := func(b []byte, g uint32) []byte { return wasmbin.AppendU32(append(b, 0x23), g) }
+	set := func(b []byte, g uint32) []byte { return wasmbin.AppendU32(append(b, 0x24), g) }
+	var b []byte
+	b = get(b, counter)
+	b = append(b, 0x41, 0x01, 0x6b)
+	b = set(b, counter)
+	b = get(b, counter)
+	b = append(b, 0x45, 0x04, 0x40)
+	b = append(b, 0x41, 0x00, 0x40, 0x00, 0x1a)
+	b = get(b, flag)
+	b = append(b, 0x04, 0x40, 0x00, 0x0b)
+	b = append(b, 0x41)
+	b = appendS32(b, Budget)
+	b = set(b, counter)
+	return append(b, 0x0b)
+}
+
+func appendS32(b []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}

@@ -1,0 +1,177 @@
+package instrument_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmhist/wasmhist/host/internal/instrument"
+	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
+	"github.com/wasmhist/wasmhist/host/internal/wasmbin/wasmtest"
+)
+
+// The functions of the test module.
+var (
+	// spin loops for ever.
+	spin = wasmtest.Func{Export: "spin", Code: []byte{
+		0x03, 0x40, 0x0c, 0x00, 0x0b, // loop br 0 end
+	}}
+	// fork(n) calls fork(n-1) twice while n > 0: 2^n calls and no loop.
+	fork = wasmtest.Func{Export: "fork", Params: []byte{wasmtest.I32}, Code: []byte{
+		0x20, 0x00, 0x04, 0x40, // local.get 0  if
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, 0x01, // fork(n-1)
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, 0x01, // fork(n-1)
+		0x0b, // end
+	}}
+	// sum(n) is n + (n-1) + ... + 1, in a loop inside a block.
+	sum = wasmtest.Func{Export: "sum", Params: []byte{wasmtest.I32}, Results: []byte{wasmtest.I64}, Locals: []byte{wasmtest.I64}, Code: []byte{
+		0x02, 0x40, 0x03, 0x40, // block loop
+		0x20, 0x00, 0x45, 0x0d, 0x01, // br_if 1 (n == 0)
+		0x20, 0x01, 0x20, 0x00, 0xad, 0x7c, 0x21, 0x01, // acc += n
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x21, 0x00, // n--
+		0x0c, 0x00, 0x0b, 0x0b, // br 0 end end
+		0x20, 0x01, // acc
+	}}
+)
+
+func testModule() []byte {
+	return wasmtest.Module{Funcs: []wasmtest.Func{spin, fork, sum}, Memory: true}.Bytes()
+}
+
+// instantiate compiles the rewritten module without the runtime's own
+// preemption and returns the instance and its interrupt flag.
+func instantiate(t *testing.T, wasm []byte) (api.Module, api.MutableGlobal) {
+	t.Helper()
+	ctx := context.Background()
+	rewritten, err := instrument.Module(wasm)
+	require.NoError(t, err)
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(false))
+	t.Cleanup(func() { rt.Close(ctx) })
+	mod, err := rt.Instantiate(ctx, rewritten)
+	require.NoError(t, err, "the runtime accepts the rewritten module")
+	flag, ok := mod.ExportedGlobal(instrument.InterruptExport).(api.MutableGlobal)
+	require.True(t, ok, "the flag is an exported mutable global")
+	return mod, flag
+}
+
+// interrupted calls export in the background, lets it run for a while,
+// with gc checks that the Go runtime can still stop the world (the code
+// visits the host), then sets the flag and expects the call to trap.
+func interrupted(t *testing.T, gc bool, export string, params ...uint64) {
+	mod, flag := instantiate(t, testModule())
+	done := make(chan error, 1)
+	go func() {
+		_, err := mod.ExportedFunction(export).Call(context.Background(), params...)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("%s returned before the flag was set: %v", export, err)
+	default:
+	}
+	if gc {
+		// A guest that never visited the host would block this
+		// collection, and the whole test binary with it, until go test
+		// times out.
+		runtime.GC()
+	}
+	flag.Set(1)
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.ErrorContains(t, err, "unreachable")
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not stop within 10s of the flag", export)
+	}
+}
+
+func TestInterruptStopsALoop(t *testing.T) { interrupted(t, false, "spin") }
+
+// TestInterruptStopsRecursion: code without a loop is stopped at function
+// entries.
+func TestInterruptStopsRecursion(t *testing.T) { interrupted(t, false, "fork", 62) }
+
+// TestCollectionDuringGuestCode: the Go runtime stops the world while a
+// guest spins or recurses. A guest that never visits the host stalls the
+// whole process, go test's own timeout included, so the check runs in a
+// child process that the test kills.
+func TestCollectionDuringGuestCode(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		interrupted(t, true, "spin")
+		interrupted(t, true, "fork", 62)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCollectionDuringGuestCode$", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, ctx.Err(), "the child was stalled, and killed:\n%s", out)
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "--- PASS: TestCollectionDuringGuestCode")
+}
+
+const childEnv = "WASMHIST_INSTRUMENT_CHILD"
+
+// TestRewriteKeepsResults: with the flag clear, the code computes what it
+// did, across many budgets (and so many visits to the host).
+func TestRewriteKeepsResults(t *testing.T) {
+	mod, _ := instantiate(t, testModule())
+	const n = 20 * instrument.Budget
+	res, err := mod.ExportedFunction("sum").Call(context.Background(), n)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(n*(n+1)/2), res[0])
+	_, err = mod.ExportedFunction("fork").Call(context.Background(), 16)
+	require.NoError(t, err, "2^16 calls complete with the flag clear")
+}
+
+func TestCustomSections(t *testing.T) {
+	custom := func(name string) wasmtest.Section {
+		return wasmtest.Section{ID: 0, Body: append(wasmbin.AppendName(nil, name), 1, 2, 3)}
+	}
+	m := wasmtest.Module{Funcs: []wasmtest.Func{sum}, Memory: true, Extra: []wasmtest.Section{custom(".debug_info"), custom("producers")}}
+	out, err := instrument.Module(m.Bytes())
+	require.NoError(t, err)
+	secs, err := wasmbin.Sections(out)
+	require.NoError(t, err)
+	var names []string
+	for _, s := range secs {
+		if s.ID == 0 {
+			names = append(names, (&wasmbin.Reader{B: s.Body}).Name())
+		}
+	}
+	assert.Equal(t, []string{"producers"}, names, "debug information, whose code offsets the rewrite shifts, is dropped")
+}
+
+func TestUnsupported(t *testing.T) {
+	simd := sum
+	simd.Code = []byte{0xfd, 0x0c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1a, 0x42, 0x00} // v128.const; drop; i64.const 0
+	own := sum
+	own.Export = instrument.InterruptExport
+	tests := []struct {
+		name string
+		wasm []byte
+		want error
+	}{
+		{"no memory", wasmtest.Module{Funcs: []wasmtest.Func{sum}}.Bytes(), instrument.ErrUnsupported},
+		{"SIMD", wasmtest.Module{Funcs: []wasmtest.Func{simd}, Memory: true}.Bytes(), instrument.ErrUnsupported},
+		{"exports the flag's name", wasmtest.Module{Funcs: []wasmtest.Func{own}, Memory: true}.Bytes(), instrument.ErrUnsupported},
+		{"not wasm", []byte("#!/bin/sh"), wasmbin.ErrMalformed},
+		{"truncated", testModule()[:len(testModule())-3], wasmbin.ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := instrument.Module(tt.wasm)
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
+}

@@ -1,0 +1,169 @@
+// Package wasmbin decodes the parts of the WebAssembly binary format that
+// the host reads before it hands a module to the runtime: the section list
+// and the encodings inside sections (LEB128 numbers, names, limits).
+package wasmbin
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+// Header starts every WebAssembly binary: magic and version 1.
+var Header = []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
+
+// Section ids.
+const (
+	SectionCustom = 0
+	SectionImport = 2
+	SectionMemory = 5
+	SectionGlobal = 6
+	SectionExport = 7
+	SectionCode   = 10
+)
+
+// ErrMalformed wraps every decoding failure.
+var ErrMalformed = errors.New("malformed WebAssembly binary")
+
+// Section is one section of a module, its body not decoded.
+type Section struct {
+	ID   byte
+	Body []byte
+}
+
+// Sections splits a module into its sections, in order.
+func Sections(b []byte) ([]Section, error) {
+	if !bytes.HasPrefix(b, Header) {
+		return nil, fmt.Errorf("%w: not a WebAssembly 1.0 module", ErrMalformed)
+	}
+	r := &Reader{B: b, Off: len(Header)}
+	var out []Section
+	for r.Off < len(r.B) {
+		id := r.Byte()
+		size := r.U32()
+		if r.Err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, r.Err)
+		}
+		if uint64(size) > uint64(len(r.B)-r.Off) {
+			return nil, fmt.Errorf("%w: section %d overruns the binary", ErrMalformed, id)
+		}
+		out = append(out, Section{ID: id, Body: r.B[r.Off : r.Off+int(size)]})
+		r.Off += int(size)
+	}
+	return out, nil
+}
+
+// Reader decodes values from B starting at Off. The first error sticks in
+// Err; later reads return zero values.
+type Reader struct {
+	B   []byte
+	Off int
+	Err error
+}
+
+// Failf records an error unless one is recorded already.
+func (r *Reader) Failf(format string, args ...any) {
+	if r.Err == nil {
+		r.Err = fmt.Errorf(format, args...)
+	}
+}
+
+// Byte reads one byte.
+func (r *Reader) Byte() byte {
+	if r.Err != nil {
+		return 0
+	}
+	if r.Off >= len(r.B) {
+		r.Failf("unexpected end")
+		return 0
+	}
+	c := r.B[r.Off]
+	r.Off++
+	return c
+}
+
+// U32 reads an unsigned LEB128 number of at most 32 bits.
+func (r *Reader) U32() uint32 {
+	var v uint32
+	for shift := 0; shift < 35; shift += 7 {
+		c := r.Byte()
+		if r.Err != nil {
+			return 0
+		}
+		v |= uint32(c&0x7f) << shift
+		if c&0x80 == 0 {
+			if shift == 28 && c > 0x0f {
+				r.Failf("LEB128 overflows 32 bits")
+				return 0
+			}
+			return v
+		}
+	}
+	r.Failf("LEB128 too long")
+	return 0
+}
+
+// SkipLEB skips a LEB128 number of at most max bytes (5 for 32 bits, 10
+// for 64), signed or not.
+func (r *Reader) SkipLEB(max int) {
+	for range max {
+		if r.Byte()&0x80 == 0 {
+			return
+		}
+	}
+	r.Failf("LEB128 too long")
+}
+
+// Skip skips n bytes.
+func (r *Reader) Skip(n int) {
+	if r.Err != nil {
+		return
+	}
+	if n > len(r.B)-r.Off {
+		r.Failf("unexpected end")
+		return
+	}
+	r.Off += n
+}
+
+// Name reads a length-prefixed UTF-8 name.
+func (r *Reader) Name() string {
+	n := r.U32()
+	if r.Err != nil {
+		return ""
+	}
+	if uint64(n) > uint64(len(r.B)-r.Off) {
+		r.Failf("name overruns its section")
+		return ""
+	}
+	s := string(r.B[r.Off : r.Off+int(n)])
+	r.Off += int(n)
+	return s
+}
+
+// Limits skips the limits of a memory or table type.
+func (r *Reader) Limits() {
+	switch flag := r.Byte(); flag {
+	case 0x00:
+		r.U32()
+	case 0x01, 0x03: // max present (0x03: shared)
+		r.U32()
+		r.U32()
+	default:
+		r.Failf("unknown limits flag %#x", flag)
+	}
+}
+
+// AppendU32 appends v as unsigned LEB128.
+func AppendU32(b []byte, v uint32) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+// AppendName appends a length-prefixed name.
+func AppendName(b []byte, s string) []byte {
+	return append(AppendU32(b, uint32(len(s))), s...)
+}

@@ -1,0 +1,91 @@
+package wasmrt
+
+import (
+	"context"
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+	"github.com/wasmhist/wasmhist/host/internal/wasmbin/wasmtest"
+)
+
+// spinExport is an export () -> i32 that loops for ever.
+var spinExport = wasmtest.Func{Export: "spin", Results: []byte{wasmtest.I32}, Code: []byte{
+	0x03, 0x40, 0x0c, 0x00, 0x0b, 0x41, 0x00, // loop br 0 end, i32.const 0
+}}
+
+func compileBytes(t *testing.T, wasm []byte) *Module {
+	t.Helper()
+	ctx := context.Background()
+	m, err := newEngine(t, userCache(t)).Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Release(ctx) })
+	return m
+}
+
+// TestPluginsAreRewritten: a plugin built by the Go toolchain is compiled
+// rewritten, not with the runtime's slower preemption.
+func TestPluginsAreRewritten(t *testing.T) {
+	for _, pkg := range []string{"../../testdata/hostile/misbehave", "github.com/wasmhist/wasmhist/plugins/inmemory"} {
+		m := compileBytes(t, hostileWasmPath(t, pkg))
+		assert.True(t, m.compiled.interruptible, "%s is compiled rewritten", pkg)
+	}
+}
+
+// TestPreemption: a spinning guest is stopped by its call's deadline or
+// cancellation, whether the module was rewritten or (having no memory)
+// runs with the runtime's own preemption.
+func TestPreemption(t *testing.T) {
+	modules := map[string]*Module{
+		"rewritten":     compileBytes(t, wasmtest.Module{Funcs: []wasmtest.Func{spinExport}, Memory: true}.Bytes()),
+		"not rewritten": compileBytes(t, wasmtest.Module{Funcs: []wasmtest.Func{spinExport}}.Bytes()),
+	}
+	require.True(t, modules["rewritten"].compiled.interruptible)
+	require.False(t, modules["not rewritten"].compiled.interruptible)
+	for name, m := range modules {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			call := func(ctx context.Context) error {
+				in, err := m.NewInstance(ctx, testPages)
+				require.NoError(t, err)
+				defer in.Close(ctx)
+				_, err = in.Call(ctx, "spin", nil)
+				return err
+			}
+			dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			require.ErrorIs(t, call(dctx), hosterr.ErrTimeout, "deadline")
+
+			cctx, cancel := context.WithCancel(ctx)
+			time.AfterFunc(200*time.Millisecond, cancel)
+			require.ErrorIs(t, call(cctx), context.Canceled, "cancellation")
+
+			require.ErrorIs(t, call(dctx), hosterr.ErrTimeout, "deadline passed before the call")
+		})
+	}
+}
+
+// TestInterruptFlagIsClearedAfterACall: a context that ends after the
+// guest's last check, as the call returns, leaves the instance usable, its
+// flag clear.
+func TestInterruptFlagIsClearedAfterACall(t *testing.T) {
+	m := compileHostile(t, "misbehave")
+	ctx := context.Background()
+	in, err := m.NewInstance(ctx, testPages)
+	require.NoError(t, err)
+	defer in.Close(ctx)
+	require.NotNil(t, in.interrupt)
+	cctx, cancel := context.WithCancel(ctx)
+	// Once cancel returns, the flag is being set.
+	in.testReturned = cancel
+	_, err = in.Call(cctx, "describe", nil)
+	require.NoError(t, err, "the guest returned before the context ended")
+	in.testReturned = nil
+	assert.Zero(t, in.interrupt.Get(), "the flag after the call")
+	_, err = in.Call(ctx, "describe", nil)
+	require.NoError(t, err, "the next call")
+}
