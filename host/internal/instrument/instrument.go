@@ -27,6 +27,10 @@ import (
 // non-zero value to stop the module's code.
 const InterruptExport = "wasmhist:interrupt"
 
+// Version changes whenever the rewrite does, so that rewritten modules kept
+// by an earlier version are not used.
+const Version = 1
+
 // Budget is how many checks run between two visits to the host.
 const Budget = 1 << 14
 

@@ -16,6 +16,7 @@ import (
 	"github.com/wasmhist/wasmhist/host/internal/instrument"
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin/wasmtest"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
 // The functions of the test module.
@@ -173,5 +174,17 @@ func TestUnsupported(t *testing.T) {
 			_, err := instrument.Module(tt.wasm)
 			require.ErrorIs(t, err, tt.want)
 		})
+	}
+}
+
+// BenchmarkModule rewrites the in-memory plugin, as every load does.
+func BenchmarkModule(b *testing.B) {
+	wasm, err := os.ReadFile(sdktest.BuildPlugin(b, "github.com/wasmhist/wasmhist/plugins/inmemory"))
+	require.NoError(b, err)
+	b.SetBytes(int64(len(wasm)))
+	for b.Loop() {
+		if _, err := instrument.Module(wasm); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

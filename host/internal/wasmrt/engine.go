@@ -22,7 +22,6 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
-	"github.com/wasmhist/wasmhist/host/internal/instrument"
 )
 
 // PageSize is the size of one WebAssembly memory page.
@@ -41,6 +40,7 @@ const compileTimeout = 5 * time.Minute
 // Whoever creates it closes it, after the engines using it.
 type Cache struct {
 	cache wazero.CompilationCache
+	dir   string
 }
 
 // NewCache opens the compilation cache in dir, which it creates.
@@ -52,7 +52,7 @@ func NewCache(dir string) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compilation cache: %w", err)
 	}
-	return &Cache{cache: c}, nil
+	return &Cache{cache: c, dir: dir}, nil
 }
 
 // Close frees the compiled code the cache holds in memory.
@@ -187,7 +187,7 @@ func (e *Engine) compileFlight(ctx context.Context, key moduleKey, f *flight, wa
 	}
 	ctx, cancel := context.WithTimeout(ctx, compileTimeout)
 	defer cancel()
-	c, err := compile(ctx, e.cache, e.funcs, wasm, key.pages)
+	c, err := compile(ctx, e.cache, e.funcs, key.sum, wasm, key.pages)
 	e.mu.Lock()
 	delete(e.flights, key)
 	if err == nil && e.closed {
@@ -235,19 +235,27 @@ func (e *Engine) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// compile compiles wasm rewritten by package instrument, so that a call's
-// context stops it without the cost of the runtime's own preemption. A
-// module the rewrite does not support, or whose rewrite the runtime refuses,
-// is compiled as it is, with the runtime's preemption.
-func compile(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32) (*compiled, error) {
+// compile compiles wasm (whose sha256 is sum) rewritten by package
+// instrument, so that a call's context stops it without the cost of the
+// runtime's own preemption. A module the rewrite does not support, or whose
+// rewrite the runtime refuses, is compiled as it is, with the runtime's
+// preemption.
+func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32]byte, wasm []byte, pages uint32) (*compiled, error) {
 	if cache == nil {
 		return nil, errors.New("wasmrt: no compilation cache")
 	}
-	if rewritten, err := instrument.Module(wasm); err == nil {
-		if c, err := compileIn(ctx, cache, funcs, rewritten, pages, false); err == nil {
+	// A second try rewrites again, in case the kept file was damaged.
+	for range 2 {
+		rewritten, path, err := cache.rewritten(sum, wasm)
+		if err != nil {
+			break
+		}
+		c, err := compileIn(ctx, cache, funcs, rewritten, pages, false)
+		if err == nil {
 			c.interruptible = true
 			return c, nil
 		}
+		os.Remove(path)
 	}
 	return compileIn(ctx, cache, funcs, wasm, pages, true)
 }

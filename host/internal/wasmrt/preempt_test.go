@@ -3,6 +3,9 @@ package wasmrt
 import (
 	"context"
 	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+	"github.com/wasmhist/wasmhist/host/internal/instrument"
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin/wasmtest"
 )
 
@@ -88,4 +92,38 @@ func TestInterruptFlagIsClearedAfterACall(t *testing.T) {
 	assert.Zero(t, in.interrupt.Get(), "the flag after the call")
 	_, err = in.Call(ctx, "describe", nil)
 	require.NoError(t, err, "the next call")
+}
+
+// TestRewrittenModuleIsKept: the rewritten module is kept in the cache
+// directory for the next load, and a damaged file is replaced.
+func TestRewrittenModuleIsKept(t *testing.T) {
+	ctx := context.Background()
+	wasm := hostileWasm(t, "misbehave")
+	dir := t.TempDir()
+	c, err := NewCache(dir)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	load := func() *Module {
+		e := newEngine(t, c)
+		m, err := e.Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
+		require.NoError(t, err)
+		t.Cleanup(func() { m.Release(ctx) })
+		return m
+	}
+	assert.True(t, load().compiled.interruptible)
+	kept, err := filepath.Glob(filepath.Join(dir, "rewritten", "*.wasm"))
+	require.NoError(t, err)
+	require.Len(t, kept, 1)
+	good, err := os.ReadFile(kept[0])
+	require.NoError(t, err)
+	want, err := instrument.Module(wasm)
+	require.NoError(t, err)
+	assert.Equal(t, want, good, "the kept file is the rewrite")
+
+	// Damaged, but still starting as a module: the load rewrites again.
+	require.NoError(t, os.WriteFile(kept[0], append(slices.Clone(good[:len(good)/2]), 0xff), 0o600))
+	assert.True(t, load().compiled.interruptible, "the load after the damage")
+	again, err := os.ReadFile(kept[0])
+	require.NoError(t, err)
+	assert.Equal(t, good, again, "the damaged file is replaced")
 }
