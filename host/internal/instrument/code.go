@@ -6,9 +6,16 @@ import (
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
 )
 
-// rewriteCode returns the code section body with check inserted at the
-// entry of every function that does not start with a loop, and after the
-// block type of every loop.
+// rewriteCode returns the code section body with check inserted after the
+// block type of every loop that can repeat, and before every call that is
+// not inside such a loop.
+//
+// Any run that does not end repeats a loop or makes calls without bound. A
+// loop that repeats is checked at its header. A call is either checked
+// itself or inside a checked loop, whose header the run passed on its way
+// in (a branch cannot enter a loop from outside). So every unbounded run
+// passes checks without bound, and between two checks a frame runs at most
+// its own code once.
 func rewriteCode(body []byte, check []byte) ([]byte, error) {
 	r := &wasmbin.Reader{B: body}
 	n := r.U32()
@@ -34,6 +41,8 @@ func rewriteCode(body []byte, check []byte) ([]byte, error) {
 	return out, nil
 }
 
+var Stats [5]int
+
 func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte) ([]byte, error) {
 	groups := f.U32()
 	for i := uint32(0); i < groups && f.Err == nil; i++ {
@@ -46,42 +55,100 @@ func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: locals: %v", wasmbin.ErrMalformed, f.Err)
 	}
 	out = append(out, f.B[:f.Off]...)
-	if !startsWithLoop(f.B[f.Off:]) {
-		out = append(out, check...)
+	code := f.B[f.Off:]
+	repeats, err := repeatingLoops(code)
+	if err != nil {
+		return nil, err
 	}
-	from := f.Off
-	for f.Off < len(f.B) && f.Err == nil {
-		op := f.Byte()
-		if err := skipImmediates(f, op); err != nil {
+	// Each open block, loop or if: whether it is a loop with a check.
+	var frames []bool
+	checked := 0 // how many open loops have a check
+	r := &wasmbin.Reader{B: code}
+	from, loop := 0, 0
+	for r.Off < len(r.B) && r.Err == nil {
+		at := r.Off
+		op := r.Byte()
+		if isCall(op) && checked == 0 {
+			out = append(out, r.B[from:at]...)
+			out = append(out, check...)
+			from = at
+		}
+		if err := skipImmediates(r, op); err != nil {
 			return nil, err
 		}
-		if op == 0x03 && f.Err == nil { // loop: the check opens its body
-			out = append(out, f.B[from:f.Off]...)
-			out = append(out, check...)
-			from = f.Off
+		switch op {
+		case 0x02, 0x04: // block, if
+			frames = append(frames, false)
+		case 0x03: // loop: the check opens its body if it can repeat
+			rep := repeats[loop]
+			loop++
+			frames = append(frames, rep)
+			if rep {
+				checked++
+				out = append(out, r.B[from:r.Off]...)
+				out = append(out, check...)
+				from = r.Off
+			}
+		case 0x0b:
+			if n := len(frames); n > 0 {
+				if frames[n-1] {
+					checked--
+				}
+				frames = frames[:n-1]
+			}
 		}
 	}
-	if f.Err != nil {
-		return nil, fmt.Errorf("%w: %v", wasmbin.ErrMalformed, f.Err)
-	}
-	return append(out, f.B[from:]...), nil
+	return append(out, r.B[from:]...), nil
 }
 
-// startsWithLoop: the code opens, before anything else, blocks and loops
-// of which one is a loop, so entering the function passes a loop header.
-func startsWithLoop(code []byte) bool {
-	r := &wasmbin.Reader{B: code}
-	for r.Err == nil {
-		switch op := r.Byte(); op {
-		case 0x03:
-			return true
-		case 0x02:
-			blockType(r)
-		default:
-			return false
+// isCall: call, call_indirect, and their tail forms.
+func isCall(op byte) bool { return op >= 0x10 && op <= 0x13 }
+
+// repeatingLoops decodes code once, following its structure, and returns
+// for each of its loops, in order, whether a branch targets it: a loop no
+// branch targets runs its body once.
+func repeatingLoops(code []byte) ([]bool, error) {
+	var repeats []bool
+	// Each open block, loop or if: the loop's number, or -1.
+	var frames []int
+	target := func(depth uint32) {
+		if depth < uint32(len(frames)) {
+			if l := frames[len(frames)-1-int(depth)]; l >= 0 {
+				repeats[l] = true
+			}
 		}
 	}
-	return false
+	r := &wasmbin.Reader{B: code}
+	for r.Off < len(r.B) && r.Err == nil {
+		switch op := r.Byte(); op {
+		case 0x02, 0x04: // block, if
+			blockType(r)
+			frames = append(frames, -1)
+		case 0x03: // loop
+			blockType(r)
+			frames = append(frames, len(repeats))
+			repeats = append(repeats, false)
+		case 0x0b: // end: of a frame, or (the last) of the function
+			if len(frames) > 0 {
+				frames = frames[:len(frames)-1]
+			}
+		case 0x0c, 0x0d: // br, br_if
+			target(r.U32())
+		case 0x0e: // br_table
+			n := r.U32()
+			for i := uint32(0); i <= n && r.Err == nil; i++ {
+				target(r.U32())
+			}
+		default:
+			if err := skipImmediates(r, op); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if r.Err != nil {
+		return nil, fmt.Errorf("%w: %v", wasmbin.ErrMalformed, r.Err)
+	}
+	return repeats, nil
 }
 
 // simpleType: a number, vector or reference type of one byte.
@@ -116,7 +183,7 @@ func skipImmediates(r *wasmbin.Reader, op byte) error {
 	case op == 0x0c, op == 0x0d, // br, br_if
 		op == 0x10, op == 0x12, // call, return_call
 		op >= 0x20 && op <= 0x26, // local.*, global.*, table.get, table.set
-		op == 0xd2: // ref.func
+		op == 0xd2:               // ref.func
 		r.U32()
 	case op == 0x0e: // br_table
 		n := r.U32()

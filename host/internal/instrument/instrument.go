@@ -5,15 +5,15 @@
 // The runtime's own preemption calls out of the guest at every loop header,
 // which a Go guest, whose every function is a loop, pays at every call. The
 // rewritten module instead counts down a budget in a global of its own at
-// every loop header and at the entry of every function that does not start
-// with a loop. When the budget runs out, the code leaves for the host once
-// (by growing its memory by zero pages, which the runtime serves in Go,
-// where the Go scheduler can preempt it), then reads an interrupt flag, an
-// exported global the host sets from another goroutine when the call's
-// context ends, and traps if it is set.
+// the header of every loop that a branch can repeat, and before every call
+// that is not inside such a loop. When the budget runs out, the code
+// leaves for the host once (by growing its memory by zero pages, which the
+// runtime serves in Go, where the Go scheduler can preempt it), then reads
+// an interrupt flag, an exported global the host sets from another
+// goroutine when the call's context ends, and traps if it is set.
 //
-// Any run that does not end passes loop headers or function entries without
-// bound, so it reaches the flag within Budget checks.
+// Any run that does not end passes such checks without bound (see
+// rewriteCode), so it reaches the flag within Budget checks.
 package instrument
 
 import (
@@ -29,10 +29,10 @@ const InterruptExport = "wasmhist:interrupt"
 
 // Version changes whenever the rewrite does, so that rewritten modules kept
 // by an earlier version are not used.
-const Version = 1
+const Version = 3
 
 // Budget is how many checks run between two visits to the host.
-const Budget = 1 << 14
+const Budget = 1 << 12
 
 // ErrUnsupported: the module uses an encoding this package does not
 // rewrite (SIMD, threads, exceptions, typed references), has no memory, or
@@ -188,7 +188,7 @@ func appendVec(body []byte, n uint32, add func([]byte) []byte) []byte {
 	return add(out)
 }
 
-// checkCode is the check inserted at loop headers and function entries:
+// checkCode is the check inserted at loop headers and before calls:
 //
 //	global.get $counter  i32.const 1  i32.sub  global.set $counter
 //	global.get $counter  i32.eqz

@@ -25,12 +25,32 @@ var (
 	spin = wasmtest.Func{Export: "spin", Code: []byte{
 		0x03, 0x40, 0x0c, 0x00, 0x0b, // loop br 0 end
 	}}
+	// spinBlock, spinIf and spinTable loop for ever by a branch from
+	// inside a block, a conditional branch and a branch table.
+	spinBlock = wasmtest.Func{Export: "spinBlock", Code: []byte{
+		0x03, 0x40, 0x02, 0x40, 0x0c, 0x01, 0x0b, 0x0b, // loop block br 1 end end
+	}}
+	spinIf = wasmtest.Func{Export: "spinIf", Code: []byte{
+		0x03, 0x40, 0x41, 0x01, 0x0d, 0x00, 0x0b, // loop i32.const 1 br_if 0 end
+	}}
+	spinTable = wasmtest.Func{Export: "spinTable", Code: []byte{
+		0x03, 0x40, 0x02, 0x40, 0x41, 0x00, // loop block i32.const 0
+		0x0e, 0x01, 0x01, 0x00, 0x0b, 0x0b, // br_table [1] 0 end end
+	}}
 	// fork(n) calls fork(n-1) twice while n > 0: 2^n calls and no loop.
 	fork = wasmtest.Func{Export: "fork", Params: []byte{wasmtest.I32}, Code: []byte{
 		0x20, 0x00, 0x04, 0x40, // local.get 0  if
 		0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, 0x01, // fork(n-1)
 		0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, 0x01, // fork(n-1)
 		0x0b, // end
+	}}
+	// forkInLoop is fork inside a loop that no branch targets, which
+	// runs once and so gets no check of its own.
+	forkInLoop = wasmtest.Func{Export: "forkInLoop", Params: []byte{wasmtest.I32}, Code: []byte{
+		0x03, 0x40, 0x20, 0x00, 0x04, 0x40, // loop local.get 0 if
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, 0x06, // forkInLoop(n-1)
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, 0x06, // forkInLoop(n-1)
+		0x0b, 0x0b, // end end
 	}}
 	// sum(n) is n + (n-1) + ... + 1, in a loop inside a block.
 	sum = wasmtest.Func{Export: "sum", Params: []byte{wasmtest.I32}, Results: []byte{wasmtest.I64}, Locals: []byte{wasmtest.I64}, Code: []byte{
@@ -44,7 +64,7 @@ var (
 )
 
 func testModule() []byte {
-	return wasmtest.Module{Funcs: []wasmtest.Func{spin, fork, sum}, Memory: true}.Bytes()
+	return wasmtest.Module{Funcs: []wasmtest.Func{spin, fork, sum, spinBlock, spinIf, spinTable, forkInLoop}, Memory: true}.Bytes()
 }
 
 // instantiate compiles the rewritten module without the runtime's own
@@ -95,30 +115,52 @@ func interrupted(t *testing.T, gc bool, export string, params ...uint64) {
 	}
 }
 
-func TestInterruptStopsALoop(t *testing.T) { interrupted(t, false, "spin") }
+// A guest whose rewrite misses a check never stops, and stalls the whole
+// process at the next garbage collection, go test's own timeout included.
+// So the tests that run guests until the flag stops them run in a child
+// process, which the parent kills after a while.
 
-// TestInterruptStopsRecursion: code without a loop is stopped at function
-// entries.
-func TestInterruptStopsRecursion(t *testing.T) { interrupted(t, false, "fork", 62) }
+func TestInterruptStopsALoop(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		for _, export := range []string{"spin", "spinBlock", "spinIf", "spinTable"} {
+			t.Run(export, func(t *testing.T) { interrupted(t, false, export) })
+		}
+	})
+}
+
+// TestInterruptStopsRecursion: calls outside loops that repeat are checked
+// themselves.
+func TestInterruptStopsRecursion(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		interrupted(t, false, "fork", 62)
+		interrupted(t, false, "forkInLoop", 62)
+	})
+}
 
 // TestCollectionDuringGuestCode: the Go runtime stops the world while a
-// guest spins or recurses. A guest that never visits the host stalls the
-// whole process, go test's own timeout included, so the check runs in a
-// child process that the test kills.
+// guest spins or recurses: the guest visits the host.
 func TestCollectionDuringGuestCode(t *testing.T) {
-	if os.Getenv(childEnv) != "" {
+	inChild(t, func(t *testing.T) {
 		interrupted(t, true, "spin")
 		interrupted(t, true, "fork", 62)
+	})
+}
+
+// inChild runs test in a child process running only the calling test, and
+// fails if the child fails or does not end within two minutes.
+func inChild(t *testing.T, test func(t *testing.T)) {
+	if os.Getenv(childEnv) == t.Name() {
+		test(t)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCollectionDuringGuestCode$", "-test.v")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"="+t.Name())
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, ctx.Err(), "the child was stalled, and killed:\n%s", out)
 	require.NoError(t, err, "%s", out)
-	assert.Contains(t, string(out), "--- PASS: TestCollectionDuringGuestCode")
+	assert.Contains(t, string(out), "--- PASS: "+t.Name())
 }
 
 const childEnv = "WASMHIST_INSTRUMENT_CHILD"
