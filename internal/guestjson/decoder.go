@@ -1,6 +1,7 @@
 package guestjson
 
 import (
+	"encoding/binary"
 	"errors"
 	"strconv"
 	"unicode/utf8"
@@ -430,6 +431,11 @@ func (d *Decoder) stringBody() ([]byte, error) {
 func (d *Decoder) scanString() (escaped bool, err error) {
 	b, i := d.b, d.i+1
 	for {
+		// Eight bytes at a time while none of them ends the run of plain
+		// bytes, then one at a time.
+		for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && plain[b[i]] {
 			i++
 		}
@@ -481,6 +487,16 @@ var plain = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// plainWord reports whether each of the eight bytes of w is plain: no byte
+// below 0x20, and none equal to a quote or a backslash. Each test is exact
+// for the word as a whole (see "Determine if a word has a byte less than
+// n" in Bit Twiddling Hacks): a byte of 0x80 or more never counts.
+func plainWord(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	less := func(x uint64, n uint64) uint64 { return (x - ones*n) & ^x & highs }
+	return less(w, 0x20)|less(w^(ones*'"'), 1)|less(w^(ones*'\\'), 1) == 0
+}
 
 func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')

@@ -1,8 +1,11 @@
 package guestjson
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -284,5 +287,30 @@ func TestUnescapeMatchesEncodingJSON(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(lit), &want))
 			assert.Equal(t, want, string(unescape([]byte(lit[1:len(lit)-1]))))
 		})
+	}
+}
+
+// TestPlainWord: plainWord agrees with the byte table for every byte value
+// at every position, among plain and among other bytes, and on random words.
+func TestPlainWord(t *testing.T) {
+	word := func(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+	for _, fill := range []byte{'a', 0x80, 0xff, 0x1f, '"'} {
+		for c := range 256 {
+			for p := range 8 {
+				b := bytes.Repeat([]byte{fill}, 8)
+				b[p] = byte(c)
+				require.Equal(t, plain[fill] && plain[c], plainWord(word(b)), "byte %#x at %d among %#x", c, p, fill)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100000 {
+		var b [8]byte
+		want := true
+		for i := range b {
+			b[i] = byte(r.Uint32())
+			want = want && plain[b[i]]
+		}
+		require.Equal(t, want, plainWord(word(b[:])), "%x", b)
 	}
 }
