@@ -6,17 +6,25 @@ import (
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
 )
 
+// straight is the most bytes of code a function runs between two checks
+// without a branch back: past it, a check is inserted at the next
+// instruction.
+const straight = 1024
+
 // rewriteCode returns the code section body with check inserted after the
-// block type of every loop that can repeat, and before every call that is
-// not inside such a loop.
+// block type of every loop that can repeat, before every call that is not
+// inside such a loop, and every straight bytes of code between those.
+// globals is how many globals the module has; code that refers to another
+// (one of those the rewrite adds) is malformed.
 //
 // Any run that does not end repeats a loop or makes calls without bound. A
 // loop that repeats is checked at its header. A call is either checked
 // itself or inside a checked loop, whose header the run passed on its way
 // in (a branch cannot enter a loop from outside). So every unbounded run
-// passes checks without bound, and between two checks a frame runs at most
-// its own code once.
-func rewriteCode(body []byte, check []byte) ([]byte, error) {
+// passes checks without bound. Between two checks a frame runs at most
+// straight bytes of its own code, and calls from them functions that have
+// no check and so run at most straight bytes each.
+func rewriteCode(body []byte, check []byte, globals uint32) ([]byte, error) {
 	r := &wasmbin.Reader{B: body}
 	n := r.U32()
 	out := wasmbin.AppendU32(make([]byte, 0, len(body)+len(body)/4), n)
@@ -29,7 +37,7 @@ func rewriteCode(body []byte, check []byte) ([]byte, error) {
 		f := &wasmbin.Reader{B: r.B[r.Off : r.Off+int(size)]}
 		r.Off += int(size)
 		var err error
-		if fn, err = rewriteFunc(fn[:0], f, check); err != nil {
+		if fn, err = rewriteFunc(fn[:0], f, check, globals); err != nil {
 			return nil, fmt.Errorf("function %d: %w", i, err)
 		}
 		out = wasmbin.AppendU32(out, uint32(len(fn)))
@@ -38,12 +46,13 @@ func rewriteCode(body []byte, check []byte) ([]byte, error) {
 	if r.Err != nil {
 		return nil, fmt.Errorf("%w: code section: %v", wasmbin.ErrMalformed, r.Err)
 	}
+	if r.Off != len(r.B) {
+		return nil, fmt.Errorf("%w: %d bytes after the last function", wasmbin.ErrMalformed, len(r.B)-r.Off)
+	}
 	return out, nil
 }
 
-var Stats [5]int
-
-func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte) ([]byte, error) {
+func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte, globals uint32) ([]byte, error) {
 	groups := f.U32()
 	for i := uint32(0); i < groups && f.Err == nil; i++ {
 		f.U32()
@@ -56,7 +65,7 @@ func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte) ([]byte, error) {
 	}
 	out = append(out, f.B[:f.Off]...)
 	code := f.B[f.Off:]
-	repeats, err := repeatingLoops(code)
+	repeats, err := repeatingLoops(code, globals)
 	if err != nil {
 		return nil, err
 	}
@@ -64,14 +73,17 @@ func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte) ([]byte, error) {
 	var frames []bool
 	checked := 0 // how many open loops have a check
 	r := &wasmbin.Reader{B: code}
-	from, loop := 0, 0
+	from, loop, last := 0, 0, 0
+	insert := func(at int) {
+		out = append(out, r.B[from:at]...)
+		out = append(out, check...)
+		from, last = at, at
+	}
 	for r.Off < len(r.B) && r.Err == nil {
 		at := r.Off
 		op := r.Byte()
-		if isCall(op) && checked == 0 {
-			out = append(out, r.B[from:at]...)
-			out = append(out, check...)
-			from = at
+		if (isCall(op) && checked == 0) || at-last >= straight {
+			insert(at)
 		}
 		if err := skipImmediates(r, op); err != nil {
 			return nil, err
@@ -85,9 +97,7 @@ func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte) ([]byte, error) {
 			frames = append(frames, rep)
 			if rep {
 				checked++
-				out = append(out, r.B[from:r.Off]...)
-				out = append(out, check...)
-				from = r.Off
+				insert(r.Off)
 			}
 		case 0x0b:
 			if n := len(frames); n > 0 {
@@ -101,13 +111,40 @@ func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte) ([]byte, error) {
 	return append(out, r.B[from:]...), nil
 }
 
+// errGlobal is the error for a reference to a global the module does not
+// have: the rewrite adds globals, so such a module would become valid, and
+// able to reach the rewrite's own.
+func errGlobal(g uint32) error {
+	return fmt.Errorf("%w: global %d does not exist", wasmbin.ErrMalformed, g)
+}
+
+// constExpr skips a constant expression, refusing references to globals
+// the module does not have.
+func constExpr(r *wasmbin.Reader, globals uint32) error {
+	for r.Err == nil {
+		switch op := r.Byte(); op {
+		case 0x0b:
+			return nil
+		case 0x23:
+			if g := r.U32(); g >= globals && r.Err == nil {
+				return errGlobal(g)
+			}
+		default:
+			if err := skipImmediates(r, op); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // isCall: call, call_indirect, and their tail forms.
 func isCall(op byte) bool { return op >= 0x10 && op <= 0x13 }
 
 // repeatingLoops decodes code once, following its structure, and returns
 // for each of its loops, in order, whether a branch targets it: a loop no
 // branch targets runs its body once.
-func repeatingLoops(code []byte) ([]bool, error) {
+func repeatingLoops(code []byte, globals uint32) ([]bool, error) {
 	var repeats []bool
 	// Each open block, loop or if: the loop's number, or -1.
 	var frames []int
@@ -138,6 +175,10 @@ func repeatingLoops(code []byte) ([]bool, error) {
 			n := r.U32()
 			for i := uint32(0); i <= n && r.Err == nil; i++ {
 				target(r.U32())
+			}
+		case 0x23, 0x24: // global.get, global.set
+			if g := r.U32(); g >= globals && r.Err == nil {
+				return nil, errGlobal(g)
 			}
 		default:
 			if err := skipImmediates(r, op); err != nil {

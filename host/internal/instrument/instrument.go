@@ -29,10 +29,10 @@ const InterruptExport = "wasmhist:interrupt"
 
 // Version changes whenever the rewrite does, so that rewritten modules kept
 // by an earlier version are not used.
-const Version = 3
+const Version = 4
 
 // Budget is how many checks run between two visits to the host.
-const Budget = 1 << 12
+const Budget = 1 << 10
 
 // ErrUnsupported: the module uses an encoding this package does not
 // rewrite (SIMD, threads, exceptions, typed references), has no memory, or
@@ -49,8 +49,18 @@ func Module(wasm []byte) ([]byte, error) {
 		return nil, err
 	}
 	var m shape
+	rank := 0
 	for _, s := range secs {
+		if s.ID != wasmbin.SectionCustom {
+			// In order, once each: so that a global section is read
+			// before anything that refers to globals.
+			if order[s.ID] <= rank {
+				return nil, fmt.Errorf("%w: section %d out of order", wasmbin.ErrMalformed, s.ID)
+			}
+			rank = order[s.ID]
+		}
 		r := &wasmbin.Reader{B: s.Body}
+		var err error
 		switch s.ID {
 		case wasmbin.SectionImport:
 			m.readImports(r)
@@ -59,9 +69,16 @@ func Module(wasm []byte) ([]byte, error) {
 				m.memory = true
 			}
 		case wasmbin.SectionGlobal:
-			m.globals += r.U32()
+			err = m.readGlobals(r)
 		case wasmbin.SectionExport:
-			m.readExports(r)
+			err = m.readExports(r)
+		case sectionElement:
+			err = m.readElements(r)
+		case sectionData:
+			err = m.readData(r)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("section %d: %w", s.ID, err)
 		}
 		if r.Err != nil {
 			return nil, fmt.Errorf("%w: section %d: %v", wasmbin.ErrMalformed, s.ID, r.Err)
@@ -103,7 +120,7 @@ func Module(wasm []byte) ([]byte, error) {
 				return wasmbin.AppendU32(b, flag)
 			})
 		case wasmbin.SectionCode:
-			body, err = rewriteCode(body, check)
+			body, err = rewriteCode(body, check, m.globals)
 			if err != nil {
 				return nil, err
 			}
@@ -147,16 +164,92 @@ func (m *shape) readImports(r *wasmbin.Reader) {
 	}
 }
 
-func (m *shape) readExports(r *wasmbin.Reader) {
+func (m *shape) readExports(r *wasmbin.Reader) error {
 	n := r.U32()
 	for i := uint32(0); i < n && r.Err == nil; i++ {
 		if r.Name() == InterruptExport {
 			m.unsupported = "it exports " + InterruptExport + " itself"
-			return
+			return nil
 		}
-		r.Byte()
-		r.U32()
+		kind, index := r.Byte(), r.U32()
+		if kind == 0x03 && index >= m.globals && r.Err == nil {
+			return errGlobal(index)
+		}
 	}
+	return nil
+}
+
+// readGlobals counts the module's own globals, and checks that their
+// initial values refer only to globals before them.
+func (m *shape) readGlobals(r *wasmbin.Reader) error {
+	n := r.U32()
+	for i := uint32(0); i < n && r.Err == nil; i++ {
+		r.Byte() // value type
+		r.Byte() // mutability
+		if err := constExpr(r, m.globals); err != nil {
+			return err
+		}
+		m.globals++
+	}
+	return nil
+}
+
+// Sections with constant expressions, which may refer to globals.
+const (
+	sectionElement = 9
+	sectionData    = 11
+)
+
+// readElements checks the offsets and initial values of element segments.
+func (m *shape) readElements(r *wasmbin.Reader) error {
+	n := r.U32()
+	for i := uint32(0); i < n && r.Err == nil; i++ {
+		flags := r.U32()
+		if flags > 7 {
+			return fmt.Errorf("%w: element segment flags %d", wasmbin.ErrMalformed, flags)
+		}
+		if flags&1 == 0 { // active: a table (with bit 2) and an offset
+			if flags&2 != 0 {
+				r.U32()
+			}
+			if err := constExpr(r, m.globals); err != nil {
+				return err
+			}
+		}
+		if flags&3 != 0 {
+			r.Byte() // element kind or reference type
+		}
+		count := r.U32()
+		for j := uint32(0); j < count && r.Err == nil; j++ {
+			if flags&4 == 0 {
+				r.U32() // a function index
+			} else if err := constExpr(r, m.globals); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readData checks the offsets of data segments.
+func (m *shape) readData(r *wasmbin.Reader) error {
+	n := r.U32()
+	for i := uint32(0); i < n && r.Err == nil; i++ {
+		switch flags := r.U32(); flags {
+		case 0, 2: // active, in memory 0 or a given one
+			if flags == 2 {
+				r.U32()
+			}
+			if err := constExpr(r, m.globals); err != nil {
+				return err
+			}
+		case 1: // passive
+		default:
+			return fmt.Errorf("%w: data segment flags %d", wasmbin.ErrMalformed, flags)
+		}
+		r.Skip(int(min(r.U32(), uint32(len(r.B)+1))))
+	}
+	return nil
 }
 
 // order is the position the binary format requires of each known section.
@@ -188,14 +281,14 @@ func appendVec(body []byte, n uint32, add func([]byte) []byte) []byte {
 	return add(out)
 }
 
-// checkCode is the check inserted at loop headers and before calls:
+// checkCode is the check rewriteCode inserts:
 //
 //	global.get $counter  i32.const 1  i32.sub  global.set $counter
 //	global.get $counter  i32.eqz
 //	if
 //	  i32.const 0  memory.grow 0  drop      ;; a visit to the host
-//	  global.get $flag  if  unreachable  end
 //	  i32.const Budget  global.set $counter
+//	  global.get $flag  if  unreachable  end
 //	end
 func checkCode(counter, flag uint32) []byte {
 	get := func(b []byte, g uint32) []byte { return wasmbin.AppendU32(append(b, 0x23), g) }
@@ -207,11 +300,11 @@ func checkCode(counter, flag uint32) []byte {
 	b = get(b, counter)
 	b = append(b, 0x45, 0x04, 0x40)
 	b = append(b, 0x41, 0x00, 0x40, 0x00, 0x1a)
-	b = get(b, flag)
-	b = append(b, 0x04, 0x40, 0x00, 0x0b)
 	b = append(b, 0x41)
 	b = appendS32(b, Budget)
 	b = set(b, counter)
+	b = get(b, flag)
+	b = append(b, 0x04, 0x40, 0x00, 0x0b)
 	return append(b, 0x0b)
 }
 

@@ -1,10 +1,12 @@
 package instrument_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -195,6 +197,62 @@ func TestCustomSections(t *testing.T) {
 	assert.Equal(t, []string{"producers"}, names, "debug information, whose code offsets the rewrite shifts, is dropped")
 }
 
+// TestRefusesMalformed: a module the rewrite would turn from invalid into
+// valid is refused, above all one that refers to the globals the rewrite
+// adds (it could reset its own countdown).
+func TestRefusesMalformed(t *testing.T) {
+	resets := sum
+	resets.Code = append([]byte{0x41, 0x64, 0x24, 0x00}, sum.Code...) // i32.const 100  global.set 0
+	reads := sum
+	reads.Code = append([]byte{0x23, 0x01, 0x1a}, sum.Code...) // global.get 1  drop
+	dataOffset := wasmtest.Section{ID: 11, Body: []byte{1, 0x00, 0x23, 0x00, 0x0b, 0x00}}
+	withFuncs := func(extra ...wasmtest.Section) wasmtest.Module {
+		return wasmtest.Module{Funcs: []wasmtest.Func{sum}, Memory: true, Extra: extra}
+	}
+	exportsGlobal := withFuncs()
+	exportsGlobal.Exports = []wasmtest.Export{{Name: "g", Kind: 0x03, Index: 0}}
+	// A byte after the last function of the code section.
+	secs, err := wasmbin.Sections(testModule())
+	require.NoError(t, err)
+	trailing := slices.Clone(wasmbin.Header)
+	for _, s := range secs {
+		body := s.Body
+		if s.ID == wasmbin.SectionCode {
+			body = append(slices.Clone(body), 0x01)
+		}
+		trailing = append(wasmbin.AppendU32(append(trailing, s.ID), uint32(len(body))), body...)
+	}
+	tests := map[string][]byte{
+		"global.set of a global it lacks":    wasmtest.Module{Funcs: []wasmtest.Func{resets}, Memory: true}.Bytes(),
+		"global.get of a global it lacks":    wasmtest.Module{Funcs: []wasmtest.Func{reads}, Memory: true}.Bytes(),
+		"data offset from a global it lacks": withFuncs(dataOffset).Bytes(),
+		"export of a global it lacks":        exportsGlobal.Bytes(),
+		"sections out of order":              withFuncs(wasmtest.Section{ID: 1, Body: []byte{0}}).Bytes(),
+		"bytes after the last function":      trailing,
+	}
+	for name, wasm := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := instrument.Module(wasm)
+			require.ErrorIs(t, err, wasmbin.ErrMalformed)
+		})
+	}
+}
+
+// TestStraightCodeIsChecked: a long run of code without loops or calls
+// gets checks every so often, so that a loop calling it many times cannot
+// stretch the time between two checks.
+func TestStraightCodeIsChecked(t *testing.T) {
+	long := wasmtest.Func{Export: "long", Code: bytes.Repeat([]byte{0x01}, 5000)} // nop
+	out, err := instrument.Module(wasmtest.Module{Funcs: []wasmtest.Func{long}, Memory: true}.Bytes())
+	require.NoError(t, err)
+	visits := bytes.Count(out, []byte{0x41, 0x00, 0x40, 0x00, 0x1a}) // i32.const 0  memory.grow 0  drop
+	assert.GreaterOrEqual(t, visits, 4, "checks in 5000 bytes of straight code")
+	short := wasmtest.Func{Export: "short", Code: bytes.Repeat([]byte{0x01}, 500)}
+	out, err = instrument.Module(wasmtest.Module{Funcs: []wasmtest.Func{short}, Memory: true}.Bytes())
+	require.NoError(t, err)
+	assert.Zero(t, bytes.Count(out, []byte{0x41, 0x00, 0x40, 0x00, 0x1a}), "checks in a short function without loops or calls")
+}
+
 func TestUnsupported(t *testing.T) {
 	simd := sum
 	simd.Code = []byte{0xfd, 0x0c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1a, 0x42, 0x00} // v128.const; drop; i64.const 0
@@ -229,4 +287,31 @@ func BenchmarkModule(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzModule: the rewrite never turns a module the runtime refuses into
+// one it accepts.
+func FuzzModule(f *testing.F) {
+	f.Add(testModule())
+	f.Add(wasmtest.Module{Funcs: []wasmtest.Func{sum}}.Bytes())
+	f.Add(wasmtest.Module{Funcs: []wasmtest.Func{spinTable, forkInLoop}, Memory: true}.Bytes())
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	valid := func(b []byte) bool {
+		m, err := rt.CompileModule(ctx, b)
+		if err == nil {
+			m.Close(ctx)
+		}
+		return err == nil
+	}
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		out, err := instrument.Module(wasm)
+		if err != nil {
+			return
+		}
+		if !valid(wasm) {
+			assert.False(t, valid(out), "the rewrite made an invalid module valid")
+		}
+	})
 }

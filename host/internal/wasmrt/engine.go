@@ -244,18 +244,26 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 	if cache == nil {
 		return nil, errors.New("wasmrt: no compilation cache")
 	}
-	// A second try rewrites again, in case the kept file was damaged.
-	for range 2 {
-		rewritten, path, err := cache.rewritten(sum, wasm)
-		if err != nil {
-			break
-		}
+	if rewritten, path, kept, err := cache.rewritten(sum, wasm); err == nil {
 		c, err := compileIn(ctx, cache, funcs, rewritten, pages, false)
 		if err == nil {
 			c.interruptible = true
 			return c, nil
 		}
-		os.Remove(path)
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// The runtime refused the rewrite. A kept file that checks out
+		// but is refused is not to be trusted either: rewrite once more.
+		if kept {
+			os.Remove(path)
+			if rewritten, _, _, err := cache.rewritten(sum, wasm); err == nil {
+				if c, err := compileIn(ctx, cache, funcs, rewritten, pages, false); err == nil {
+					c.interruptible = true
+					return c, nil
+				}
+			}
+		}
 	}
 	return compileIn(ctx, cache, funcs, wasm, pages, true)
 }

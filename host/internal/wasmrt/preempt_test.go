@@ -3,6 +3,7 @@ package wasmrt
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
 	"github.com/wasmhist/wasmhist/host/internal/instrument"
+	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin/wasmtest"
 )
 
@@ -95,35 +97,53 @@ func TestInterruptFlagIsClearedAfterACall(t *testing.T) {
 }
 
 // TestRewrittenModuleIsKept: the rewritten module is kept in the cache
-// directory for the next load, and a damaged file is replaced.
+// directory for the next load, with its sha256; a file cut short or
+// damaged, or one the runtime refuses, is replaced, and files of earlier
+// versions of the rewrite are removed.
 func TestRewrittenModuleIsKept(t *testing.T) {
 	ctx := context.Background()
 	wasm := hostileWasm(t, "misbehave")
+	sum := sha256.Sum256(wasm)
 	dir := t.TempDir()
 	c, err := NewCache(dir)
 	require.NoError(t, err)
 	defer c.Close(ctx)
 	load := func() *Module {
 		e := newEngine(t, c)
-		m, err := e.Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
+		m, err := e.Compile(ctx, sum, wasm, testPages)
 		require.NoError(t, err)
 		t.Cleanup(func() { m.Release(ctx) })
 		return m
 	}
+	earlier := filepath.Join(dir, "rewritten", hex.EncodeToString(sum[:])+"-v0.wasm")
+	require.NoError(t, os.MkdirAll(filepath.Dir(earlier), 0o700))
+	require.NoError(t, os.WriteFile(earlier, []byte("an earlier rewrite"), 0o600))
+
 	assert.True(t, load().compiled.interruptible)
+	assert.NoFileExists(t, earlier, "an earlier version's file")
 	kept, err := filepath.Glob(filepath.Join(dir, "rewritten", "*.wasm"))
 	require.NoError(t, err)
 	require.Len(t, kept, 1)
 	good, err := os.ReadFile(kept[0])
 	require.NoError(t, err)
-	want, err := instrument.Module(wasm)
+	rewrite, err := instrument.Module(wasm)
 	require.NoError(t, err)
-	assert.Equal(t, want, good, "the kept file is the rewrite")
+	h := sha256.Sum256(rewrite)
+	assert.Equal(t, append(rewrite, h[:]...), good, "the kept file is the rewrite and its sha256")
 
-	// Damaged, but still starting as a module: the load rewrites again.
-	require.NoError(t, os.WriteFile(kept[0], append(slices.Clone(good[:len(good)/2]), 0xff), 0o600))
-	assert.True(t, load().compiled.interruptible, "the load after the damage")
-	again, err := os.ReadFile(kept[0])
-	require.NoError(t, err)
-	assert.Equal(t, good, again, "the damaged file is replaced")
+	forged := append(slices.Clone(wasmbin.Header), 0x01, 0x01, 0x05) // five types, none there
+	forgedSum := sha256.Sum256(forged)
+	for name, damaged := range map[string][]byte{
+		// Cut at a section boundary: a valid module, missing its data.
+		"cut short":    rewrite[:len(rewrite)-1000],
+		"one byte off": append(slices.Clone(good[:100]), append([]byte{good[100] ^ 1}, good[101:]...)...),
+		// Its sha256 checks out, but the runtime refuses it.
+		"refused": append(forged, forgedSum[:]...),
+	} {
+		require.NoError(t, os.WriteFile(kept[0], damaged, 0o600), name)
+		assert.True(t, load().compiled.interruptible, "the load after the file was %s", name)
+		again, err := os.ReadFile(kept[0])
+		require.NoError(t, err)
+		assert.Equal(t, good, again, "the file %s is replaced", name)
+	}
 }

@@ -23,8 +23,17 @@ type Func struct {
 type Module struct {
 	Funcs  []Func
 	Memory bool
+	// Exports are exported after the functions and the memory.
+	Exports []Export
 	// Extra are sections appended as they are, in order (id, then body).
 	Extra []Section
+}
+
+// Export is an export of any kind by index.
+type Export struct {
+	Name  string
+	Kind  byte
+	Index uint32
 }
 
 // Section is a raw section.
@@ -62,6 +71,11 @@ func (m Module) Bytes() []byte {
 		memory = []byte{1, 0x00, 1}
 		nexp++
 		exports = append(wasmbin.AppendName(exports, "memory"), 0x02, 0)
+	}
+	for _, e := range m.Exports {
+		nexp++
+		exports = append(wasmbin.AppendName(exports, e.Name), e.Kind)
+		exports = wasmbin.AppendU32(exports, e.Index)
 	}
 	out = section(out, 1, types)
 	out = section(out, 3, funcs)
