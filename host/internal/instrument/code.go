@@ -6,9 +6,9 @@ import (
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
 )
 
-// straight is the most bytes of code a function runs between two checks
-// without a branch back: past it, a check is inserted at the next
-// instruction.
+// straight is the most bytes of code a path through a function runs
+// between two checks without a branch back: past it, a check is inserted
+// at the next instruction.
 const straight = 1024
 
 // rewriteCode returns the code section body with check inserted after the
@@ -21,9 +21,11 @@ const straight = 1024
 // loop that repeats is checked at its header. A call is either checked
 // itself or inside a checked loop, whose header the run passed on its way
 // in (a branch cannot enter a loop from outside). So every unbounded run
-// passes checks without bound. Between two checks a frame runs at most
-// straight bytes of its own code, and calls from them functions that have
-// no check and so run at most straight bytes each.
+// passes checks without bound. The bytes a frame runs since its last check
+// are counted along every path, taking the most where paths merge (at the
+// end of a block or if), so between two checks a frame runs at most about
+// straight bytes of its own code, and from them calls functions that have
+// no check, each of which runs at most about straight bytes on any path.
 func rewriteCode(body []byte, check []byte, globals uint32) ([]byte, error) {
 	r := &wasmbin.Reader{B: body}
 	n := r.U32()
@@ -69,46 +71,102 @@ func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte, globals uint32) ([
 	if err != nil {
 		return nil, err
 	}
-	// Each open block, loop or if: whether it is a loop with a check.
-	var frames []bool
-	checked := 0 // how many open loops have a check
+	var (
+		frames  []pathFrame
+		checked int // how many open loops have a check
+		// count is how many bytes of code the path to here ran since its
+		// last check: over every path that merges here, the most.
+		count  int
+		labels []uint32
+	)
 	r := &wasmbin.Reader{B: code}
-	from, loop, last := 0, 0, 0
+	from, loop := 0, 0
 	insert := func(at int) {
 		out = append(out, r.B[from:at]...)
 		out = append(out, check...)
-		from, last = at, at
+		from, count = at, 0
+	}
+	// branch records a branch to the end of the frame depth labels out.
+	branch := func(depth uint32) {
+		if depth < uint32(len(frames)) {
+			if fr := &frames[len(frames)-1-int(depth)]; !fr.loop {
+				fr.atEnd = max(fr.atEnd, count)
+			}
+		}
 	}
 	for r.Off < len(r.B) && r.Err == nil {
 		at := r.Off
 		op := r.Byte()
-		if (isCall(op) && checked == 0) || at-last >= straight {
+		if (isCall(op) && checked == 0) || count >= straight {
 			insert(at)
 		}
-		if err := skipImmediates(r, op); err != nil {
-			return nil, err
-		}
+		labels = labels[:0]
 		switch op {
-		case 0x02, 0x04: // block, if
-			frames = append(frames, false)
+		case 0x0c, 0x0d: // br, br_if
+			labels = append(labels, r.U32())
+		case 0x0e: // br_table
+			n := r.U32()
+			for i := uint32(0); i <= n && r.Err == nil; i++ {
+				labels = append(labels, r.U32())
+			}
+		default:
+			if err := skipImmediates(r, op); err != nil {
+				return nil, err
+			}
+		}
+		count += r.Off - at
+		switch op {
+		case 0x02: // block
+			frames = append(frames, pathFrame{atEnd: -1})
+		case 0x04: // if: the condition may skip to else or end
+			frames = append(frames, pathFrame{isIf: true, atIf: count, atEnd: -1})
 		case 0x03: // loop: the check opens its body if it can repeat
 			rep := repeats[loop]
 			loop++
-			frames = append(frames, rep)
+			frames = append(frames, pathFrame{loop: true, checked: rep})
 			if rep {
 				checked++
 				insert(r.Off)
 			}
-		case 0x0b:
+		case 0x05: // else: the then arm goes to the end; the else arm starts
 			if n := len(frames); n > 0 {
-				if frames[n-1] {
+				fr := &frames[n-1]
+				fr.atEnd, count, fr.hasElse = max(fr.atEnd, count), fr.atIf, true
+			}
+		case 0x0b: // end of a frame, or (the last) of the function
+			if n := len(frames); n > 0 {
+				fr := frames[n-1]
+				frames = frames[:n-1]
+				if fr.checked {
 					checked--
 				}
-				frames = frames[:n-1]
+				if !fr.loop {
+					count = max(count, fr.atEnd)
+					if fr.isIf && !fr.hasElse {
+						count = max(count, fr.atIf)
+					}
+				}
 			}
+		case 0x0c, 0x0e: // br, br_table: what follows is not reached
+			for _, l := range labels {
+				branch(l)
+			}
+			count = 0
+		case 0x0d: // br_if
+			branch(labels[0])
+		case 0x00, 0x0f, 0x12, 0x13: // unreachable, return and tail calls
+			count = 0
 		}
 	}
 	return append(out, r.B[from:]...), nil
+}
+
+// pathFrame is an open block, if or loop, as rewriteFunc follows paths.
+type pathFrame struct {
+	loop, checked bool // a loop; one with a check at its header
+	isIf, hasElse bool
+	atIf          int // bytes since a check where the arms start
+	atEnd         int // the most over the branches to the end, -1 if none
 }
 
 // errGlobal is the error for a reference to a global the module does not

@@ -29,14 +29,14 @@ const InterruptExport = "wasmhist:interrupt"
 
 // Version changes whenever the rewrite does, so that rewritten modules kept
 // by an earlier version are not used.
-const Version = 4
+const Version = 5
 
 // Budget is how many checks run between two visits to the host.
 const Budget = 1 << 10
 
 // ErrUnsupported: the module uses an encoding this package does not
-// rewrite (SIMD, threads, exceptions, typed references), has no memory, or
-// already exports InterruptExport. The host then runs it unrewritten, with
+// rewrite (SIMD, threads, exceptions, typed references), has no memory or
+// a start function, or already exports InterruptExport. The host then runs it unrewritten, with
 // the runtime's own preemption.
 var ErrUnsupported = errors.New("instrument: module not supported")
 
@@ -76,15 +76,23 @@ func Module(wasm []byte) ([]byte, error) {
 			err = m.readElements(r)
 		case sectionData:
 			err = m.readData(r)
+		case sectionStart:
+			// A start function runs while the module is instantiated,
+			// before the host has its flag; wazero's preemption covers it.
+			m.unsupported = "a start function"
 		}
 		if err != nil {
 			return nil, fmt.Errorf("section %d: %w", s.ID, err)
 		}
+		if m.unsupported != "" {
+			return nil, fmt.Errorf("%w: %s", ErrUnsupported, m.unsupported)
+		}
 		if r.Err != nil {
 			return nil, fmt.Errorf("%w: section %d: %v", wasmbin.ErrMalformed, s.ID, r.Err)
 		}
-		if m.unsupported != "" {
-			return nil, fmt.Errorf("%w: %s", ErrUnsupported, m.unsupported)
+		if r.Off != len(r.B) && readWhole[s.ID] {
+			// Entries appended after junk would make it valid.
+			return nil, fmt.Errorf("%w: section %d: %d bytes after its entries", wasmbin.ErrMalformed, s.ID, len(r.B)-r.Off)
 		}
 	}
 	if !m.memory {
@@ -194,8 +202,13 @@ func (m *shape) readGlobals(r *wasmbin.Reader) error {
 	return nil
 }
 
+// readWhole are the sections Module reads to their end.
+var readWhole = map[byte]bool{wasmbin.SectionImport: true, wasmbin.SectionGlobal: true,
+	wasmbin.SectionExport: true, sectionElement: true, sectionData: true}
+
 // Sections with constant expressions, which may refer to globals.
 const (
+	sectionStart   = 8
 	sectionElement = 9
 	sectionData    = 11
 )

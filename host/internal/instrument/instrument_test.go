@@ -222,7 +222,17 @@ func TestRefusesMalformed(t *testing.T) {
 		}
 		trailing = append(wasmbin.AppendU32(append(trailing, s.ID), uint32(len(body))), body...)
 	}
+	// A byte after the entries of the export section.
+	junk := slices.Clone(wasmbin.Header)
+	for _, s := range secs {
+		body := s.Body
+		if s.ID == wasmbin.SectionExport {
+			body = append(slices.Clone(body), 0x13)
+		}
+		junk = append(wasmbin.AppendU32(append(junk, s.ID), uint32(len(body))), body...)
+	}
 	tests := map[string][]byte{
+		"bytes after the exports":            junk,
 		"global.set of a global it lacks":    wasmtest.Module{Funcs: []wasmtest.Func{resets}, Memory: true}.Bytes(),
 		"global.get of a global it lacks":    wasmtest.Module{Funcs: []wasmtest.Func{reads}, Memory: true}.Bytes(),
 		"data offset from a global it lacks": withFuncs(dataOffset).Bytes(),
@@ -251,6 +261,60 @@ func TestStraightCodeIsChecked(t *testing.T) {
 	out, err = instrument.Module(wasmtest.Module{Funcs: []wasmtest.Func{short}, Memory: true}.Bytes())
 	require.NoError(t, err)
 	assert.Zero(t, bytes.Count(out, []byte{0x41, 0x00, 0x40, 0x00, 0x1a}), "checks in a short function without loops or calls")
+}
+
+// TestForwardBranchesDoNotSkipChecks: a check placed by position in
+// straight code must be on every path, not on code a branch jumps over.
+// long runs 100 blocks of 1018 bytes each left by a branch over one last
+// instruction, and counts its calls in memory; a loop calls it. With the
+// flag set first, the guest must stop within a few calls: with one check
+// per call (the loop's), it would take about a budget of them.
+func TestForwardBranchesDoNotSkipChecks(t *testing.T) {
+	code := []byte{0x41, 0x00, 0x41, 0x00, 0x28, 0x02, 0x00, 0x41, 0x01, 0x6a, 0x36, 0x02, 0x00} // mem[0]++
+	for range 100 {
+		code = append(code, 0x02, 0x40)                          // block
+		code = append(code, bytes.Repeat([]byte{0x01}, 1018)...) // nop...
+		code = append(code, 0x0c, 0x00, 0x01, 0x0b)              // br 0  nop  end
+	}
+	long := wasmtest.Func{Code: code}
+	caller := wasmtest.Func{Export: "caller", Code: []byte{0x03, 0x40, 0x10, 0x00, 0x0c, 0x00, 0x0b}} // loop call 0 br 0 end
+	inChild(t, func(t *testing.T) {
+		mod, flag := instantiate(t, wasmtest.Module{Funcs: []wasmtest.Func{long, caller}, Memory: true}.Bytes())
+		flag.Set(1)
+		done := make(chan error, 1)
+		go func() {
+			_, err := mod.ExportedFunction("caller").Call(context.Background())
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.ErrorContains(t, err, "unreachable")
+		case <-time.After(20 * time.Second):
+			t.Fatal("the guest did not stop")
+		}
+		calls, ok := mod.Memory().ReadUint32Le(0)
+		require.True(t, ok)
+		assert.Less(t, calls, uint32(64), "calls of long before the flag was seen")
+	})
+}
+
+// TestStartFunctionIsNotRewritten: a start function runs while the module
+// is instantiated, before the host holds its flag, so such a module is
+// left to the runtime's own preemption.
+func TestStartFunctionIsNotRewritten(t *testing.T) {
+	m := wasmtest.Module{Funcs: []wasmtest.Func{sum, {Code: []byte{0x01}}}, Memory: true}
+	wasm := m.Bytes()
+	secs, err := wasmbin.Sections(wasm)
+	require.NoError(t, err)
+	withStart := slices.Clone(wasmbin.Header)
+	for _, s := range secs {
+		if s.ID == wasmbin.SectionCode {
+			withStart = append(withStart, 8, 1, 1) // start: function 1
+		}
+		withStart = append(wasmbin.AppendU32(append(withStart, s.ID), uint32(len(s.Body))), s.Body...)
+	}
+	_, err = instrument.Module(withStart)
+	require.ErrorIs(t, err, instrument.ErrUnsupported)
 }
 
 func TestUnsupported(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/instrument"
 )
 
 // PageSize is the size of one WebAssembly memory page.
@@ -244,9 +245,12 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 	if cache == nil {
 		return nil, errors.New("wasmrt: no compilation cache")
 	}
-	if rewritten, path, kept, err := cache.rewritten(sum, wasm); err == nil {
+	if rewritten, kept, err := cache.rewritten(sum, wasm); err == nil {
 		c, err := compileIn(ctx, cache, funcs, rewritten, pages, false)
 		if err == nil {
+			if !kept {
+				cache.keep(sum, rewritten)
+			}
 			c.interruptible = true
 			return c, nil
 		}
@@ -256,9 +260,10 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 		// The runtime refused the rewrite. A kept file that checks out
 		// but is refused is not to be trusted either: rewrite once more.
 		if kept {
-			os.Remove(path)
-			if rewritten, _, _, err := cache.rewritten(sum, wasm); err == nil {
+			cache.drop(sum)
+			if rewritten, err := instrument.Module(wasm); err == nil {
 				if c, err := compileIn(ctx, cache, funcs, rewritten, pages, false); err == nil {
+					cache.keep(sum, rewritten)
 					c.interruptible = true
 					return c, nil
 				}

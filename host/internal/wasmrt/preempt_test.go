@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -115,15 +116,21 @@ func TestRewrittenModuleIsKept(t *testing.T) {
 		t.Cleanup(func() { m.Release(ctx) })
 		return m
 	}
-	earlier := filepath.Join(dir, "rewritten", hex.EncodeToString(sum[:])+"-v0.wasm")
+	stem := filepath.Join(dir, "rewritten", hex.EncodeToString(sum[:]))
+	earlier, later := stem+"-v0.wasm", stem+"-v"+strconv.Itoa(instrument.Version+1)+".wasm"
+	stale, fresh := filepath.Join(dir, "rewritten", ".tmp-1"), filepath.Join(dir, "rewritten", ".tmp-2")
 	require.NoError(t, os.MkdirAll(filepath.Dir(earlier), 0o700))
-	require.NoError(t, os.WriteFile(earlier, []byte("an earlier rewrite"), 0o600))
+	for _, f := range []string{earlier, later, stale, fresh} {
+		require.NoError(t, os.WriteFile(f, []byte("left by another host"), 0o600))
+	}
+	require.NoError(t, os.Chtimes(stale, time.Now().Add(-2*time.Hour), time.Now().Add(-2*time.Hour)))
 
 	assert.True(t, load().compiled.interruptible)
 	assert.NoFileExists(t, earlier, "an earlier version's file")
-	kept, err := filepath.Glob(filepath.Join(dir, "rewritten", "*.wasm"))
-	require.NoError(t, err)
-	require.Len(t, kept, 1)
+	assert.NoFileExists(t, stale, "a temporary file a crash left long ago")
+	assert.FileExists(t, later, "a later version's file, of a newer host sharing the directory")
+	assert.FileExists(t, fresh, "a temporary file another host may be writing")
+	kept := []string{stem + "-v" + strconv.Itoa(instrument.Version) + ".wasm"}
 	good, err := os.ReadFile(kept[0])
 	require.NoError(t, err)
 	rewrite, err := instrument.Module(wasm)

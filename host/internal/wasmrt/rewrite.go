@@ -7,43 +7,67 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/wasmhist/wasmhist/host/internal/instrument"
 )
 
-// rewritten returns wasm (whose sha256 is sum) rewritten by package
-// instrument, and the file that keeps it in the cache directory: a warm
-// load reads it instead of decoding the whole code section again (about
-// 10 ms for a Go plugin). kept reports that the bytes came from that file.
-//
-// The file ends with the sha256 of what precedes it, so that a file cut
-// short by a crash, or damaged, is rewritten instead of compiled.
-func (c *Cache) rewritten(sum [32]byte, wasm []byte) (b []byte, path string, kept bool, err error) {
-	dir := filepath.Join(c.dir, "rewritten")
-	name := hex.EncodeToString(sum[:])
-	path = filepath.Join(dir, fmt.Sprintf("%s-v%d.wasm", name, instrument.Version))
-	if f, err := os.ReadFile(path); err == nil && len(f) > sha256.Size {
+// The cache directory keeps each module rewritten by package instrument, so
+// that a warm load reads it instead of decoding the whole code section
+// again (about 10 ms for a Go plugin). A file holds the rewrite and then its
+// sha256, so that a file cut short by a crash, or damaged, is rewritten
+// instead of compiled; it is kept only once the rewrite compiled. The
+// directory is trusted as the compiled code beside it is.
+
+// rewritePath is where the rewrite of the module whose sha256 is sum is
+// kept, for this version of the rewrite.
+func (c *Cache) rewritePath(sum [32]byte) string {
+	return filepath.Join(c.dir, "rewritten", fmt.Sprintf("%s-v%d.wasm", hex.EncodeToString(sum[:]), instrument.Version))
+}
+
+// rewritten returns wasm (whose sha256 is sum) rewritten: the kept file if
+// there is a whole one (kept), else a new rewrite.
+func (c *Cache) rewritten(sum [32]byte, wasm []byte) (b []byte, kept bool, err error) {
+	if f, err := os.ReadFile(c.rewritePath(sum)); err == nil && len(f) > sha256.Size {
 		body, tail := f[:len(f)-sha256.Size], f[len(f)-sha256.Size:]
 		if h := sha256.Sum256(body); bytes.Equal(h[:], tail) {
-			return body, path, true, nil
+			return body, true, nil
 		}
 	}
-	if b, err = instrument.Module(wasm); err != nil {
-		return nil, "", false, err
-	}
+	b, err = instrument.Module(wasm)
+	return b, false, err
+}
+
+// keep stores a rewrite that compiled, and removes what earlier versions
+// of the rewrite kept for the same module and temporary files a crash left.
+// A failure only costs the next load the rewrite.
+func (c *Cache) keep(sum [32]byte, b []byte) {
+	path := c.rewritePath(sum)
 	h := sha256.Sum256(b)
-	// A cache: a failure to keep the file only costs the next load time.
-	if writeAtomic(path, append(b[:len(b):len(b)], h[:]...)) == nil {
-		// Rewrites by earlier versions are of no further use.
-		old, _ := filepath.Glob(filepath.Join(dir, name+"-v*.wasm"))
-		for _, o := range old {
-			if o != path {
-				os.Remove(o)
+	if writeAtomic(path, append(b[:len(b):len(b)], h[:]...)) != nil {
+		return
+	}
+	dir, name := filepath.Dir(path), hex.EncodeToString(sum[:])+"-v"
+	files, _ := os.ReadDir(dir)
+	for _, f := range files {
+		n := f.Name()
+		if v, ok := strings.CutPrefix(n, name); ok {
+			// Only older versions: a newer host may share the directory.
+			if k, err := strconv.Atoi(strings.TrimSuffix(v, ".wasm")); err == nil && k < instrument.Version {
+				os.Remove(filepath.Join(dir, n))
+			}
+		} else if strings.HasPrefix(n, ".tmp-") {
+			if info, err := f.Info(); err == nil && time.Since(info.ModTime()) > time.Hour {
+				os.Remove(filepath.Join(dir, n))
 			}
 		}
 	}
-	return b, path, false, nil
 }
+
+// drop removes the kept rewrite, which the runtime refused.
+func (c *Cache) drop(sum [32]byte) { os.Remove(c.rewritePath(sum)) }
 
 // writeAtomic writes b to path through a temporary file, synced and then
 // renamed into place, so that a concurrent reader sees the whole file or
