@@ -65,6 +65,20 @@ var (
 	}}
 )
 
+// rebuild re-encodes wasm with each section replaced by what edit returns.
+func rebuild(t *testing.T, wasm []byte, edit func(wasmbin.Section) []wasmbin.Section) []byte {
+	t.Helper()
+	secs, err := wasmbin.Sections(wasm)
+	require.NoError(t, err)
+	out := slices.Clone(wasmbin.Header)
+	for _, s := range secs {
+		for _, e := range edit(s) {
+			out = append(wasmbin.AppendU32(append(out, e.ID), uint32(len(e.Body))), e.Body...)
+		}
+	}
+	return out
+}
+
 func testModule() []byte {
 	return wasmtest.Module{Funcs: []wasmtest.Func{spin, fork, sum, spinBlock, spinIf, spinTable, forkInLoop}, Memory: true}.Bytes()
 }
@@ -211,26 +225,18 @@ func TestRefusesMalformed(t *testing.T) {
 	}
 	exportsGlobal := withFuncs()
 	exportsGlobal.Exports = []wasmtest.Export{{Name: "g", Kind: 0x03, Index: 0}}
-	// A byte after the last function of the code section.
-	secs, err := wasmbin.Sections(testModule())
-	require.NoError(t, err)
-	trailing := slices.Clone(wasmbin.Header)
-	for _, s := range secs {
-		body := s.Body
-		if s.ID == wasmbin.SectionCode {
-			body = append(slices.Clone(body), 0x01)
+	// A byte after the last function of the code section, or after the
+	// entries of the export section.
+	appendTo := func(id, b byte) func(wasmbin.Section) []wasmbin.Section {
+		return func(s wasmbin.Section) []wasmbin.Section {
+			if s.ID == id {
+				s.Body = append(slices.Clone(s.Body), b)
+			}
+			return []wasmbin.Section{s}
 		}
-		trailing = append(wasmbin.AppendU32(append(trailing, s.ID), uint32(len(body))), body...)
 	}
-	// A byte after the entries of the export section.
-	junk := slices.Clone(wasmbin.Header)
-	for _, s := range secs {
-		body := s.Body
-		if s.ID == wasmbin.SectionExport {
-			body = append(slices.Clone(body), 0x13)
-		}
-		junk = append(wasmbin.AppendU32(append(junk, s.ID), uint32(len(body))), body...)
-	}
+	trailing := rebuild(t, testModule(), appendTo(wasmbin.SectionCode, 0x01))
+	junk := rebuild(t, testModule(), appendTo(wasmbin.SectionExport, 0x13))
 	tests := map[string][]byte{
 		"bytes after the exports":            junk,
 		"global.set of a global it lacks":    wasmtest.Module{Funcs: []wasmtest.Func{resets}, Memory: true}.Bytes(),
@@ -303,17 +309,13 @@ func TestForwardBranchesDoNotSkipChecks(t *testing.T) {
 // left to the runtime's own preemption.
 func TestStartFunctionIsNotRewritten(t *testing.T) {
 	m := wasmtest.Module{Funcs: []wasmtest.Func{sum, {Code: []byte{0x01}}}, Memory: true}
-	wasm := m.Bytes()
-	secs, err := wasmbin.Sections(wasm)
-	require.NoError(t, err)
-	withStart := slices.Clone(wasmbin.Header)
-	for _, s := range secs {
+	withStart := rebuild(t, m.Bytes(), func(s wasmbin.Section) []wasmbin.Section {
 		if s.ID == wasmbin.SectionCode {
-			withStart = append(withStart, 8, 1, 1) // start: function 1
+			return []wasmbin.Section{{ID: 8, Body: []byte{1}}, s} // start: function 1
 		}
-		withStart = append(wasmbin.AppendU32(append(withStart, s.ID), uint32(len(s.Body))), s.Body...)
-	}
-	_, err = instrument.Module(withStart)
+		return []wasmbin.Section{s}
+	})
+	_, err := instrument.Module(withStart)
 	require.ErrorIs(t, err, instrument.ErrUnsupported)
 }
 
