@@ -1,5 +1,6 @@
 // Package wasmrt is the only package of the host that knows about Extism
-// and wazero. It compiles plugin modules once per Engine (one per Host)
+// and wazero. It compiles plugin modules once per Engine (one per Host),
+// rewritten by package instrument so that a call's context can stop them,
 // through a compilation cache on disk and in memory, creates instances with
 // a memory limit the host can observe, serves the Extism kernel and the
 // capability host functions, and turns every way a call can fail into one
