@@ -148,26 +148,12 @@ type shape struct {
 }
 
 func (m *shape) readImports(r *wasmbin.Reader) {
-	n := r.U32()
-	for i := uint32(0); i < n && r.Err == nil; i++ {
-		r.Name()
-		r.Name()
-		switch kind := r.Byte(); kind {
-		case 0x00:
-			r.U32()
-		case 0x01:
-			r.Byte()
-			r.Limits()
-		case 0x02:
-			r.Limits()
+	for _, im := range wasmbin.Imports(r) {
+		switch im.Kind {
+		case wasmbin.KindMemory:
 			m.memory = true
-		case 0x03:
-			r.Byte()
-			r.Byte()
+		case wasmbin.KindGlobal:
 			m.globals++
-		default:
-			m.unsupported = fmt.Sprintf("import kind %#x", kind)
-			return
 		}
 	}
 }
@@ -180,7 +166,7 @@ func (m *shape) readExports(r *wasmbin.Reader) error {
 			return nil
 		}
 		kind, index := r.Byte(), r.U32()
-		if kind == 0x03 && index >= m.globals && r.Err == nil {
+		if kind == wasmbin.KindGlobal && index >= m.globals && r.Err == nil {
 			return errGlobal(index)
 		}
 	}

@@ -9,8 +9,6 @@ import (
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
 )
 
-const kindFunc = 0x00
-
 // Import is something a module imports: a function, or (Kind not "func")
 // a table, memory or global, which no plugin may import.
 type Import struct {
@@ -57,39 +55,20 @@ func readExports(r *wasmbin.Reader) []string {
 		name := r.Name()
 		kind := r.Byte()
 		r.U32() // index
-		if r.Err == nil && kind == kindFunc {
+		if r.Err == nil && kind == wasmbin.KindFunc {
 			out = append(out, name)
 		}
 	}
 	return out
 }
 
+// importKinds names the kinds of wasmbin.Import.
+var importKinds = map[byte]string{wasmbin.KindFunc: "func", wasmbin.KindTable: "table", wasmbin.KindMemory: "memory", wasmbin.KindGlobal: "global"}
+
 func readImports(r *wasmbin.Reader) []Import {
-	n := r.U32()
 	var out []Import
-	for i := uint32(0); i < n && r.Err == nil; i++ {
-		mod := r.Name()
-		name := r.Name()
-		switch kind := r.Byte(); kind {
-		case 0x00: // func: type index
-			r.U32()
-			if r.Err == nil {
-				out = append(out, Import{Module: mod, Name: name, Kind: "func"})
-			}
-		case 0x01: // table: reftype, limits
-			r.Byte()
-			r.Limits()
-			out = append(out, Import{Module: mod, Name: name, Kind: "table"})
-		case 0x02: // memory: limits
-			r.Limits()
-			out = append(out, Import{Module: mod, Name: name, Kind: "memory"})
-		case 0x03: // global: valtype, mutability
-			r.Byte()
-			r.Byte()
-			out = append(out, Import{Module: mod, Name: name, Kind: "global"})
-		default:
-			r.Failf("unknown import kind %#x", kind)
-		}
+	for _, im := range wasmbin.Imports(r) {
+		out = append(out, Import{Module: im.Module, Name: im.Name, Kind: importKinds[im.Kind]})
 	}
 	return out
 }

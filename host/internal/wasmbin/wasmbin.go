@@ -167,3 +167,45 @@ func AppendU32(b []byte, v uint32) []byte {
 func AppendName(b []byte, s string) []byte {
 	return append(AppendU32(b, uint32(len(s))), s...)
 }
+
+// Kinds of imports and exports.
+const (
+	KindFunc   = 0x00
+	KindTable  = 0x01
+	KindMemory = 0x02
+	KindGlobal = 0x03
+)
+
+// Import is one entry of the import section.
+type Import struct {
+	Module, Name string
+	Kind         byte
+}
+
+// Imports decodes the body of an import section; an import of an unknown
+// kind is an error.
+func Imports(r *Reader) []Import {
+	n := r.U32()
+	var out []Import
+	for i := uint32(0); i < n && r.Err == nil; i++ {
+		im := Import{Module: r.Name(), Name: r.Name(), Kind: r.Byte()}
+		switch im.Kind {
+		case KindFunc: // type index
+			r.U32()
+		case KindTable: // reference type, limits
+			r.Byte()
+			r.Limits()
+		case KindMemory:
+			r.Limits()
+		case KindGlobal: // value type, mutability
+			r.Byte()
+			r.Byte()
+		default:
+			r.Failf("unknown import kind %#x", im.Kind)
+		}
+		if r.Err == nil {
+			out = append(out, im)
+		}
+	}
+	return out
+}
