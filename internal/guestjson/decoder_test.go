@@ -314,3 +314,34 @@ func TestPlainWord(t *testing.T) {
 		require.Equal(t, want, plainWord(word(b[:])), "%x", b)
 	}
 }
+
+// TestScanStringStrides: a byte that ends a run of plain bytes is found at
+// every position of a long string, whichever stride (32, 8 or 1 bytes)
+// reaches it: the string ends there, or its escape or control character is
+// seen, exactly as encoding/json sees it.
+func TestScanStringStrides(t *testing.T) {
+	for _, special := range []string{`"`, `\n`, `\u00e9`, "\x01", "é"} {
+		for p := range 100 {
+			body := strings.Repeat("a", p) + special + strings.Repeat("b", 99-p)
+			doc := []byte(`"` + body + `"`)
+			d := NewDecoder(doc)
+			got, err := d.ReadString()
+			var want string
+			wantErr := json.Unmarshal(doc, &want)
+			if special == `"` {
+				// The string ends at p; what follows is not JSON.
+				require.NoError(t, err, "position %d", p)
+				assert.Equal(t, strings.Repeat("a", p), got, "position %d", p)
+				assert.Equal(t, p+2, d.Offset(), "position %d", p)
+				continue
+			}
+			if wantErr != nil {
+				requireSyntaxError(t, err, p+1, "control character in string")
+				continue
+			}
+			require.NoError(t, err, "%q at %d", special, p)
+			assert.Equal(t, want, got, "%q at %d", special, p)
+			assert.Equal(t, len(doc), d.Offset(), "%q at %d", special, p)
+		}
+	}
+}
