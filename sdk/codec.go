@@ -34,8 +34,11 @@ func rawField(d *guestjson.Decoder) (json.RawMessage, error) {
 }
 
 // messages decodes an array of messages, each kept as its exact bytes and
-// required to be an object.
-func messages(d *guestjson.Decoder, field string) ([]json.RawMessage, error) {
+// required to be an object. They are appended to arena, which the arrays of
+// one request share so that it allocates once, and returned as the slice of
+// arena that holds them (capped, so appending to it cannot overwrite
+// another array's).
+func messages(d *guestjson.Decoder, field string, arena *[]json.RawMessage) ([]json.RawMessage, error) {
 	switch d.Peek() {
 	case 'n':
 		return nil, d.ReadNull()
@@ -43,20 +46,27 @@ func messages(d *guestjson.Decoder, field string) ([]json.RawMessage, error) {
 	default:
 		return nil, d.Fail(field + ": want an array")
 	}
-	msgs := []json.RawMessage{}
+	start := len(*arena)
 	err := d.Array(func() error {
 		if d.Peek() != '{' {
-			return d.Fail(field + "[" + strconv.Itoa(len(msgs)) + "] is not a JSON object")
+			return d.Fail(field + "[" + strconv.Itoa(len(*arena)-start) + "] is not a JSON object")
 		}
 		m, err := d.ReadValue()
-		msgs = append(msgs, m)
+		*arena = append(*arena, m)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return msgs, nil
+	if end := len(*arena); end > start {
+		return (*arena)[start:end:end], nil
+	}
+	return []json.RawMessage{}, nil
 }
+
+// arenaSize is the messages a request's arena holds before it grows: a
+// turn's request and response messages, typically.
+const arenaSize = 8
 
 func facts(d *guestjson.Decoder, f *abi.SessionFacts) error {
 	return d.Object(func(key []byte) (err error) {
@@ -101,9 +111,10 @@ func envelope(d *guestjson.Decoder, state, config *json.RawMessage, sf *abi.Sess
 
 func decodeProvideRequest(b []byte, req *abi.ProvideRequest) error {
 	d := guestjson.NewDecoder(b)
+	var arena []json.RawMessage
 	return envelope(&d, &req.State, &req.Config, &req.Session, func(key []byte) (err error) {
 		if string(key) == "request_messages" {
-			req.RequestMessages, err = messages(&d, "request_messages")
+			req.RequestMessages, err = messages(&d, "request_messages", &arena)
 			return err
 		}
 		return d.Skip()
@@ -112,12 +123,13 @@ func decodeProvideRequest(b []byte, req *abi.ProvideRequest) error {
 
 func decodeStoreRequest(b []byte, req *abi.StoreRequest) error {
 	d := guestjson.NewDecoder(b)
+	arena := make([]json.RawMessage, 0, arenaSize)
 	return envelope(&d, &req.State, &req.Config, &req.Session, func(key []byte) (err error) {
 		switch string(key) {
 		case "request_messages":
-			req.RequestMessages, err = messages(&d, "request_messages")
+			req.RequestMessages, err = messages(&d, "request_messages", &arena)
 		case "response_messages":
-			req.ResponseMessages, err = messages(&d, "response_messages")
+			req.ResponseMessages, err = messages(&d, "response_messages", &arena)
 		default:
 			err = d.Skip()
 		}
@@ -223,7 +235,14 @@ func (e *encoder) rawArray(vs []json.RawMessage) {
 func (e *encoder) str(s string) {
 	const hex = "0123456789abcdef"
 	e.b = append(e.b, '"')
-	for i := 0; i < len(s); {
+	// The strings the SDK writes (patch operations, pointers, names) are
+	// nearly always plain ASCII: copied in one append, not byte by byte.
+	plain := 0
+	for plain < len(s) && s[plain] >= 0x20 && s[plain] < utf8.RuneSelf && s[plain] != '"' && s[plain] != '\\' {
+		plain++
+	}
+	e.b = append(e.b, s[:plain]...)
+	for i := plain; i < len(s); {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
@@ -301,12 +320,23 @@ func changeSize(c *abi.StateChange) int {
 	return n
 }
 
-func encodeProvideResponse(r *abi.ProvideResponse) []byte {
+// buffer returns dst emptied if it holds n bytes, else a new buffer of
+// capacity n.
+func buffer(dst []byte, n int) []byte {
+	if cap(dst) >= n {
+		return dst[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// encodeProvideResponse appends the response to dst[:0] (or a new buffer,
+// if dst is too small).
+func encodeProvideResponse(dst []byte, r *abi.ProvideResponse) []byte {
 	n := changeSize(&r.StateChange) + 64
 	for _, m := range r.Messages {
 		n += len(m) + 1
 	}
-	e := encoder{b: make([]byte, 0, n)}
+	e := encoder{b: buffer(dst, n)}
 	e.b = append(e.b, '{')
 	if len(r.Messages) > 0 {
 		e.key("messages")
@@ -317,8 +347,10 @@ func encodeProvideResponse(r *abi.ProvideResponse) []byte {
 	return append(e.b, '}')
 }
 
-func encodeStoreResponse(r *abi.StoreResponse) []byte {
-	e := encoder{b: make([]byte, 0, changeSize(&r.StateChange)+2)}
+// encodeStoreResponse is encodeProvideResponse for a store (or clear)
+// response.
+func encodeStoreResponse(dst []byte, r *abi.StoreResponse) []byte {
+	e := encoder{b: buffer(dst, changeSize(&r.StateChange)+2)}
 	e.b = append(e.b, '{')
 	e.stateChange(&r.StateChange)
 	return append(e.b, '}')

@@ -241,7 +241,7 @@ func TestEncodeResponsesMatchEncodingJSON(t *testing.T) {
 	for _, r := range provides {
 		want, err := json.Marshal(r)
 		require.NoError(t, err)
-		assert.Equal(t, string(want), string(encodeProvideResponse(&r)), "provide response")
+		assert.Equal(t, string(want), string(encodeProvideResponse(nil, &r)), "provide response")
 	}
 	stores := []abi.StoreResponse{
 		{},
@@ -251,7 +251,7 @@ func TestEncodeResponsesMatchEncodingJSON(t *testing.T) {
 	for _, r := range stores {
 		want, err := json.Marshal(r)
 		require.NoError(t, err)
-		assert.Equal(t, string(want), string(encodeStoreResponse(&r)), "store response")
+		assert.Equal(t, string(want), string(encodeStoreResponse(nil, &r)), "store response")
 	}
 }
 
@@ -295,7 +295,7 @@ func TestEncodeOtherResponsesMatchEncodingJSON(t *testing.T) {
 // FuzzEncodeString holds the string encoder, which every response and error
 // goes through, to encoding/json without HTML escaping.
 func FuzzEncodeString(f *testing.F) {
-	for _, s := range []string{"", "plain", "\"\\/\n\r\t\x00\x1f\x7f", "é€😀", "\xff\xe2\x82", "\u2028\u2029", "<&>"} {
+	for _, s := range []string{"", "plain", "\"\\/\n\r\t\x00\x1f\x7f", "é€😀", "\xff\xe2\x82", "\u2028\u2029", "<&>", "plain, then \"quoted\"", "line\nbreak", "caf\xc3\xa9 \xff"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -307,4 +307,20 @@ func FuzzEncodeString(f *testing.F) {
 		e.str(s)
 		require.Equal(t, want.String(), string(e.b)+"\n", "encoding %q", s)
 	})
+}
+
+// TestStoreRequestArraysAreApart: the request's two message lists share one
+// allocation, yet appending to the first cannot overwrite the second, and
+// an element that is not an object is named by its index in its own list.
+func TestStoreRequestArraysAreApart(t *testing.T) {
+	var req abi.StoreRequest
+	in := `{"request_messages":[{"n":1},{"n":2}],"response_messages":[{"n":3},{"n":4}]}`
+	require.NoError(t, decodeStoreRequest([]byte(in), &req))
+	require.Len(t, req.RequestMessages, 2)
+	_ = append(req.RequestMessages, json.RawMessage(`{"n":"overwritten"}`))
+	assert.Equal(t, []json.RawMessage{json.RawMessage(`{"n":3}`), json.RawMessage(`{"n":4}`)}, req.ResponseMessages)
+
+	req = abi.StoreRequest{}
+	err := decodeStoreRequest([]byte(`{"request_messages":[{}],"response_messages":[{},{},7]}`), &req)
+	require.ErrorContains(t, err, "response_messages[2] is not a JSON object")
 }

@@ -10,14 +10,17 @@ import (
 	"github.com/wasmhist/wasmhist/abi"
 )
 
-// dispatch runs one export of p on its JSON request. It is the whole
+// dispatch runs one export of p on its JSON request, writing provide's,
+// store's and clear's answers over dst when it is large enough (the
+// WebAssembly exports pass the previous call's output buffer, which the
+// host has read by then; Handler passes nil). It is the whole
 // behaviour of a plugin as the host sees it, shared by the WebAssembly
 // exports and Handler so that both builds answer alike.
 //
 // It returns the wire error form: malformed requests are invalid_argument,
 // missing optional interfaces unimplemented, and a recovered panic internal,
 // so that bad input never becomes a trap.
-func dispatch(ctx context.Context, p Provider, export string, input []byte) (out []byte, aerr *abi.Error) {
+func dispatch(ctx context.Context, p Provider, export string, input, dst []byte) (out []byte, aerr *abi.Error) {
 	if p == nil {
 		return nil, &abi.Error{Code: abi.CodeInternal, Message: "sdk: no provider registered: call sdk.Register from an init function of the plugin's main package"}
 	}
@@ -53,7 +56,7 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte) (out
 			if resp == nil {
 				resp = &abi.ProvideResponse{}
 			}
-			out = encodeProvideResponse(resp)
+			out = encodeProvideResponse(dst, resp)
 		}
 	case abi.ExportStore:
 		var req abi.StoreRequest
@@ -65,7 +68,7 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte) (out
 			if resp == nil {
 				resp = &abi.StoreResponse{}
 			}
-			out = encodeStoreResponse(resp)
+			out = encodeStoreResponse(dst, resp)
 		}
 	case abi.ExportList:
 		l, ok := p.(Lister)
@@ -94,7 +97,7 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte) (out
 			if resp == nil {
 				resp = &abi.ClearResponse{}
 			}
-			out = encodeStoreResponse(&abi.StoreResponse{StateChange: resp.StateChange})
+			out = encodeStoreResponse(dst, &abi.StoreResponse{StateChange: resp.StateChange})
 		}
 	case abi.ExportMigrateState:
 		m, ok := p.(StateMigrator)

@@ -65,7 +65,7 @@ func Handler(p Provider) abi.Handler {
 		// The error is the wire form (*abi.Error), so native and
 		// WebAssembly builds fail alike: same code, same message. A nil
 		// *abi.Error must not become a non-nil error interface.
-		out, aerr := dispatch(ctx, p, export, input)
+		out, aerr := dispatch(ctx, p, export, input, nil)
 		if aerr != nil {
 			return nil, aerr
 		}

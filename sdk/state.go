@@ -50,16 +50,27 @@ func decode[T any](what string, raw json.RawMessage) (T, error) {
 	return v, nil
 }
 
-// AppendOps returns the state patch that appends msgs, in order, to the JSON
-// array at pointer (an RFC 6901 JSON Pointer into the state, such as
-// "/messages"). The messages are passed through as they are, never decoded,
-// and the host applies the patch natively, so storing costs the guest only
-// the new messages whatever the size of the history.
-func AppendOps(pointer string, msgs []json.RawMessage) []abi.PatchOp {
+// AppendOps returns the state patch that appends the messages of each list,
+// in order, to the JSON array at pointer (an RFC 6901 JSON Pointer into the
+// state, such as "/messages"): AppendOps("/messages",
+// req.RequestMessages, req.ResponseMessages) stores a turn. The messages
+// are passed through as they are, never decoded, and the host applies the
+// patch natively, so storing costs the guest only the new messages whatever
+// the size of the history.
+func AppendOps(pointer string, lists ...[]json.RawMessage) []abi.PatchOp {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	if n == 0 {
+		return nil
+	}
 	path := pointer + "/-"
-	ops := make([]abi.PatchOp, len(msgs))
-	for i, m := range msgs {
-		ops[i] = abi.PatchOp{Op: abi.PatchAdd, Path: path, Value: m}
+	ops := make([]abi.PatchOp, 0, n)
+	for _, l := range lists {
+		for _, m := range l {
+			ops = append(ops, abi.PatchOp{Op: abi.PatchAdd, Path: path, Value: m})
+		}
 	}
 	return ops
 }

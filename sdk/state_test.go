@@ -70,6 +70,14 @@ func TestAppendOps(t *testing.T) {
 	want := `[{"op":"add","path":"/messages/-","value":{"n":1}},{"op":"add","path":"/messages/-","value":{"n":2}}]`
 	assert.Equal(t, want, string(got))
 	assert.Empty(t, AppendOps("/messages", nil), "AppendOps(nil) must have no operations")
+	assert.Empty(t, AppendOps("/messages"), "AppendOps without lists must have no operations")
+
+	// Several lists: their messages in order, one list after the other.
+	third := []json.RawMessage{json.RawMessage(`{"n":3}`)}
+	got, err = json.Marshal(AppendOps("/h", msgs[:1], nil, msgs[1:], third))
+	require.NoError(t, err)
+	want = `[{"op":"add","path":"/h/-","value":{"n":1}},{"op":"add","path":"/h/-","value":{"n":2}},{"op":"add","path":"/h/-","value":{"n":3}}]`
+	assert.Equal(t, want, string(got))
 }
 
 // TestDecodeStateOmittedNamesOmitState: the error reaches the host as the

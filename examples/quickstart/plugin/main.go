@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"strconv"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -58,8 +57,8 @@ func (provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.Provid
 
 // Store appends the new messages, request first, without decoding them.
 func (provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
-	msgs := slices.Concat(req.RequestMessages, req.ResponseMessages)
-	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps("/messages", msgs)}}, nil
+	ops := sdk.AppendOps("/messages", req.RequestMessages, req.ResponseMessages)
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: ops}}, nil
 }
 
 // List pages through everything stored; the cursor is the next index.

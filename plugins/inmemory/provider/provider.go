@@ -13,7 +13,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"strconv"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -117,11 +116,8 @@ func (Provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.Provid
 // Store implements sdk.Provider: the request messages, then the response
 // messages, appended to the history.
 func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
-	msgs := slices.Concat(req.RequestMessages, req.ResponseMessages)
-	if len(msgs) == 0 {
-		return &abi.StoreResponse{}, nil
-	}
-	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps(messagesPointer, msgs)}}, nil
+	ops := sdk.AppendOps(messagesPointer, req.RequestMessages, req.ResponseMessages)
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: ops}}, nil
 }
 
 // List implements sdk.Lister. A request without a state (list is in

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"slices"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/sdk"
@@ -32,8 +31,8 @@ func (provider) Provide(context.Context, *abi.ProvideRequest) (*abi.ProvideRespo
 
 // Store appends the new messages, request first, without decoding them.
 func (provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
-	msgs := slices.Concat(req.RequestMessages, req.ResponseMessages)
-	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps("/messages", msgs)}}, nil
+	ops := sdk.AppendOps("/messages", req.RequestMessages, req.ResponseMessages)
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: ops}}, nil
 }
 
 func init() { sdk.Register(provider{}) }
