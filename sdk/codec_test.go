@@ -238,10 +238,15 @@ func TestEncodeResponsesMatchEncodingJSON(t *testing.T) {
 		{Messages: msgs, StateChange: abi.StateChange{State: json.RawMessage(`{"n":1}`)}},
 		{StateChange: abi.StateChange{Patch: []abi.PatchOp{{Op: abi.PatchRemove, Path: "/x"}, {Op: abi.PatchAdd, Path: "/m/-", Value: msgs[0]}}}},
 	}
+	// The WebAssembly exports pass the last output's buffer as dst: what it
+	// held must not show through, whether it is large enough or not.
+	roomy, small := bytes.Repeat([]byte("garbage "), 512), []byte("garbage")
 	for _, r := range provides {
 		want, err := json.Marshal(r)
 		require.NoError(t, err)
 		assert.Equal(t, string(want), string(encodeProvideResponse(nil, &r)), "provide response")
+		assert.Equal(t, string(want), string(encodeProvideResponse(roomy, &r)), "provide response over a large buffer")
+		assert.Equal(t, string(want), string(encodeProvideResponse(small[:1], &r)), "provide response over a small buffer")
 	}
 	stores := []abi.StoreResponse{
 		{},
@@ -252,6 +257,8 @@ func TestEncodeResponsesMatchEncodingJSON(t *testing.T) {
 		want, err := json.Marshal(r)
 		require.NoError(t, err)
 		assert.Equal(t, string(want), string(encodeStoreResponse(nil, &r)), "store response")
+		assert.Equal(t, string(want), string(encodeStoreResponse(roomy, &r)), "store response over a large buffer")
+		assert.Equal(t, string(want), string(encodeStoreResponse(small[:1], &r)), "store response over a small buffer")
 	}
 }
 

@@ -56,7 +56,7 @@ func decode[T any](what string, raw json.RawMessage) (T, error) {
 // req.RequestMessages, req.ResponseMessages) stores a turn. The messages
 // are passed through as they are, never decoded, and the host applies the
 // patch natively, so storing costs the guest only the new messages whatever
-// the size of the history.
+// the size of the history. With no messages it returns nil: no change.
 func AppendOps(pointer string, lists ...[]json.RawMessage) []abi.PatchOp {
 	n := 0
 	for _, l := range lists {

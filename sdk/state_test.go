@@ -69,8 +69,8 @@ func TestAppendOps(t *testing.T) {
 	require.NoError(t, err)
 	want := `[{"op":"add","path":"/messages/-","value":{"n":1}},{"op":"add","path":"/messages/-","value":{"n":2}}]`
 	assert.Equal(t, want, string(got))
-	assert.Empty(t, AppendOps("/messages", nil), "AppendOps(nil) must have no operations")
-	assert.Empty(t, AppendOps("/messages"), "AppendOps without lists must have no operations")
+	assert.Nil(t, AppendOps("/messages", nil), "AppendOps(nil) must have no operations")
+	assert.Nil(t, AppendOps("/messages"), "AppendOps without lists must have no operations")
 
 	// Several lists: their messages in order, one list after the other.
 	third := []json.RawMessage{json.RawMessage(`{"n":3}`)}
