@@ -68,15 +68,18 @@ func messages(d *guestjson.Decoder, field string, arena *[]json.RawMessage) ([]j
 // turn's request and response messages, typically.
 const arenaSize = 8
 
-func facts(d *guestjson.Decoder, f *abi.SessionFacts) error {
+// facts decodes the session facts into f. guess is what they probably are
+// (the previous call's, in a WebAssembly guest): a string that decodes to
+// the guessed text is that string, not a new copy.
+func facts(d *guestjson.Decoder, f *abi.SessionFacts, guess abi.SessionFacts) error {
 	return d.Object(func(key []byte) (err error) {
 		switch string(key) {
 		case "session_id":
-			f.SessionID, err = d.ReadString()
+			f.SessionID, err = d.ReadStringAs(guess.SessionID)
 		case "state_key":
-			f.StateKey, err = d.ReadString()
+			f.StateKey, err = d.ReadStringAs(guess.StateKey)
 		case "service_session_id":
-			f.ServiceSessionID, err = d.ReadString()
+			f.ServiceSessionID, err = d.ReadStringAs(guess.ServiceSessionID)
 		default:
 			err = d.Skip()
 		}
@@ -85,8 +88,12 @@ func facts(d *guestjson.Decoder, f *abi.SessionFacts) error {
 }
 
 // envelope decodes the fields provide and store requests share; other
-// fields go to more, which must consume them.
+// fields go to more, which must consume them. What *sf holds on entry is
+// only a guess at the session facts (see facts); a request without them
+// leaves it zero.
 func envelope(d *guestjson.Decoder, state, config *json.RawMessage, sf *abi.SessionFacts, more func(key []byte) error) error {
+	guess := *sf
+	*sf = abi.SessionFacts{}
 	if d.Peek() != '{' {
 		return d.Fail("the request is not a JSON object")
 	}
@@ -97,7 +104,7 @@ func envelope(d *guestjson.Decoder, state, config *json.RawMessage, sf *abi.Sess
 		case "config":
 			*config, err = rawField(d)
 		case "session":
-			err = facts(d, sf)
+			err = facts(d, sf, guess)
 		default:
 			err = more(key)
 		}

@@ -10,17 +10,15 @@ import (
 	"github.com/wasmhist/wasmhist/abi"
 )
 
-// dispatch runs one export of p on its JSON request, writing provide's,
-// store's and clear's answers over dst when it is large enough (the
-// WebAssembly exports pass the previous call's output buffer, which the
-// host has read by then; Handler passes nil). It is the whole
+// dispatch runs one export of p on its JSON request. It is the whole
 // behaviour of a plugin as the host sees it, shared by the WebAssembly
-// exports and Handler so that both builds answer alike.
+// exports and Handler so that both builds answer alike. kept, nil for
+// Handler, is what a WebAssembly guest carries from one call to the next.
 //
 // It returns the wire error form: malformed requests are invalid_argument,
 // missing optional interfaces unimplemented, and a recovered panic internal,
 // so that bad input never becomes a trap.
-func dispatch(ctx context.Context, p Provider, export string, input, dst []byte) (out []byte, aerr *abi.Error) {
+func dispatch(ctx context.Context, p Provider, export string, input []byte, kept *reuse) (out []byte, aerr *abi.Error) {
 	if p == nil {
 		return nil, &abi.Error{Code: abi.CodeInternal, Message: "sdk: no provider registered: call sdk.Register from an init function of the plugin's main package"}
 	}
@@ -36,6 +34,17 @@ func dispatch(ctx context.Context, p Provider, export string, input, dst []byte)
 	// encoded without encoding/json (see codec.go), so that a plugin links
 	// neither unless its own code does.
 	var err error
+	var dst []byte
+	var guess abi.SessionFacts
+	if kept != nil {
+		dst, guess = kept.out, kept.session
+	}
+	// remember keeps a decoded request's session facts for the next call.
+	remember := func(f abi.SessionFacts) {
+		if kept != nil {
+			kept.session = f
+		}
+	}
 	switch export {
 	case abi.ExportDescribe:
 		if err = checkDescribeRequest(input); err != nil {
@@ -47,10 +56,11 @@ func dispatch(ctx context.Context, p Provider, export string, input, dst []byte)
 		}
 		out = encodePluginInfo(&info)
 	case abi.ExportProvide:
-		var req abi.ProvideRequest
+		req := abi.ProvideRequest{Session: guess}
 		if err = decodeProvideRequest(input, &req); err != nil {
 			return nil, invalidRequest(export, err)
 		}
+		remember(req.Session)
 		var resp *abi.ProvideResponse
 		if resp, err = p.Provide(ctx, &req); err == nil {
 			if resp == nil {
@@ -59,10 +69,11 @@ func dispatch(ctx context.Context, p Provider, export string, input, dst []byte)
 			out = encodeProvideResponse(dst, resp)
 		}
 	case abi.ExportStore:
-		var req abi.StoreRequest
+		req := abi.StoreRequest{Session: guess}
 		if err = decodeStoreRequest(input, &req); err != nil {
 			return nil, invalidRequest(export, err)
 		}
+		remember(req.Session)
 		var resp *abi.StoreResponse
 		if resp, err = p.Store(ctx, &req); err == nil {
 			if resp == nil {
@@ -75,10 +86,11 @@ func dispatch(ctx context.Context, p Provider, export string, input, dst []byte)
 		if !ok {
 			return nil, unimplemented(export, "Lister")
 		}
-		var req abi.ListRequest
+		req := abi.ListRequest{Session: guess}
 		if err = decodeListRequest(input, &req); err != nil {
 			return nil, invalidRequest(export, err)
 		}
+		remember(req.Session)
 		var resp *abi.ListResponse
 		if resp, err = listPage(l.List(ctx, &req)); err == nil {
 			out = encodeListResponse(resp)
@@ -88,10 +100,11 @@ func dispatch(ctx context.Context, p Provider, export string, input, dst []byte)
 		if !ok {
 			return nil, unimplemented(export, "Clearer")
 		}
-		var req abi.ClearRequest
+		req := abi.ClearRequest{Session: guess}
 		if err = decodeClearRequest(input, &req); err != nil {
 			return nil, invalidRequest(export, err)
 		}
+		remember(req.Session)
 		var resp *abi.ClearResponse
 		if resp, err = c.Clear(ctx, &req); err == nil {
 			if resp == nil {
@@ -122,6 +135,20 @@ func dispatch(ctx context.Context, p Provider, export string, input, dst []byte)
 		return nil, abi.AsError(err)
 	}
 	return out, nil
+}
+
+// reuse is what a WebAssembly guest carries from one export call to the
+// next, to allocate less:
+//   - out, the last output's buffer, which provide's, store's and clear's
+//     next answer may overwrite: the host has read it by then, and it is
+//     the SDK's own, never the provider's (the input, which the provider
+//     may keep what it decoded from, is never reused);
+//   - session, the last request's session facts, whose strings the next
+//     request most often repeats (strings cannot change, so sharing them
+//     is safe).
+type reuse struct {
+	out     []byte
+	session abi.SessionFacts
 }
 
 // invalidRequest is the error for a request that does not decode.

@@ -180,3 +180,46 @@ func TestRegister(t *testing.T) {
 	assert.Panics(t, func() { Register(&echoProvider{}) }, "second Register")
 	assert.Same(t, p, registered, "a second Register replaced the provider")
 }
+
+// factsProvider records the session facts of each call.
+type factsProvider struct {
+	echoProvider
+	seen []abi.SessionFacts
+}
+
+func (p *factsProvider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	p.seen = append(p.seen, req.Session)
+	return &abi.ProvideResponse{}, nil
+}
+
+func (p *factsProvider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	p.seen = append(p.seen, req.Session)
+	return &abi.StoreResponse{}, nil
+}
+
+// TestDispatchCarriesOnlyGuesses: what a guest keeps between calls (the
+// last session facts, the last output's buffer) never shows in a later
+// call: each request's facts are its own, absent ones are empty, and a
+// failed call leaves the next one intact.
+func TestDispatchCarriesOnlyGuesses(t *testing.T) {
+	p := &factsProvider{}
+	var kept reuse
+	calls := []struct{ export, input string }{
+		{abi.ExportProvide, `{"session":{"session_id":"a","state_key":"k","service_session_id":"svc"}}`},
+		{abi.ExportStore, `{"session":{"session_id":"a","state_key":"k"}}`},
+		{abi.ExportProvide, `{"session":{"session_id":"b","state_key":"k"}}`},
+		{abi.ExportStore, `{"session":{"session_id":"b","state_key":"k"},"request_messages":7}`}, // fails
+		{abi.ExportProvide, `{}`},
+		{abi.ExportStore, `{"session":{"session_id":"a\u0062","state_key":"k"}}`},
+	}
+	for _, c := range calls {
+		dispatch(context.Background(), p, c.export, []byte(c.input), &kept)
+	}
+	assert.Equal(t, []abi.SessionFacts{
+		{SessionID: "a", StateKey: "k", ServiceSessionID: "svc"},
+		{SessionID: "a", StateKey: "k"},
+		{SessionID: "b", StateKey: "k"},
+		{},
+		{SessionID: "ab", StateKey: "k"},
+	}, p.seen)
+}

@@ -53,18 +53,14 @@ var (
 	// directOutput is the last direct call's output, kept reachable until
 	// the host has read it (the next call replaces it).
 	directOutput []byte
-	// spare is the buffer of the last output, which the next call's
-	// output may overwrite: by then the host has read it (it is the
-	// provider's own input that a call must never overwrite, since the
-	// provider may keep what it decoded). Outputs above maxSpare are not
-	// kept, so that a pooled instance does not hold on to one large
-	// answer.
-	spare []byte
+	// kept is what one export call leaves for the next (see reuse).
+	kept reuse
 )
 
 // maxSpare bounds the output buffer a plugin keeps between calls. Store
 // and provide answers of a plugin that leaves the state out are a few
-// kilobytes whatever the history's size.
+// kilobytes whatever the history's size; a larger answer is not kept, so
+// that a pooled instance does not hold on to it.
 const maxSpare = 64 << 10
 
 // exportInputBuffer returns the address of a new buffer of n bytes, into
@@ -97,9 +93,9 @@ func run(export string) int32 {
 	if !isDirect {
 		input = readInput()
 	}
-	out, aerr := dispatch(context.Background(), registered, export, input, spare)
+	out, aerr := dispatch(context.Background(), registered, export, input, &kept)
 	if out != nil && cap(out) <= maxSpare {
-		spare = out[:0]
+		kept.out = out[:0]
 	}
 	if aerr != nil {
 		kernelErrorSet(writeBlock(encodeError(aerr)))

@@ -126,7 +126,12 @@ func (d *Decoder) ReadNull() error {
 // ReadString decodes a string as encoding/json does: escapes resolved, a
 // lone surrogate or invalid UTF-8 replaced by U+FFFD. null reads as "", as
 // it leaves a string field unset with encoding/json.
-func (d *Decoder) ReadString() (string, error) {
+func (d *Decoder) ReadString() (string, error) { return d.ReadStringAs("") }
+
+// ReadStringAs is ReadString, but returns like itself, allocating nothing,
+// when the string decodes to the same text: a caller that expects the
+// value it read last time (a session id, say) passes that.
+func (d *Decoder) ReadStringAs(like string) (string, error) {
 	switch d.Peek() {
 	case '"':
 	case 'n':
@@ -135,6 +140,9 @@ func (d *Decoder) ReadString() (string, error) {
 		return "", d.Fail("want a string")
 	}
 	s, err := d.stringBody()
+	if err == nil && string(s) == like {
+		return like, nil
+	}
 	return string(s), err
 }
 

@@ -345,3 +345,38 @@ func TestScanStringStrides(t *testing.T) {
 		}
 	}
 }
+
+// TestReadStringAs: the guess comes back, without an allocation, exactly
+// when the string decodes to its text (escapes resolved); otherwise the
+// string read, as ReadString returns it.
+func TestReadStringAs(t *testing.T) {
+	for _, tt := range []struct{ doc, like, want string }{
+		{`"abc"`, "abc", "abc"},
+		{`"a\u0062c"`, "abc", "abc"},
+		{`"abc"`, "abd", "abc"},
+		{`"abc"`, "", "abc"},
+		{`""`, "x", ""},
+		{`null`, "x", ""},
+	} {
+		d := NewDecoder([]byte(tt.doc))
+		got, err := d.ReadStringAs(tt.like)
+		require.NoError(t, err, tt.doc)
+		assert.Equal(t, tt.want, got, tt.doc)
+	}
+	doc := []byte(`"session-0001"`)
+	like := "session-0001"
+	allocs := testing.AllocsPerRun(100, func() {
+		d := NewDecoder(doc)
+		if s, err := d.ReadStringAs(like); err != nil || s != like {
+			t.Fatal(s, err)
+		}
+	})
+	assert.Zero(t, allocs, "a string equal to the guess must not be copied")
+	allocs = testing.AllocsPerRun(100, func() {
+		d := NewDecoder(doc)
+		if _, err := d.ReadStringAs("other"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Equal(t, 1.0, allocs, "another string is copied once")
+}
