@@ -14,6 +14,11 @@
 //
 // Any run that does not end passes such checks without bound (see
 // rewriteCode), so it reaches the flag within Budget checks.
+//
+// The rewrite also joins the module's data segments where only a few zero
+// bytes lie between them (see coalesceData): a Go module has tens of
+// thousands, which the runtime decodes on every load and copies on every
+// instance.
 package instrument
 
 import (
@@ -29,7 +34,7 @@ const InterruptExport = "wasmhist:interrupt"
 
 // Version changes whenever the rewrite does, so that rewritten modules kept
 // by an earlier version are not used.
-const Version = 5
+const Version = 6
 
 // Budget is how many checks run between two visits to the host.
 const Budget = 1 << 10
@@ -68,6 +73,8 @@ func Module(wasm []byte) ([]byte, error) {
 			if r.U32() > 0 {
 				m.memory = true
 			}
+		case sectionDataCount:
+			m.dataCount = true
 		case wasmbin.SectionGlobal:
 			err = m.readGlobals(r)
 		case wasmbin.SectionExport:
@@ -132,6 +139,10 @@ func Module(wasm []byte) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
+		case sectionData:
+			if !m.importedMemory && !m.dataCount {
+				body = coalesceData(body)
+			}
 		}
 		out = append(out, s.ID)
 		out = wasmbin.AppendU32(out, uint32(len(body)))
@@ -142,16 +153,18 @@ func Module(wasm []byte) ([]byte, error) {
 
 // shape is what Module needs to know of a module before rewriting it.
 type shape struct {
-	globals     uint32 // imported and defined: the index of the next one
-	memory      bool
-	unsupported string
+	globals        uint32 // imported and defined: the index of the next one
+	memory         bool   // imported or defined
+	importedMemory bool
+	dataCount      bool // a data count section
+	unsupported    string
 }
 
 func (m *shape) readImports(r *wasmbin.Reader) {
 	for _, im := range wasmbin.Imports(r) {
 		switch im.Kind {
 		case wasmbin.KindMemory:
-			m.memory = true
+			m.memory, m.importedMemory = true, true
 		case wasmbin.KindGlobal:
 			m.globals++
 		}
@@ -197,6 +210,9 @@ const (
 	sectionStart   = 8
 	sectionElement = 9
 	sectionData    = 11
+	// sectionDataCount announces how many data segments there are; only
+	// code that refers to segments by index needs it.
+	sectionDataCount = 12
 )
 
 // readElements checks the offsets and initial values of element segments.

@@ -361,6 +361,7 @@ func FuzzModule(f *testing.F) {
 	f.Add(testModule())
 	f.Add(wasmtest.Module{Funcs: []wasmtest.Func{sum}}.Bytes())
 	f.Add(wasmtest.Module{Funcs: []wasmtest.Func{spinTable, forkInLoop}, Memory: true}.Bytes())
+	f.Add(dataModule(dataBody(segment{10, []byte("ab")}, segment{-1, nil}, segment{14, []byte("cd")})))
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(ctx)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Header starts every WebAssembly binary: magic and version 1.
@@ -97,6 +98,31 @@ func (r *Reader) U32() uint32 {
 				return 0
 			}
 			return v
+		}
+	}
+	r.Failf("LEB128 too long")
+	return 0
+}
+
+// S32 reads a signed LEB128 number of at most 32 bits.
+func (r *Reader) S32() int32 {
+	var v int64
+	for shift := 0; shift < 35; {
+		c := r.Byte()
+		if r.Err != nil {
+			return 0
+		}
+		v |= int64(c&0x7f) << shift
+		shift += 7
+		if c&0x80 == 0 {
+			if c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			if v < math.MinInt32 || v > math.MaxInt32 {
+				r.Failf("LEB128 overflows 32 bits")
+				return 0
+			}
+			return int32(v)
 		}
 	}
 	r.Failf("LEB128 too long")
