@@ -3,7 +3,9 @@ package wasmrt
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,7 +100,7 @@ func TestInterruptFlagIsClearedAfterACall(t *testing.T) {
 }
 
 // TestRewrittenModuleIsKept: the rewritten module is kept in the cache
-// directory for the next load, with its sha256; a file cut short or
+// directory for the next load, with its CRC-32C; a file cut short or
 // damaged, or one the runtime refuses, is replaced, and files of earlier
 // versions of the rewrite are removed.
 func TestRewrittenModuleIsKept(t *testing.T) {
@@ -135,17 +137,18 @@ func TestRewrittenModuleIsKept(t *testing.T) {
 	require.NoError(t, err)
 	rewrite, err := instrument.Module(wasm)
 	require.NoError(t, err)
-	h := sha256.Sum256(rewrite)
-	assert.Equal(t, append(rewrite, h[:]...), good, "the kept file is the rewrite and its sha256")
+	crc := func(b []byte) []byte {
+		return binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+	}
+	assert.Equal(t, append(slices.Clone(rewrite), crc(rewrite)...), good, "the kept file is the rewrite and its CRC-32C")
 
 	forged := append(slices.Clone(wasmbin.Header), 0x01, 0x01, 0x05) // five types, none there
-	forgedSum := sha256.Sum256(forged)
 	for name, damaged := range map[string][]byte{
 		// Cut at a section boundary: a valid module, missing its data.
 		"cut short":    rewrite[:len(rewrite)-1000],
 		"one byte off": append(slices.Clone(good[:100]), append([]byte{good[100] ^ 1}, good[101:]...)...),
-		// Its sha256 checks out, but the runtime refuses it.
-		"refused": append(forged, forgedSum[:]...),
+		// Its checksum checks out, but the runtime refuses it.
+		"refused": append(forged, crc(forged)...),
 	} {
 		require.NoError(t, os.WriteFile(kept[0], damaged, 0o600), name)
 		assert.True(t, load().compiled.interruptible, "the load after the file was %s", name)
