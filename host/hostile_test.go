@@ -194,6 +194,11 @@ func TestLoadRefusals(t *testing.T) {
 		{"config not JSON", host.Bytes("m", wasm), host.LoadOptions{Config: json.RawMessage(`{"max": `)}, host.ErrInvalidConfig, "JSON"},
 		{"config unknown field", host.Bytes("m", wasm), host.LoadOptions{Config: json.RawMessage(`{"maxx": 1}`)}, host.ErrInvalidConfig, "maxx"},
 		{"not wasm", host.Bytes("junk", []byte("junk")), host.LoadOptions{}, host.ErrInvalidPlugin, "junk"},
+		// A type section announcing four billion types in 5 bytes: the
+		// runtime would ask for hundreds of gigabytes, and the process
+		// would die of it.
+		{"counts past its bytes", host.Bytes("huge", append([]byte("\x00asm\x01\x00\x00\x00\x01\x05"), 0xff, 0xff, 0xff, 0xff, 0x0f)),
+			host.LoadOptions{}, host.ErrInvalidPlugin, "section 1: declares more than its bytes hold: a count or size of 4294967295"},
 		{"memory below a Go guest's minimum", host.File(path), host.LoadOptions{Limits: host.Limits{MemoryPages: 8}}, host.ErrInvalidConfig, "MemoryPages"},
 	}
 	for _, tt := range tests {

@@ -25,11 +25,16 @@ type Sections struct {
 }
 
 // ReadSections decodes the import and export sections of a WebAssembly
-// binary, skipping every other section (the code section of a Go plugin is
-// megabytes; a full decode would cost more than a warm-cache compile).
+// binary, after checking that no count or size in it exceeds the bytes that
+// must hold what it counts (see checkBounds). It decodes nothing else (the
+// code section of a Go plugin is megabytes; a full decode would cost more
+// than a warm-cache compile).
 func ReadSections(b []byte) (*Sections, error) {
 	secs, err := wasmbin.Sections(b)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkBounds(secs); err != nil {
 		return nil, err
 	}
 	var s Sections

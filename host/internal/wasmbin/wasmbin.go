@@ -71,17 +71,24 @@ func (r *Reader) Failf(format string, args ...any) {
 
 // Byte reads one byte.
 func (r *Reader) Byte() byte {
-	if r.Err != nil {
-		return 0
+	if r.Err == nil && r.Off < len(r.B) {
+		c := r.B[r.Off]
+		r.Off++
+		return c
 	}
-	if r.Off >= len(r.B) {
-		r.Failf("unexpected end")
-		return 0
-	}
-	c := r.B[r.Off]
-	r.Off++
-	return c
+	return r.end()
 }
+
+// end records reading past the end, unless an error is recorded already,
+// and returns 0; apart from Byte so that Byte is inlined.
+func (r *Reader) end() byte {
+	if r.Err == nil {
+		r.Err = errEnd
+	}
+	return 0
+}
+
+var errEnd = errors.New("unexpected end")
 
 // U32 reads an unsigned LEB128 number of at most 32 bits.
 func (r *Reader) U32() uint32 {
