@@ -18,7 +18,8 @@
 // The rewrite also joins the module's data segments where only a few zero
 // bytes lie between them (see coalesceData): a Go module has tens of
 // thousands, which the runtime decodes on every load and copies on every
-// instance.
+// instance. And it bounds the module's tables (see BoundTables), which a
+// module not rewritten gets alone.
 package instrument
 
 import (
@@ -34,7 +35,7 @@ const InterruptExport = "wasmhist:interrupt"
 
 // Version changes whenever the rewrite does, so that rewritten modules kept
 // by an earlier version are not used.
-const Version = 6
+const Version = 7
 
 // Budget is how many checks run between two visits to the host.
 const Budget = 1 << 10
@@ -142,6 +143,10 @@ func Module(wasm []byte) ([]byte, error) {
 		case sectionData:
 			if !m.importedMemory && !m.dataCount {
 				body = coalesceData(body)
+			}
+		case sectionTable:
+			if body, err = boundTables(body); err != nil {
+				return nil, err
 			}
 		}
 		out = append(out, s.ID)

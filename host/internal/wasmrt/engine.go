@@ -240,8 +240,8 @@ func (e *Engine) Close(ctx context.Context) error {
 // compile compiles wasm (whose sha256 is sum) rewritten by package
 // instrument, so that a call's context stops it without the cost of the
 // runtime's own preemption. A module the rewrite does not support, or whose
-// rewrite the runtime refuses, is compiled as it is, with the runtime's
-// preemption.
+// rewrite the runtime refuses, is compiled as it is but for its tables'
+// bounds (instrument.BoundTables), with the runtime's preemption.
 func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32]byte, wasm []byte, pages uint32) (*compiled, error) {
 	if cache == nil {
 		return nil, errors.New("wasmrt: no compilation cache")
@@ -271,7 +271,11 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 			}
 		}
 	}
-	return compileIn(ctx, cache, funcs, wasm, pages, true)
+	bounded, err := instrument.BoundTables(wasm)
+	if err != nil {
+		return nil, err
+	}
+	return compileIn(ctx, cache, funcs, bounded, pages, true)
 }
 
 // compileIn compiles wasm in a runtime of its own; closeOnDone turns on the

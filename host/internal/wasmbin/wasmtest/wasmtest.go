@@ -23,6 +23,8 @@ type Func struct {
 type Module struct {
 	Funcs  []Func
 	Memory bool
+	// Table is the body of a table section, if not nil.
+	Table []byte
 	// Exports are exported after the functions and the memory.
 	Exports []Export
 	// Extra are sections appended as they are, in order (id, then body).
@@ -79,6 +81,9 @@ func (m Module) Bytes() []byte {
 	}
 	out = section(out, 1, types)
 	out = section(out, 3, funcs)
+	if m.Table != nil {
+		out = section(out, 4, m.Table)
+	}
 	if memory != nil {
 		out = section(out, wasmbin.SectionMemory, memory)
 	}
