@@ -80,7 +80,7 @@ func coalesceData(body []byte) []byte {
 			j++
 		}
 		out = append(out, 0x00, 0x41)
-		out = appendS32(out, int32(segs[i].off))
+		out = wasmbin.AppendS32(out, int32(segs[i].off))
 		out = append(out, 0x0b)
 		out = wasmbin.AppendU32(out, uint32(size))
 		at := end(segs[i]) // where the joined bytes written so far end

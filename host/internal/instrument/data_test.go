@@ -27,22 +27,11 @@ func dataBody(segs ...segment) []byte {
 	b := wasmbin.AppendU32(nil, uint32(len(segs)))
 	for _, s := range segs {
 		b = append(b, 0x00, 0x41)
-		b = appendS32(b, s.off)
+		b = wasmbin.AppendS32(b, s.off)
 		b = append(b, 0x0b)
 		b = append(wasmbin.AppendU32(b, uint32(len(s.init))), s.init...)
 	}
 	return b
-}
-
-func appendS32(b []byte, v int32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }
 
 // dataModule is a module with one page of memory of its own and the data

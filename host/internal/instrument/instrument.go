@@ -125,7 +125,7 @@ func Module(wasm []byte) ([]byte, error) {
 			body = appendVec(body, 2, func(b []byte) []byte {
 				// The counter starts with a full budget; the flag clear.
 				b = append(b, 0x7f, 0x01, 0x41)
-				b = appendS32(b, Budget)
+				b = wasmbin.AppendS32(b, Budget)
 				b = append(b, 0x0b)
 				return append(b, 0x7f, 0x01, 0x41, 0x00, 0x0b)
 			})
@@ -321,20 +321,9 @@ func checkCode(counter, flag uint32) []byte {
 	b = append(b, 0x45, 0x04, 0x40)
 	b = append(b, 0x41, 0x00, 0x40, 0x00, 0x1a)
 	b = append(b, 0x41)
-	b = appendS32(b, Budget)
+	b = wasmbin.AppendS32(b, Budget)
 	b = set(b, counter)
 	b = get(b, flag)
 	b = append(b, 0x04, 0x40, 0x00, 0x0b)
 	return append(b, 0x0b)
-}
-
-func appendS32(b []byte, v int32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }

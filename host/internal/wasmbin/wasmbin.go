@@ -196,6 +196,18 @@ func AppendU32(b []byte, v uint32) []byte {
 	return append(b, byte(v))
 }
 
+// AppendS32 appends v as signed LEB128.
+func AppendS32(b []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
 // AppendName appends a length-prefixed name.
 func AppendName(b []byte, s string) []byte {
 	return append(AppendU32(b, uint32(len(s))), s...)
