@@ -35,7 +35,7 @@ const InterruptExport = "wasmhist:interrupt"
 
 // Version changes whenever the rewrite does, so that rewritten modules kept
 // by an earlier version are not used.
-const Version = 7
+const Version = 8
 
 // Budget is how many checks run between two visits to the host.
 const Budget = 1 << 10

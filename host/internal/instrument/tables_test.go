@@ -24,13 +24,21 @@ func TestBoundTables(t *testing.T) {
 		}
 		return b
 	}
+	u := func(v uint32) []byte { return wasmbin.AppendU32(nil, v) }
+	cat3 := func(b []byte) []byte { return cat(b, b, b) }
 	tests := map[string]struct{ table, want []byte }{
 		"no maximum":          {[]byte{1, 0x70, 0x00, 5}, cat([]byte{1, 0x70, 0x01, 5}, limit)},
 		"a larger maximum":    {[]byte{1, 0x6f, 0x01, 5, 0xff, 0xff, 0xff, 0xff, 0x0f}, cat([]byte{1, 0x6f, 0x01, 5}, limit)},
 		"a smaller maximum":   {[]byte{1, 0x70, 0x01, 5, 9}, []byte{1, 0x70, 0x01, 5, 9}},
 		"under the minimum":   {[]byte{1, 0x70, 0x01, 5, 4}, []byte{1, 0x70, 0x01, 5, 4}},
-		"two tables":          {[]byte{2, 0x70, 0x00, 0, 0x6f, 0x01, 1, 2}, cat([]byte{2, 0x70, 0x01, 0}, limit, []byte{0x6f, 0x01, 1, 2})},
 		"at the most allowed": {cat([]byte{1, 0x70, 0x00}, limit), cat([]byte{1, 0x70, 0x01}, limit, limit)},
+		// Each may grow by half of what the minimums leave: 524,287.
+		"two tables": {cat([]byte{2, 0x70, 0x00, 0, 0x6f, 0x01, 1}, u(9_000_000)),
+			cat([]byte{2, 0x70, 0x01, 0}, u(524_287), []byte{0x6f, 0x01, 1}, u(524_288))},
+		"two, one with a smaller maximum": {[]byte{2, 0x70, 0x00, 0, 0x6f, 0x01, 1, 2},
+			cat([]byte{2, 0x70, 0x01, 0}, u(524_287), []byte{0x6f, 0x01, 1, 2})},
+		"three tables": {cat([]byte{3}, cat3([]byte{0x70, 0x00, 0})),
+			cat([]byte{3}, cat3(cat([]byte{0x70, 0x01, 0}, u(349_525))))},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -57,9 +65,14 @@ func TestBoundTables(t *testing.T) {
 		Table: cat([]byte{1, 0x70, 0x00}, wasmbin.AppendU32(nil, instrument.MaxTableEntries+1))}.Bytes()
 	_, err = instrument.BoundTables(big)
 	require.ErrorIs(t, err, instrument.ErrTableTooLarge)
-	assert.ErrorContains(t, err, "table 0 has 1048577 entries; a table may have at most 1048576")
+	assert.ErrorContains(t, err, "the module's tables start with 1048577 entries; its tables may have at most 1048576 in all")
 	_, err = instrument.Module(big)
 	require.ErrorIs(t, err, instrument.ErrTableTooLarge)
+
+	half := wasmbin.AppendU32(nil, instrument.MaxTableEntries/2+1)
+	two := wasmtest.Module{Funcs: []wasmtest.Func{sum}, Table: cat([]byte{2, 0x70, 0x00}, half, []byte{0x70, 0x00}, half)}.Bytes()
+	_, err = instrument.BoundTables(two)
+	require.ErrorIs(t, err, instrument.ErrTableTooLarge, "two tables of half the bound and one entry")
 
 	shared := wasmtest.Module{Funcs: []wasmtest.Func{sum}, Table: []byte{1, 0x70, 0x03, 1, 2}}.Bytes()
 	_, err = instrument.BoundTables(shared)

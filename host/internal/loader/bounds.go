@@ -256,12 +256,16 @@ func (b *bounds) code(size int) {
 var ErrTooManyLocals = errors.New("too many locals")
 
 // names checks the subsections of a name section that the runtime decodes:
-// the module name, function names and local names. As the runtime does, it
-// reads each from where the one before ended, bounded by the section.
+// the module name, function names and local names. The runtime decodes
+// these by their content, not their declared size, and goes on while the
+// declared sizes add up to less than the section: a size smaller than its
+// content would have it read on into the next section, which this walk
+// does not see. So each of these must take exactly the bytes it declares.
 func (b *bounds) names() {
 	for !b.failed() && b.r.Off < len(b.r.B) {
 		id := b.r.Byte()
 		size := b.r.U32()
+		start := b.r.Off
 		switch id {
 		case 0:
 			b.bytes()
@@ -274,6 +278,9 @@ func (b *bounds) names() {
 			})
 		default:
 			b.r.Skip(int(min(size, uint32(len(b.r.B)+1))))
+		}
+		if !b.failed() && uint64(b.r.Off-start) != uint64(size) {
+			b.err = fmt.Errorf("%w: name subsection %d declares %d bytes and holds %d", errBounds, id, size, b.r.Off-start)
 		}
 	}
 }

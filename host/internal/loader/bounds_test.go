@@ -103,6 +103,35 @@ func TestBoundsRefuseCountsPastTheirBytes(t *testing.T) {
 	}
 }
 
+// TestBoundsNameSubsectionsTakeTheirSize: the runtime decodes a name
+// subsection by its content and moves on by its declared size; one that
+// declares less than it holds would have it read the next section as more
+// names (here a map of four billion function names, which kills the
+// process), so it is refused, as is one that declares more.
+func TestBoundsNameSubsectionsTakeTheirSize(t *testing.T) {
+	names := func(sub ...byte) wasmtest.Section {
+		return wasmtest.Section{ID: 0, Body: cat(wasmbin.AppendName(nil, "name"), sub)}
+	}
+	next := wasmtest.Section{ID: 0, Body: cat(wasmbin.AppendName(nil, "x"), []byte{1, 5}, huge)}
+	for name, tt := range map[string]struct {
+		wasm []byte
+		want string
+	}{
+		"declares less":        {wasmOf(names(0, 0, 1, 'a'), next), "name subsection 0 declares 0 bytes and holds 2"},
+		"declares more":        {wasmOf(names(1, 6, 1, 0, 1, 'f', 0xaa), next), "name subsection 1 declares 6 bytes and holds 4"},
+		"local names, less":    {wasmOf(names(2, 1, 1, 0, 1, 0, 1, 'x'), next), "name subsection 2 declares 1 bytes and holds 6"},
+		"an unknown one, more": {wasmOf(names(9, 3, 0xaa, 0xbb)), "unexpected end"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ReadSections(tt.wasm)
+			require.ErrorIs(t, err, wasmbin.ErrMalformed)
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+	_, err := ReadSections(wasmOf(names(0, 2, 1, 'a', 1, 4, 1, 0, 1, 'f'), next))
+	require.NoError(t, err, "subsections of their declared sizes, then another section")
+}
+
 // TestBoundsOnLocals: a function may declare MaxFunctionLocals locals, the
 // functions together MaxLocalsPerCodeByte per byte of code, and no more.
 func TestBoundsOnLocals(t *testing.T) {
@@ -206,6 +235,8 @@ func FuzzBoundsKeepDecodingSmall(f *testing.F) {
 	f.Add(wasmOf(wasmtest.Section{ID: 0, Body: cat(wasmbin.AppendName(nil, "name"), []byte{1, 4, 1, 0, 1, 'f'})}))
 	f.Add(wasmOf(wasmtest.Section{ID: 1, Body: []byte{2, 0x60, 1, 0x7f, 0, 0x60, 0, 1, 0x7e}}))
 	f.Add(wasmOf(wasmtest.Section{ID: 9, Body: []byte{1, 0, 0x41, 0, 0x0b, 2, 0, 0}}))
+	f.Add(wasmOf(wasmtest.Section{ID: 0, Body: cat(wasmbin.AppendName(nil, "name"), []byte{0, 2, 1, 'a'})},
+		wasmtest.Section{ID: 0, Body: cat(wasmbin.AppendName(nil, "x"), []byte{1, 5, 0xff, 0xff, 0xff, 0x0f, 0})}))
 	f.Fuzz(func(t *testing.T, wasm []byte) {
 		if _, err := ReadSections(wasm); err != nil {
 			return

@@ -289,7 +289,11 @@ func compileIn(ctx context.Context, cache *Cache, funcs []capability.Func, wasm 
 		WithCloseOnContextDone(closeOnDone).
 		// The memory tracker enforces the exact limit; wazero's maximum is
 		// a backstop at twice that, in case an allocator is ever bypassed.
-		WithMemoryLimitPages(min(2*pages, maxPages))
+		WithMemoryLimitPages(min(2*pages, maxPages)).
+		// A module's DWARF sections are the plugin's bytes, which the
+		// runtime would parse with debug/dwarf at compile time; the rewrite
+		// drops them anyway, since it moves the code they describe.
+		WithDebugInfoEnabled(false)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	defer func() {
 		if err != nil {

@@ -12,40 +12,66 @@ import (
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin/wasmtest"
 )
 
-// grower is an export that grows table 0 by n entries and returns what
+// grower is an export that grows a table by n entries and returns what
 // table.grow returned: the old size, or -1 if the table cannot grow.
-func grower(name string, n uint32) wasmtest.Func {
-	code := append([]byte{0xd0, 0x70, 0x41}, wasmbin.AppendU32(nil, n)...) // ref.null func, i32.const n (n < 2^31, positive)
-	code = append(code, 0xfc, 0x0f, 0x00)                                  // table.grow 0
+func grower(name string, table byte, n int32) wasmtest.Func {
+	code := append([]byte{0xd0, 0x70, 0x41}, wasmbin.AppendS32(nil, n)...) // ref.null func, i32.const n
+	code = append(code, 0xfc, 0x0f, table)                                 // table.grow
 	return wasmtest.Func{Export: name, Results: []byte{wasmtest.I32}, Code: code}
 }
 
-// TestTablesCannotTakeTheHostsMemory: a guest's table, which the runtime
-// keeps in the host's memory outside the memory limit, grows to at most
-// instrument.MaxTableEntries, whether its module was rewritten or not.
+// TestTablesCannotTakeTheHostsMemory: a guest's tables, which the runtime
+// keeps in the host's memory outside the memory limit, hold at most
+// instrument.MaxTableEntries entries in all, whether the module was
+// rewritten or not: they grow to the bound and not one entry past it
+// (which, were there no bound, would cost 8 MiB).
 func TestTablesCannotTakeTheHostsMemory(t *testing.T) {
-	// One entry past the bound: were there none, it would cost 8 MiB.
-	funcs := []wasmtest.Func{grower("grow_past", instrument.MaxTableEntries+1), grower("grow_a_little", 16)}
-	table := []byte{1, 0x70, 0x00, 0x00} // funcref, no minimum, no maximum
-	modules := map[string]*Module{
-		"rewritten":     compileBytes(t, wasmtest.Module{Funcs: funcs, Memory: true, Table: table}.Bytes()),
-		"not rewritten": compileBytes(t, wasmtest.Module{Funcs: funcs, Table: table}.Bytes()),
+	const bound, half = instrument.MaxTableEntries, instrument.MaxTableEntries / 2
+	oneTable := []wasmtest.Func{
+		grower("grow_past", 0, bound+1),
+		grower("grow_to_bound", 0, bound),
+		grower("grow_one", 0, 1),
 	}
-	require.True(t, modules["rewritten"].compiled.interruptible)
-	require.False(t, modules["not rewritten"].compiled.interruptible)
-	for name, m := range modules {
+	// Two tables: each may grow by half the bound.
+	twoTables := []wasmtest.Func{
+		grower("grow_first_half", 0, half),
+		grower("grow_second_half", 1, half),
+		grower("grow_second_one", 1, 1),
+	}
+	one := []byte{1, 0x70, 0x00, 0x00}                   // funcref, no minimum, no maximum
+	two := []byte{2, 0x70, 0x00, 0x00, 0x70, 0x00, 0x00} // two of them
+	for name, tt := range map[string]struct {
+		memory bool
+		table  []byte
+		calls  []string // each call's error, "" for none, in order
+	}{
+		"rewritten":                 {true, one, []string{"grow_past returned 4294967295", "", "grow_one returned 4294967295"}},
+		"not rewritten":             {false, one, []string{"grow_past returned 4294967295", "", "grow_one returned 4294967295"}},
+		"two tables, rewritten":     {true, two, []string{"", "", "grow_second_one returned 4294967295"}},
+		"two tables, not rewritten": {false, two, []string{"", "", "grow_second_one returned 4294967295"}},
+	} {
 		t.Run(name, func(t *testing.T) {
+			funcs := oneTable
+			if len(tt.table) > len(one) {
+				funcs = twoTables
+			}
+			m := compileBytes(t, wasmtest.Module{Funcs: funcs, Memory: tt.memory, Table: tt.table}.Bytes())
+			require.Equal(t, tt.memory, m.compiled.interruptible, "rewritten: only with a memory")
 			ctx := context.Background()
 			in, err := m.NewInstance(ctx, testPages)
 			require.NoError(t, err)
 			defer in.Close(ctx)
-			// A code other than 0 is an error that quotes it.
-			_, err = in.Call(ctx, "grow_past", nil)
-			assert.ErrorContains(t, err, "grow_past returned 4294967295", "past the bound: table.grow fails")
-			_, err = in.Call(ctx, "grow_a_little", nil)
-			assert.NoError(t, err, "16 entries from 0: table.grow returns the old size, 0")
-			_, err = in.Call(ctx, "grow_a_little", nil)
-			assert.ErrorContains(t, err, "grow_a_little returned 16", "16 more: the old size, 16")
+			for i, f := range funcs {
+				export := f.Export
+				// A code other than 0 (the old size, here) is an error
+				// that quotes it; -1 is 4294967295.
+				_, err := in.Call(ctx, export, nil)
+				if tt.calls[i] == "" {
+					assert.NoError(t, err, export)
+				} else {
+					assert.ErrorContains(t, err, tt.calls[i], export)
+				}
+			}
 		})
 	}
 }
