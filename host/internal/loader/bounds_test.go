@@ -117,10 +117,14 @@ func TestBoundsNameSubsectionsTakeTheirSize(t *testing.T) {
 		wasm []byte
 		want string
 	}{
-		"declares less":        {wasmOf(names(0, 0, 1, 'a'), next), "name subsection 0 declares 0 bytes and holds 2"},
-		"declares more":        {wasmOf(names(1, 6, 1, 0, 1, 'f', 0xaa), next), "name subsection 1 declares 6 bytes and holds 4"},
-		"local names, less":    {wasmOf(names(2, 1, 1, 0, 1, 0, 1, 'x'), next), "name subsection 2 declares 1 bytes and holds 6"},
-		"an unknown one, more": {wasmOf(names(9, 3, 0xaa, 0xbb)), "unexpected end"},
+		"declares less": {wasmOf(names(0, 0, 1, 'a'), next), "name subsection 0 declares 0 bytes and holds 2"},
+		"declares more": {wasmOf(names(1, 6, 1, 0, 1, 'f', 0xaa), next), "name subsection 1 declares 6 bytes and holds 4"},
+		// Declaring 2 bytes more than it holds, followed by a subsection
+		// those 2 bytes cover: the runtime's count of what is left wraps
+		// around, and it reads the next section as names.
+		"declares more, then ends": {wasmOf(names(1, 6, 1, 0, 1, 'f', 9, 2, 'x', 'x'), next), "name subsection 1 declares 6 bytes and holds 4"},
+		"local names, less":        {wasmOf(names(2, 1, 1, 0, 1, 0, 1, 'x'), next), "name subsection 2 declares 1 bytes and holds 6"},
+		"an unknown one, more":     {wasmOf(names(9, 3, 0xaa, 0xbb)), "unexpected end"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ReadSections(tt.wasm)
@@ -235,6 +239,8 @@ func FuzzBoundsKeepDecodingSmall(f *testing.F) {
 	f.Add(wasmOf(wasmtest.Section{ID: 0, Body: cat(wasmbin.AppendName(nil, "name"), []byte{1, 4, 1, 0, 1, 'f'})}))
 	f.Add(wasmOf(wasmtest.Section{ID: 1, Body: []byte{2, 0x60, 1, 0x7f, 0, 0x60, 0, 1, 0x7e}}))
 	f.Add(wasmOf(wasmtest.Section{ID: 9, Body: []byte{1, 0, 0x41, 0, 0x0b, 2, 0, 0}}))
+	f.Add(wasmOf(wasmtest.Section{ID: 0, Body: cat(wasmbin.AppendName(nil, "name"), []byte{1, 6, 1, 0, 1, 'f', 9, 2, 'x', 'x'})},
+		wasmtest.Section{ID: 0, Body: cat(wasmbin.AppendName(nil, "x"), []byte{1, 5, 0x80, 0x80, 0x80, 0x02, 0})}))
 	f.Add(wasmOf(wasmtest.Section{ID: 0, Body: cat(wasmbin.AppendName(nil, "name"), []byte{0, 2, 1, 'a'})},
 		wasmtest.Section{ID: 0, Body: cat(wasmbin.AppendName(nil, "x"), []byte{1, 5, 0xff, 0xff, 0xff, 0x0f, 0})}))
 	f.Fuzz(func(t *testing.T, wasm []byte) {
