@@ -74,17 +74,17 @@ func Module(wasm []byte) ([]byte, error) {
 			if r.U32() > 0 {
 				m.memory = true
 			}
-		case sectionDataCount:
+		case wasmbin.SectionDataCount:
 			m.dataCount = true
 		case wasmbin.SectionGlobal:
 			err = m.readGlobals(r)
 		case wasmbin.SectionExport:
 			err = m.readExports(r)
-		case sectionElement:
+		case wasmbin.SectionElement:
 			err = m.readElements(r)
-		case sectionData:
+		case wasmbin.SectionData:
 			err = m.readData(r)
-		case sectionStart:
+		case wasmbin.SectionStart:
 			// A start function runs while the module is instantiated,
 			// before the host has its flag; wazero's preemption covers it.
 			m.unsupported = "a start function"
@@ -140,11 +140,11 @@ func Module(wasm []byte) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-		case sectionData:
+		case wasmbin.SectionData:
 			if !m.importedMemory && !m.dataCount {
 				body = coalesceData(body)
 			}
-		case sectionTable:
+		case wasmbin.SectionTable:
 			if body, err = boundTables(body); err != nil {
 				return nil, err
 			}
@@ -208,17 +208,7 @@ func (m *shape) readGlobals(r *wasmbin.Reader) error {
 
 // readWhole are the sections Module reads to their end.
 var readWhole = map[byte]bool{wasmbin.SectionImport: true, wasmbin.SectionGlobal: true,
-	wasmbin.SectionExport: true, sectionElement: true, sectionData: true}
-
-// Sections with constant expressions, which may refer to globals.
-const (
-	sectionStart   = 8
-	sectionElement = 9
-	sectionData    = 11
-	// sectionDataCount announces how many data segments there are; only
-	// code that refers to segments by index needs it.
-	sectionDataCount = 12
-)
+	wasmbin.SectionExport: true, wasmbin.SectionElement: true, wasmbin.SectionData: true}
 
 // readElements checks the offsets and initial values of element segments.
 func (m *shape) readElements(r *wasmbin.Reader) error {

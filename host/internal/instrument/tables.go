@@ -11,9 +11,6 @@ import (
 // in all: 8 MiB of the host's memory, at 8 bytes an entry.
 const MaxTableEntries = 1 << 20
 
-// sectionTable is the table section's id.
-const sectionTable = 4
-
 // BoundTables returns wasm with a maximum on every table it defines, so
 // that the tables together can never hold more than MaxTableEntries: each
 // may grow by an equal share of what the minimums leave, or less if it
@@ -38,7 +35,7 @@ func BoundTables(wasm []byte) ([]byte, error) {
 	changed := false
 	for _, s := range secs {
 		body := s.Body
-		if s.ID == sectionTable {
+		if s.ID == wasmbin.SectionTable {
 			if body, err = boundTables(body); err != nil {
 				return nil, err
 			}

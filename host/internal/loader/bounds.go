@@ -40,25 +40,25 @@ func checkBounds(secs []wasmbin.Section) error {
 	for _, s := range secs {
 		b := &bounds{r: wasmbin.Reader{B: s.Body}}
 		switch s.ID {
-		case sectionCustom:
+		case wasmbin.SectionCustom:
 			if b.r.Name() == "name" {
 				b.names()
 			}
-		case sectionType:
+		case wasmbin.SectionType:
 			b.vec(b.funcType)
-		case sectionImport:
+		case wasmbin.SectionImport:
 			b.vec(b.importEntry)
-		case sectionFunction, sectionTable, sectionMemory, sectionGlobal:
+		case wasmbin.SectionFunction, wasmbin.SectionTable, wasmbin.SectionMemory, wasmbin.SectionGlobal:
 			// Entries without counts of their own, which the runtime
 			// decodes one after the other until the section ends.
 			b.count()
-		case sectionExport:
+		case wasmbin.SectionExport:
 			b.vec(func() { b.bytes(); b.r.Byte(); b.r.U32() }) // name, kind, index
-		case sectionElement:
+		case wasmbin.SectionElement:
 			b.vec(b.element)
-		case sectionCode:
+		case wasmbin.SectionCode:
 			b.code(len(s.Body))
-		case sectionData:
+		case wasmbin.SectionData:
 			b.vec(b.data)
 		}
 		if errors.Is(b.err, ErrTooManyLocals) {
@@ -73,21 +73,6 @@ func checkBounds(secs []wasmbin.Section) error {
 	}
 	return nil
 }
-
-// Section ids, by the binary format.
-const (
-	sectionCustom   = 0
-	sectionType     = 1
-	sectionImport   = 2
-	sectionFunction = 3
-	sectionTable    = 4
-	sectionMemory   = 5
-	sectionGlobal   = 6
-	sectionExport   = 7
-	sectionElement  = 9
-	sectionCode     = 10
-	sectionData     = 11
-)
 
 // bounds walks one section. The first failure sticks: err for a bound
 // exceeded, r.Err for bytes that do not decode.

@@ -15,12 +15,19 @@ var Header = []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
 
 // Section ids.
 const (
-	SectionCustom = 0
-	SectionImport = 2
-	SectionMemory = 5
-	SectionGlobal = 6
-	SectionExport = 7
-	SectionCode   = 10
+	SectionCustom    = 0
+	SectionType      = 1
+	SectionImport    = 2
+	SectionFunction  = 3
+	SectionTable     = 4
+	SectionMemory    = 5
+	SectionGlobal    = 6
+	SectionExport    = 7
+	SectionStart     = 8
+	SectionElement   = 9
+	SectionCode      = 10
+	SectionData      = 11
+	SectionDataCount = 12 // how many data segments; needed by code that names them
 )
 
 // ErrMalformed wraps every decoding failure.
