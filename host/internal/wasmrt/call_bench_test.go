@@ -3,11 +3,8 @@ package wasmrt
 import (
 	"context"
 	"crypto/sha256"
-	"os"
 	"testing"
 	"time"
-
-	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
 // BenchmarkCall measures the fixed cost of a call into an instance of the
@@ -16,10 +13,7 @@ import (
 // calls them (preemptible).
 func BenchmarkCall(b *testing.B) {
 	ctx := context.Background()
-	wasm, err := os.ReadFile(sdktest.BuildPlugin(b, "github.com/wasmhist/wasmhist/plugins/inmemory"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	wasm := pluginWasm(b)
 	m, err := newEngine(b, userCache(b)).Compile(ctx, sha256.Sum256(wasm), wasm, 512)
 	if err != nil {
 		b.Fatal(err)

@@ -2,7 +2,6 @@ package wasmrt
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/internal/instrument"
-	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
 // BenchmarkPreemption compares the ways a guest can be made stoppable, on
@@ -24,8 +22,7 @@ import (
 //     which the host never runs, since such a guest cannot be stopped.
 func BenchmarkPreemption(b *testing.B) {
 	ctx := context.Background()
-	wasm, err := os.ReadFile(sdktest.BuildPlugin(b, "github.com/wasmhist/wasmhist/plugins/inmemory"))
-	require.NoError(b, err)
+	wasm := pluginWasm(b)
 	rewritten, err := instrument.Module(wasm)
 	require.NoError(b, err)
 	cache := userCache(b)

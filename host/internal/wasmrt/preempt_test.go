@@ -40,7 +40,7 @@ func compileBytes(t *testing.T, wasm []byte) *Module {
 // rewritten, not with the runtime's slower preemption.
 func TestPluginsAreRewritten(t *testing.T) {
 	for _, pkg := range []string{"../../testdata/hostile/misbehave", "github.com/wasmhist/wasmhist/plugins/inmemory"} {
-		m := compileBytes(t, hostileWasmPath(t, pkg))
+		m := compileBytes(t, buildWasm(t, pkg))
 		assert.True(t, m.compiled.interruptible, "%s is compiled rewritten", pkg)
 	}
 }

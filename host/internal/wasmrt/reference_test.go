@@ -71,9 +71,10 @@ func TestKernelMatchesGoSDK(t *testing.T) {
 	}
 }
 
-func pluginWasm(t *testing.T) []byte {
+// pluginWasm builds the in-memory plugin.
+func pluginWasm(t testing.TB) []byte {
 	t.Helper()
-	return hostileWasmPath(t, "github.com/wasmhist/wasmhist/plugins/inmemory")
+	return buildWasm(t, "github.com/wasmhist/wasmhist/plugins/inmemory")
 }
 
 // referencePlugin instantiates wasm with go-sdk, as a stock Extism host

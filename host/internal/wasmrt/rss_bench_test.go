@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
 // BenchmarkInstanceRSS measures what one pooled instance of the in-memory
@@ -23,10 +21,7 @@ import (
 func BenchmarkInstanceRSS(b *testing.B) {
 	const n = 32
 	ctx := context.Background()
-	wasm, err := os.ReadFile(sdktest.BuildPlugin(b, "github.com/wasmhist/wasmhist/plugins/inmemory"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	wasm := pluginWasm(b)
 	m, err := newEngine(b, userCache(b)).Compile(ctx, sha256.Sum256(wasm), wasm, 512)
 	if err != nil {
 		b.Fatal(err)

@@ -49,11 +49,11 @@ func newEngine(t testing.TB, c *Cache) *Engine {
 
 func hostileWasm(t testing.TB, name string) []byte {
 	t.Helper()
-	return hostileWasmPath(t, "../../testdata/hostile/"+name)
+	return buildWasm(t, "../../testdata/hostile/"+name)
 }
 
-// hostileWasmPath builds the plugin at pkg (a package path or directory).
-func hostileWasmPath(t testing.TB, pkg string) []byte {
+// buildWasm builds the plugin at pkg (a package path or directory).
+func buildWasm(t testing.TB, pkg string) []byte {
 	t.Helper()
 	path := sdktest.BuildPlugin(t, pkg)
 	wasm, err := os.ReadFile(path)
