@@ -6,27 +6,52 @@ import (
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
 )
 
-// straight is the most bytes of code a path through a function runs
-// between two checks without a branch back: past it, a check is inserted
-// at the next instruction.
+// straight is the most units of a function's own code (see cost) a path
+// runs between two checks without a branch back: past it, a check is
+// inserted at the next instruction.
 const straight = 1024
 
-// rewriteCode returns the code section body with check inserted after the
-// block type of every loop that can repeat, before every call that is not
-// inside such a loop, and every straight bytes of code between those.
-// globals is how many globals the module has; code that refers to another
-// (one of those the rewrite adds) is malformed.
+// leafUnits: a function returns through a check when the path since its
+// last check was charged more than this, and always when it calls.
+const leafUnits = 256
+
+// callUnits is what a call is charged for the callee's code that its own
+// checks do not charge: a path on which it returns without a check, at
+// most leafUnits, and the call and return themselves.
+const callUnits = leafUnits + 16
+
+// cost is what a path ran since its last check: own, the units of the
+// function's own code, which decide where checks go; and charge, own plus
+// what the calls on the path cost beyond their own checks, which the next
+// check charges to the budget.
+type cost struct{ own, charge int }
+
+func (c cost) max(d cost) cost { return cost{max(c.own, d.own), max(c.charge, d.charge)} }
+
+// rewriter rewrites the code of one module.
+type rewriter struct {
+	check   checker
+	globals uint32
+	shape   *shape
+	bulk    bulkHelpers
+}
+
+// rewriteCode returns the code section body with checks inserted (see
+// rewriteFunc) and bulk instructions replaced (see bulkHelpers). Code that
+// refers to a global the module does not have (one of those the rewrite
+// adds) is malformed.
 //
 // Any run that does not end repeats a loop or makes calls without bound. A
 // loop that repeats is checked at its header. A call is either checked
 // itself or inside a checked loop, whose header the run passed on its way
-// in (a branch cannot enter a loop from outside). So every unbounded run
-// passes checks without bound. The bytes a frame runs since its last check
-// are counted along every path, taking the most where paths merge (at the
-// end of a block or if), so between two checks a frame runs at most about
-// straight bytes of its own code, and from them calls functions that have
-// no check, each of which runs at most about straight bytes on any path.
-func rewriteCode(body []byte, check []byte, globals uint32) ([]byte, error) {
+// in (a branch cannot enter a loop from outside); a function that calls is
+// checked before it returns, so that a deep recursion is checked on its way
+// out as on its way in. So every unbounded run passes checks without
+// bound. Each check charges the most that any path into it ran since the
+// previous check, and the host is visited once the charges add up to
+// Budget: so between two visits the guest runs at most Budget units plus
+// what one check charges, whatever the code.
+func (x *rewriter) rewriteCode(body []byte) ([]byte, error) {
 	r := &wasmbin.Reader{B: body}
 	n := r.U32()
 	out := wasmbin.AppendU32(make([]byte, 0, len(body)+len(body)/4), n)
@@ -39,7 +64,7 @@ func rewriteCode(body []byte, check []byte, globals uint32) ([]byte, error) {
 		f := &wasmbin.Reader{B: r.B[r.Off : r.Off+int(size)]}
 		r.Off += int(size)
 		var err error
-		if fn, err = rewriteFunc(fn[:0], f, check, globals); err != nil {
+		if fn, err = x.rewriteFunc(fn[:0], i, f); err != nil {
 			return nil, fmt.Errorf("function %d: %w", i, err)
 		}
 		out = wasmbin.AppendU32(out, uint32(len(fn)))
@@ -54,10 +79,16 @@ func rewriteCode(body []byte, check []byte, globals uint32) ([]byte, error) {
 	return out, nil
 }
 
-func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte, globals uint32) ([]byte, error) {
+// rewriteFunc rewrites function i, whose body f holds. It inserts a check
+// after the block type of every loop that can repeat, before every call
+// that is not inside such a loop, before the function returns if it calls
+// or ran more than leafUnits since its last check, and every straight units
+// of code between those.
+func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte, error) {
 	groups := f.U32()
-	for i := uint32(0); i < groups && f.Err == nil; i++ {
-		f.U32()
+	var locals uint64
+	for g := uint32(0); g < groups && f.Err == nil; g++ {
+		locals += uint64(f.U32())
 		if t := f.Byte(); !simpleType(t) {
 			return nil, fmt.Errorf("%w: local of type %#x", ErrUnsupported, t)
 		}
@@ -65,42 +96,74 @@ func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte, globals uint32) ([
 	if f.Err != nil {
 		return nil, fmt.Errorf("%w: locals: %v", wasmbin.ErrMalformed, f.Err)
 	}
-	out = append(out, f.B[:f.Off]...)
 	code := f.B[f.Off:]
-	repeats, err := repeatingLoops(code, globals)
+	scan, err := scanFunc(code, x.globals)
 	if err != nil {
 		return nil, err
+	}
+	// A function with an inline bulk instruction gets a local for its
+	// length, after all of its own.
+	var length uint32
+	if scan.memoryBulk {
+		if int(i) >= len(x.shape.funcTypes) || int(x.shape.funcTypes[i]) >= len(x.shape.typeParams) {
+			return nil, fmt.Errorf("%w: function %d has no type", wasmbin.ErrMalformed, i)
+		}
+		l := uint64(x.shape.typeParams[x.shape.funcTypes[i]]) + locals
+		if l >= 1<<31 {
+			return nil, fmt.Errorf("%w: %d locals", wasmbin.ErrMalformed, l)
+		}
+		length = uint32(l)
+		out = wasmbin.AppendU32(out, groups+1)
+		out = append(out, f.B[len(wasmbin.AppendU32(nil, groups)):f.Off]...)
+		out = append(out, 1, 0x7f)
+	} else {
+		out = append(out, f.B[:f.Off]...)
 	}
 	var (
 		frames  []pathFrame
 		checked int // how many open loops have a check
-		// count is how many bytes of code the path to here ran since its
-		// last check: over every path that merges here, the most.
-		count  int
+		// count is what the path to here ran since its last check: over
+		// every path that merges here, the most.
+		count  cost
 		labels []uint32
 	)
 	r := &wasmbin.Reader{B: code}
 	from, loop := 0, 0
-	insert := func(at int) {
+	// insert copies the code up to at and a check charging count after it,
+	// and returns where in out the charge is.
+	insert := func(at int) int {
 		out = append(out, r.B[from:at]...)
-		out = append(out, check...)
-		from, count = at, 0
+		pos := len(out) + x.check.chargeAt()
+		out = append(out, x.check.code(uint32(min(count.charge, maxCharge)))...)
+		from, count = at, cost{}
+		return pos
 	}
-	// branch records a branch to the end of the frame depth labels out.
+	// branch records a branch to the frame depth labels out.
 	branch := func(depth uint32) {
 		if depth < uint32(len(frames)) {
-			if fr := &frames[len(frames)-1-int(depth)]; !fr.loop {
-				fr.atEnd = max(fr.atEnd, count)
+			fr := &frames[len(frames)-1-int(depth)]
+			if fr.loop {
+				fr.atBack = fr.atBack.max(count)
+			} else {
+				fr.atEnd = fr.atEnd.max(count)
+				fr.branched = true
 			}
 		}
+	}
+	// returns: a branch to one of labels leaves the function.
+	returns := func() bool {
+		for _, l := range labels {
+			if l >= uint32(len(frames)) {
+				return true
+			}
+		}
+		return false
 	}
 	for r.Off < len(r.B) && r.Err == nil {
 		at := r.Off
 		op := r.Byte()
-		if (isCall(op) && checked == 0) || count >= straight {
-			insert(at)
-		}
 		labels = labels[:0]
+		var sub uint32
 		switch op {
 		case 0x0c, 0x0d: // br, br_if
 			labels = append(labels, r.U32())
@@ -109,29 +172,62 @@ func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte, globals uint32) ([
 			for i := uint32(0); i <= n && r.Err == nil; i++ {
 				labels = append(labels, r.U32())
 			}
+		case 0xfc:
+			sub = r.U32()
+			r.Off = at
+			r.Byte()
+			fallthrough
 		default:
 			if err := skipImmediates(r, op); err != nil {
 				return nil, err
 			}
 		}
-		count += r.Off - at
+		exits := op == 0x0f || op == 0x12 || op == 0x13 || (op == 0x0b && len(frames) == 0) ||
+			(op >= 0x0c && op <= 0x0e && returns())
+		switch {
+		case (isCall(op) && checked == 0) || count.own >= straight:
+			insert(at)
+		case exits && (count.charge > leafUnits || scan.calls && count.charge > 0):
+			insert(at)
+		}
+		units := min(r.Off-at, 16)
+		if bulk, memory := isBulk(sub); op == 0xfc && bulk {
+			site, err := x.bulk.site(r.B[at:r.Off], memory, length)
+			if err != nil {
+				return nil, err
+			}
+			out = append(append(out, r.B[from:at]...), site...)
+			from = r.Off
+			count.charge += callUnits
+			if memory {
+				units += fastUnits
+			}
+		}
+		if isCall(op) {
+			count.charge += callUnits
+		}
+		count.own += units
+		count.charge += units
 		switch op {
 		case 0x02: // block
-			frames = append(frames, pathFrame{atEnd: -1})
+			frames = append(frames, pathFrame{})
 		case 0x04: // if: the condition may skip to else or end
-			frames = append(frames, pathFrame{isIf: true, atIf: count, atEnd: -1})
+			frames = append(frames, pathFrame{isIf: true, atIf: count})
 		case 0x03: // loop: the check opens its body if it can repeat
-			rep := repeats[loop]
+			rep := scan.repeats[loop]
 			loop++
-			frames = append(frames, pathFrame{loop: true, checked: rep})
+			fr := pathFrame{loop: true, checked: rep}
 			if rep {
 				checked++
-				insert(r.Off)
+				// Charged once the body is read: what a path from before
+				// the loop, or round it, ran since its last check.
+				fr.atBack, fr.patch = count, insert(r.Off)
 			}
+			frames = append(frames, fr)
 		case 0x05: // else: the then arm goes to the end; the else arm starts
 			if n := len(frames); n > 0 {
 				fr := &frames[n-1]
-				fr.atEnd, count, fr.hasElse = max(fr.atEnd, count), fr.atIf, true
+				fr.atEnd, count, fr.hasElse, fr.branched = fr.atEnd.max(count), fr.atIf, true, true
 			}
 		case 0x0b: // end of a frame, or (the last) of the function
 			if n := len(frames); n > 0 {
@@ -139,11 +235,14 @@ func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte, globals uint32) ([
 				frames = frames[:n-1]
 				if fr.checked {
 					checked--
+					copy(out[fr.patch:], appendCharge(nil, uint32(min(fr.atBack.charge, maxCharge))))
 				}
 				if !fr.loop {
-					count = max(count, fr.atEnd)
+					if fr.branched {
+						count = count.max(fr.atEnd)
+					}
 					if fr.isIf && !fr.hasElse {
-						count = max(count, fr.atIf)
+						count = count.max(fr.atIf)
 					}
 				}
 			}
@@ -151,11 +250,11 @@ func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte, globals uint32) ([
 			for _, l := range labels {
 				branch(l)
 			}
-			count = 0
+			count = cost{}
 		case 0x0d: // br_if
 			branch(labels[0])
 		case 0x00, 0x0f, 0x12, 0x13: // unreachable, return and tail calls
-			count = 0
+			count = cost{}
 		}
 	}
 	return append(out, r.B[from:]...), nil
@@ -165,8 +264,11 @@ func rewriteFunc(out []byte, f *wasmbin.Reader, check []byte, globals uint32) ([
 type pathFrame struct {
 	loop, checked bool // a loop; one with a check at its header
 	isIf, hasElse bool
-	atIf          int // bytes since a check where the arms start
-	atEnd         int // the most over the branches to the end, -1 if none
+	branched      bool // atEnd holds a path: a branch, or the then arm
+	atIf          cost // since a check where the arms start
+	atEnd         cost // the most over the branches to the end
+	atBack        cost // a checked loop: the most over the paths to its check
+	patch         int  // a checked loop: where its check's charge is in out
 }
 
 // errGlobal is the error for a reference to a global the module does not
@@ -199,17 +301,24 @@ func constExpr(r *wasmbin.Reader, globals uint32) error {
 // isCall: call, call_indirect, and their tail forms.
 func isCall(op byte) bool { return op >= 0x10 && op <= 0x13 }
 
-// repeatingLoops decodes code once, following its structure, and returns
-// for each of its loops, in order, whether a branch targets it: a loop no
-// branch targets runs its body once.
-func repeatingLoops(code []byte, globals uint32) ([]bool, error) {
-	var repeats []bool
+// funcScan is what rewriteFunc needs to know of a function's code before
+// it rewrites it.
+type funcScan struct {
+	repeats    []bool // for each loop, in order: whether a branch targets it
+	calls      bool   // whether it calls
+	memoryBulk bool   // whether it has a memory bulk instruction
+}
+
+// scanFunc decodes code once, following its structure. A loop no branch
+// targets runs its body once.
+func scanFunc(code []byte, globals uint32) (funcScan, error) {
+	var s funcScan
 	// Each open block, loop or if: the loop's number, or -1.
 	var frames []int
 	target := func(depth uint32) {
 		if depth < uint32(len(frames)) {
 			if l := frames[len(frames)-1-int(depth)]; l >= 0 {
-				repeats[l] = true
+				s.repeats[l] = true
 			}
 		}
 	}
@@ -221,8 +330,8 @@ func repeatingLoops(code []byte, globals uint32) ([]bool, error) {
 			frames = append(frames, -1)
 		case 0x03: // loop
 			blockType(r)
-			frames = append(frames, len(repeats))
-			repeats = append(repeats, false)
+			frames = append(frames, len(s.repeats))
+			s.repeats = append(s.repeats, false)
 		case 0x0b: // end: of a frame, or (the last) of the function
 			if len(frames) > 0 {
 				frames = frames[:len(frames)-1]
@@ -236,18 +345,27 @@ func repeatingLoops(code []byte, globals uint32) ([]bool, error) {
 			}
 		case 0x23, 0x24: // global.get, global.set
 			if g := r.U32(); g >= globals && r.Err == nil {
-				return nil, errGlobal(g)
+				return s, errGlobal(g)
 			}
 		default:
+			if isCall(op) {
+				s.calls = true
+			}
+			if op == 0xfc {
+				sub := (&wasmbin.Reader{B: r.B, Off: r.Off}).U32()
+				if _, memory := isBulk(sub); memory {
+					s.memoryBulk = true
+				}
+			}
 			if err := skipImmediates(r, op); err != nil {
-				return nil, err
+				return s, err
 			}
 		}
 	}
 	if r.Err != nil {
-		return nil, fmt.Errorf("%w: %v", wasmbin.ErrMalformed, r.Err)
+		return s, fmt.Errorf("%w: %v", wasmbin.ErrMalformed, r.Err)
 	}
-	return repeats, nil
+	return s, nil
 }
 
 // simpleType: a number, vector or reference type of one byte.

@@ -35,10 +35,12 @@ const InterruptExport = "wasmhist:interrupt"
 
 // Version changes whenever the rewrite does, so that rewritten modules kept
 // by an earlier version are not used.
-const Version = 8
+const Version = 9
 
-// Budget is how many checks run between two visits to the host.
-const Budget = 1 << 10
+// Budget is how many units of code (see cost) run between two visits to
+// the host: a unit is a byte of code, 16 bytes of a memory instruction or
+// an entry of a table instruction.
+const Budget = 1 << 16
 
 // ErrUnsupported: the module uses an encoding this package does not
 // rewrite (SIMD, threads, exceptions, typed references), has no memory or
@@ -56,6 +58,7 @@ func Module(wasm []byte) ([]byte, error) {
 	}
 	var m shape
 	rank := 0
+	var code []byte
 	for _, s := range secs {
 		if s.ID != wasmbin.SectionCustom {
 			// In order, once each: so that a global section is read
@@ -68,8 +71,14 @@ func Module(wasm []byte) ([]byte, error) {
 		r := &wasmbin.Reader{B: s.Body}
 		var err error
 		switch s.ID {
+		case wasmbin.SectionType:
+			err = m.readTypes(r)
 		case wasmbin.SectionImport:
 			m.readImports(r)
+		case wasmbin.SectionFunction:
+			m.readFunctions(r)
+		case wasmbin.SectionTable:
+			m.readTables(r)
 		case wasmbin.SectionMemory:
 			if r.U32() > 0 {
 				m.memory = true
@@ -84,6 +93,8 @@ func Module(wasm []byte) ([]byte, error) {
 			err = m.readElements(r)
 		case wasmbin.SectionData:
 			err = m.readData(r)
+		case wasmbin.SectionCode:
+			code = s.Body
 		case wasmbin.SectionStart:
 			// A start function runs while the module is instantiated,
 			// before the host has its flag; wazero's preemption covers it.
@@ -106,8 +117,23 @@ func Module(wasm []byte) ([]byte, error) {
 	if !m.memory {
 		return nil, fmt.Errorf("%w: no linear memory", ErrUnsupported)
 	}
-	counter, flag := m.globals, m.globals+1
-	check := checkCode(counter, flag)
+	x := rewriter{
+		check:   checker{counter: m.globals, flag: m.globals + 1},
+		globals: m.globals,
+		shape:   &m,
+		bulk: bulkHelpers{
+			funcBase: m.importedFuncs + uint32(len(m.funcTypes)),
+			typeBase: uint32(len(m.typeParams)),
+			tables:   m.tables,
+		},
+	}
+	var codeOut []byte
+	if code != nil {
+		if codeOut, err = x.rewriteCode(code); err != nil {
+			return nil, err
+		}
+	}
+	helpers := uint32(len(x.bulk.instrs))
 
 	secs = ensure(secs, wasmbin.SectionGlobal)
 	secs = ensure(secs, wasmbin.SectionExport)
@@ -121,6 +147,22 @@ func Module(wasm []byte) ([]byte, error) {
 			if name := (&wasmbin.Reader{B: body}).Name(); len(name) > 7 && name[:7] == ".debug_" {
 				continue
 			}
+		case wasmbin.SectionType:
+			if helpers > 0 {
+				body = appendVec(body, uint32(len(helperTypes)), func(b []byte) []byte {
+					for _, t := range helperTypes {
+						b = append(b, t...)
+					}
+					return b
+				})
+			}
+		case wasmbin.SectionFunction:
+			body = appendVec(body, helpers, func(b []byte) []byte {
+				for _, instr := range x.bulk.instrs {
+					b = wasmbin.AppendU32(b, x.bulk.typeOf(instr))
+				}
+				return b
+			})
 		case wasmbin.SectionGlobal:
 			body = appendVec(body, 2, func(b []byte) []byte {
 				// The counter starts with a full budget; the flag clear.
@@ -133,13 +175,12 @@ func Module(wasm []byte) ([]byte, error) {
 			body = appendVec(body, 1, func(b []byte) []byte {
 				b = wasmbin.AppendName(b, InterruptExport)
 				b = append(b, 0x03)
-				return wasmbin.AppendU32(b, flag)
+				return wasmbin.AppendU32(b, x.check.flag)
 			})
 		case wasmbin.SectionCode:
-			body, err = rewriteCode(body, check, m.globals)
-			if err != nil {
-				return nil, err
-			}
+			body = appendVec(codeOut, helpers, func(b []byte) []byte {
+				return append(b, x.bulk.bodies(x.check)...)
+			})
 		case wasmbin.SectionData:
 			if !m.importedMemory && !m.dataCount {
 				body = coalesceData(body)
@@ -158,8 +199,12 @@ func Module(wasm []byte) ([]byte, error) {
 
 // shape is what Module needs to know of a module before rewriting it.
 type shape struct {
-	globals        uint32 // imported and defined: the index of the next one
-	memory         bool   // imported or defined
+	globals        uint32   // imported and defined: the index of the next one
+	typeParams     []uint32 // how many parameters each function type has
+	importedFuncs  uint32
+	funcTypes      []uint32 // the type index of each function defined
+	tables         []byte   // the reference type of each table, imported first
+	memory         bool     // imported or defined
 	importedMemory bool
 	dataCount      bool // a data count section
 	unsupported    string
@@ -168,11 +213,51 @@ type shape struct {
 func (m *shape) readImports(r *wasmbin.Reader) {
 	for _, im := range wasmbin.Imports(r) {
 		switch im.Kind {
+		case wasmbin.KindFunc:
+			m.importedFuncs++
+		case wasmbin.KindTable:
+			m.tables = append(m.tables, im.Ref)
 		case wasmbin.KindMemory:
 			m.memory, m.importedMemory = true, true
 		case wasmbin.KindGlobal:
 			m.globals++
 		}
+	}
+}
+
+// readTypes reads how many parameters each function type has.
+func (m *shape) readTypes(r *wasmbin.Reader) error {
+	n := r.U32()
+	if uint64(n) > uint64(len(r.B)) {
+		return fmt.Errorf("%w: %d types in %d bytes", wasmbin.ErrMalformed, n, len(r.B))
+	}
+	for i := uint32(0); i < n && r.Err == nil; i++ {
+		if form := r.Byte(); form != 0x60 && r.Err == nil {
+			m.unsupported = fmt.Sprintf("type %d of form %#x", i, form)
+			return nil
+		}
+		params := r.U32()
+		r.Skip(int(min(params, uint32(len(r.B)+1))))
+		r.Skip(int(min(r.U32(), uint32(len(r.B)+1))))
+		m.typeParams = append(m.typeParams, params)
+	}
+	return nil
+}
+
+// readFunctions reads the type of each function the module defines.
+func (m *shape) readFunctions(r *wasmbin.Reader) {
+	n := r.U32()
+	for i := uint32(0); i < n && r.Err == nil && r.Off < len(r.B); i++ {
+		m.funcTypes = append(m.funcTypes, r.U32())
+	}
+}
+
+// readTables reads the reference type of each table the module defines.
+func (m *shape) readTables(r *wasmbin.Reader) {
+	n := r.U32()
+	for i := uint32(0); i < n && r.Err == nil && r.Off < len(r.B); i++ {
+		m.tables = append(m.tables, r.Byte())
+		r.Limits()
 	}
 }
 
@@ -207,7 +292,8 @@ func (m *shape) readGlobals(r *wasmbin.Reader) error {
 }
 
 // readWhole are the sections Module reads to their end.
-var readWhole = map[byte]bool{wasmbin.SectionImport: true, wasmbin.SectionGlobal: true,
+var readWhole = map[byte]bool{wasmbin.SectionType: true, wasmbin.SectionImport: true,
+	wasmbin.SectionFunction: true, wasmbin.SectionTable: true, wasmbin.SectionGlobal: true,
 	wasmbin.SectionExport: true, wasmbin.SectionElement: true, wasmbin.SectionData: true}
 
 // readElements checks the offsets and initial values of element segments.
@@ -291,29 +377,43 @@ func appendVec(body []byte, n uint32, add func([]byte) []byte) []byte {
 	return add(out)
 }
 
-// checkCode is the check rewriteCode inserts:
+// checker makes the check rewriteCode inserts, which charges the budget
+// for the code run since the previous check:
 //
-//	global.get $counter  i32.const 1  i32.sub  global.set $counter
-//	global.get $counter  i32.eqz
+//	global.get $counter  i32.const charge  i32.sub  global.set $counter
+//	global.get $counter  i32.const 0  i32.lt_s
 //	if
 //	  i32.const 0  memory.grow 0  drop      ;; a visit to the host
 //	  i32.const Budget  global.set $counter
 //	  global.get $flag  if  unreachable  end
 //	end
-func checkCode(counter, flag uint32) []byte {
-	get := func(b []byte, g uint32) []byte { return wasmbin.AppendU32(append(b, 0x23), g) }
-	set := func(b []byte, g uint32) []byte { return wasmbin.AppendU32(append(b, 0x24), g) }
-	var b []byte
-	b = get(b, counter)
-	b = append(b, 0x41, 0x01, 0x6b)
-	b = set(b, counter)
-	b = get(b, counter)
-	b = append(b, 0x45, 0x04, 0x40)
-	b = append(b, 0x41, 0x00, 0x40, 0x00, 0x1a)
-	b = append(b, 0x41)
-	b = wasmbin.AppendS32(b, Budget)
-	b = set(b, counter)
-	b = get(b, flag)
-	b = append(b, 0x04, 0x40, 0x00, 0x0b)
-	return append(b, 0x0b)
+//
+// The charge is always five bytes long, so that a loop's can be written
+// once its body has been read (see rewriteFunc).
+type checker struct{ counter, flag uint32 }
+
+// chargeAt is where the charge starts in a check.
+func (c checker) chargeAt() int { return len(wasmbin.AppendU32([]byte{0x23}, c.counter)) + 1 }
+
+func (c checker) code(charge uint32) []byte {
+	var w asm
+	w.global(0x23, c.counter).op(0x41)
+	w.b = appendCharge(w.b, charge)
+	w.op(0x6b).global(0x24, c.counter).global(0x23, c.counter).op(0x41, 0x00, 0x48, 0x04, 0x40)
+	w.op(0x41, 0x00, 0x40, 0x00, 0x1a).i32(Budget).global(0x24, c.counter)
+	w.global(0x23, c.flag).op(0x04, 0x40, 0x00, 0x0b)
+	return w.op(0x0b).b
+}
+
+// maxCharge bounds a charge, so that the counter cannot wrap.
+const maxCharge = 1 << 30
+
+// appendCharge appends charge as a signed LEB128 number of five bytes.
+func appendCharge(b []byte, charge uint32) []byte {
+	charge = min(charge, maxCharge)
+	for range 4 {
+		b = append(b, byte(charge&0x7f)|0x80)
+		charge >>= 7
+	}
+	return append(b, byte(charge))
 }

@@ -263,10 +263,14 @@ func TestStraightCodeIsChecked(t *testing.T) {
 	require.NoError(t, err)
 	visits := bytes.Count(out, []byte{0x41, 0x00, 0x40, 0x00, 0x1a}) // i32.const 0  memory.grow 0  drop
 	assert.GreaterOrEqual(t, visits, 4, "checks in 5000 bytes of straight code")
-	short := wasmtest.Func{Export: "short", Code: bytes.Repeat([]byte{0x01}, 500)}
-	out, err = instrument.Module(wasmtest.Module{Funcs: []wasmtest.Func{short}, Memory: true}.Bytes())
-	require.NoError(t, err)
-	assert.Zero(t, bytes.Count(out, []byte{0x41, 0x00, 0x40, 0x00, 0x1a}), "checks in a short function without loops or calls")
+	// A function that returns without a check is charged to its caller,
+	// at most leafUnits (256); a longer one checks before it returns.
+	for n, want := range map[int]int{200: 0, 500: 1} {
+		short := wasmtest.Func{Export: "short", Code: bytes.Repeat([]byte{0x01}, n)}
+		out, err = instrument.Module(wasmtest.Module{Funcs: []wasmtest.Func{short}, Memory: true}.Bytes())
+		require.NoError(t, err)
+		assert.Equal(t, want, bytes.Count(out, []byte{0x41, 0x00, 0x40, 0x00, 0x1a}), "checks in %d bytes without loops or calls", n)
+	}
 }
 
 // TestForwardBranchesDoNotSkipChecks: a check placed by position in

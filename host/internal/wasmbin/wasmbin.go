@@ -232,6 +232,7 @@ const (
 type Import struct {
 	Module, Name string
 	Kind         byte
+	Ref          byte // a table's reference type
 }
 
 // Imports decodes the body of an import section; an import of an unknown
@@ -245,7 +246,7 @@ func Imports(r *Reader) []Import {
 		case KindFunc: // type index
 			r.U32()
 		case KindTable: // reference type, limits
-			r.Byte()
+			im.Ref = r.Byte()
 			r.Limits()
 		case KindMemory:
 			r.Limits()

@@ -1,0 +1,215 @@
+package wasmrt
+
+import (
+	"context"
+	"crypto/sha256"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+	"github.com/wasmhist/wasmhist/host/internal/instrument"
+	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
+)
+
+// The bound every guest is held to, whatever its code: a call ends at
+// most boundLate after its deadline, and a collection started elsewhere in
+// the process waits at most boundLate for the guest (README, SPEC section
+// 9).
+const boundLate = 50 * time.Millisecond
+
+// A gadget is a piece of code that leaves the stack as it found it, the
+// most expensive the limits allow of its kind. An attack repeats a mix of
+// them in a loop for ever.
+type gadget struct {
+	name string
+	code []byte
+}
+
+const (
+	attackPages  = testPages         // the default limit: 32 MiB
+	attackMemory = attackPages << 16 // bytes
+	attackTable  = instrument.MaxTableEntries
+	attackData   = 1 << 16 // the passive data segment
+	attackElems  = 1 << 12 // the passive element segment
+)
+
+func constI32(v int32) []byte { return wasmbin.AppendS32([]byte{0x41}, v) }
+
+func cat(parts ...[]byte) []byte { return slices.Concat(parts...) }
+
+var gadgets = []gadget{
+	{"memory.fill", cat(constI32(0), constI32(0), constI32(attackMemory), []byte{0xfc, 11, 0})},
+	{"memory.copy up", cat(constI32(attackMemory/2), constI32(0), constI32(attackMemory/2), []byte{0xfc, 10, 0, 0})},
+	{"memory.copy down", cat(constI32(0), constI32(attackMemory/2), constI32(attackMemory/2), []byte{0xfc, 10, 0, 0})},
+	{"memory.copy overlapping", cat(constI32(1), constI32(0), constI32(attackMemory-1), []byte{0xfc, 10, 0, 0})},
+	{"memory.init", cat(constI32(0), constI32(0), constI32(attackData), []byte{0xfc, 8, 0, 0})},
+	{"memory.grow", cat(constI32(1), []byte{0x40, 0, 0x1a})},
+	{"table.fill", cat(constI32(0), []byte{0xd0, 0x70}, constI32(attackTable), []byte{0xfc, 17, 0})},
+	{"table.copy", cat(constI32(1), constI32(0), constI32(attackTable-1), []byte{0xfc, 14, 0, 0})},
+	{"table.init", cat(constI32(0), constI32(0), constI32(attackElems), []byte{0xfc, 12, 0, 0})},
+	{"table.grow", cat([]byte{0xd0, 0x70}, constI32(attackTable), []byte{0xfc, 15, 0, 0x1a})},
+	// Calls of a function of straight divisions, the costliest
+	// instructions per byte, from inside the loop.
+	{"call", []byte{0x10, funcDivide}},
+	// A recursion two calls wide and 40 deep, each frame dividing before it
+	// returns: it runs long after its last call.
+	{"recursion", cat(constI32(40), []byte{0x10, funcFork})},
+	{"division", divisions(100)},
+}
+
+// Function indices of the attack module.
+const (
+	funcAttack = 0
+	funcDivide = 1
+	funcFork   = 2
+)
+
+// divisions is n 64-bit divisions, of 9 bytes each.
+func divisions(n int) []byte {
+	one := []byte{0x42, 0xff, 0xff, 0xff, 0xff, 0x07, 0x42, 0x03, 0x80, 0x1a} // i64.const, i64.const 3, i64.div_u, drop
+	return slices.Repeat(one, n)
+}
+
+// attackModule returns a module whose export "attack" first grows its
+// memory and table to the limits, then runs body in a loop for ever.
+func attackModule(body []byte) []byte {
+	sec := func(out []byte, id byte, body []byte) []byte {
+		return append(wasmbin.AppendU32(append(out, id), uint32(len(body))), body...)
+	}
+	fn := func(code []byte) []byte {
+		f := append([]byte{0}, code...) // no locals
+		f = append(f, 0x0b)
+		return append(wasmbin.AppendU32(nil, uint32(len(f))), f...)
+	}
+	prologue := cat(constI32(attackPages-1), []byte{0x40, 0, 0x1a}, // memory.grow to the limit
+		[]byte{0xd0, 0x70}, constI32(attackTable), []byte{0xfc, 15, 0, 0x1a}) // table.grow to the limit
+	attack := cat(prologue, []byte{0x03, 0x40}, body, []byte{0x0c, 0x00, 0x0b})
+	fork := cat([]byte{0x20, 0x00, 0x04, 0x40}, // if n
+		[]byte{0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, funcFork}, // fork(n-1)
+		[]byte{0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, funcFork}, // fork(n-1)
+		divisions(25), []byte{0x0b})
+
+	out := slices.Clone(wasmbin.Header)
+	out = sec(out, wasmbin.SectionType, []byte{2, 0x60, 0, 0, 0x60, 1, 0x7f, 0})
+	out = sec(out, wasmbin.SectionFunction, []byte{3, 0, 0, 1})
+	out = sec(out, wasmbin.SectionTable, []byte{1, 0x70, 0x00, 0})
+	out = sec(out, wasmbin.SectionMemory, []byte{1, 0x00, 1})
+	exports := wasmbin.AppendName([]byte{2}, "attack")
+	exports = append(exports, 0x00, funcAttack)
+	exports = append(wasmbin.AppendName(exports, "memory"), 0x02, 0)
+	out = sec(out, wasmbin.SectionExport, exports)
+	elems := wasmbin.AppendU32([]byte{1, 0x01, 0x00}, attackElems) // passive, funcref
+	for range attackElems {
+		elems = append(elems, funcDivide)
+	}
+	out = sec(out, wasmbin.SectionElement, elems)
+	out = sec(out, wasmbin.SectionDataCount, []byte{1})
+	out = sec(out, wasmbin.SectionCode, cat([]byte{3}, fn(attack), fn(divisions(100)), fn(fork)))
+	data := wasmbin.AppendU32([]byte{1, 0x01}, attackData) // passive
+	out = sec(out, wasmbin.SectionData, append(data, make([]byte, attackData)...))
+	return out
+}
+
+// lateness runs the attack in body until a deadline and returns how late
+// after it the call ended, and how long a collection started meanwhile
+// waited for the guest to stop.
+func lateness(t testing.TB, m *Module, deadline time.Duration) (late, gc time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	in, err := m.NewInstance(ctx, attackPages)
+	require.NoError(t, err)
+	defer in.Close(ctx)
+	gcDone := make(chan time.Duration, 1)
+	time.AfterFunc(deadline/2, func() {
+		before := stoppingTimes()
+		runtime.GC()
+		gcDone <- longestNew(before, stoppingTimes())
+	})
+	dctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	start := time.Now()
+	_, err = in.Call(dctx, "attack", nil)
+	late = time.Since(start) - deadline
+	require.ErrorIs(t, err, hosterr.ErrTimeout, "the attack ends by its deadline")
+	return late, <-gcDone
+}
+
+// stoppingTimes is the histogram of how long the runtime waited for every
+// goroutine to stop, at each stop of the world for a collection.
+func stoppingTimes() *metrics.Float64Histogram {
+	s := []metrics.Sample{{Name: "/sched/pauses/stopping/gc:seconds"}}
+	metrics.Read(s)
+	return s[0].Value.Float64Histogram()
+}
+
+// longestNew is the upper bound of the highest bucket that gained samples.
+func longestNew(before, after *metrics.Float64Histogram) time.Duration {
+	for i := len(after.Counts) - 1; i >= 0; i-- {
+		if after.Counts[i] > before.Counts[i] {
+			return time.Duration(after.Buckets[i+1] * float64(time.Second))
+		}
+	}
+	return 0
+}
+
+func compileAttack(t testing.TB, body []byte) *Module {
+	t.Helper()
+	wasm := attackModule(body)
+	ctx := context.Background()
+	m, err := newEngine(t, userCache(t)).Compile(ctx, sha256.Sum256(wasm), wasm, attackPages)
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Release(ctx) })
+	require.True(t, m.compiled.interruptible, "the attack is compiled rewritten")
+	return m
+}
+
+// TestDeadlineHoldsForEveryInstruction: each gadget alone, twenty times in
+// the loop, and all of them in one loop, at the largest sizes the default
+// limits allow.
+func TestDeadlineHoldsForEveryInstruction(t *testing.T) {
+	cases := map[string][]byte{}
+	var all []byte
+	for _, g := range gadgets {
+		cases[g.name] = slices.Repeat(g.code, 20)
+		all = append(all, g.code...)
+	}
+	cases["all"] = all
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			late, gc := lateness(t, compileAttack(t, body), 200*time.Millisecond)
+			t.Logf("late %v, collection %v", late, gc)
+			assert.LessOrEqual(t, late, boundLate, "how late after its deadline the call ended")
+			assert.LessOrEqual(t, gc, boundLate, "how long a collection waited")
+		})
+	}
+}
+
+// FuzzDeadlineBound generates loops of gadget mixes and holds each to the
+// bound. go test runs the seeds; make fuzz explores.
+func FuzzDeadlineBound(f *testing.F) {
+	f.Add([]byte{0, 1, 2})
+	f.Add([]byte{6, 7, 8, 9, 10, 11, 12})
+	f.Add([]byte{3, 3, 3, 4, 4, 5, 5, 11, 11})
+	f.Fuzz(func(t *testing.T, mix []byte) {
+		if len(mix) == 0 || len(mix) > 40 {
+			t.Skip("a mix of 1 to 40 gadgets")
+		}
+		var body []byte
+		var names []string
+		for _, b := range mix {
+			g := gadgets[int(b)%len(gadgets)]
+			body, names = append(body, g.code...), append(names, g.name)
+		}
+		late, gc := lateness(t, compileAttack(t, body), 60*time.Millisecond)
+		mixName := strings.Join(names, ", ")
+		assert.LessOrEqual(t, late, boundLate, "late: %s", mixName)
+		assert.LessOrEqual(t, gc, boundLate, "collection: %s", mixName)
+	})
+}
