@@ -11,14 +11,33 @@ import (
 // inserted at the next instruction.
 const straight = 1024
 
-// leafUnits: a function returns through a check when the path since its
-// last check was charged more than this, and always when it calls.
-const leafUnits = 256
+// leafUnits: a function returns through a check when its own code since
+// its last check counts more than this.
+const leafUnits = 128
 
 // callUnits is what a call is charged for the callee's code that its own
-// checks do not charge: a path on which it returns without a check, at
-// most leafUnits, and the call and return themselves.
+// checks do not charge: the path on which it returns without a check, at
+// most leafUnits of its own, and the call and return themselves. A callee
+// that returns without a check may do so right after its own callee did:
+// a recursion unwinds through at most one such path per frame between two
+// checks, and MaxDepth bounds the frames.
 const callUnits = leafUnits + 16
+
+// instrUnits is what an instruction of size bytes counts for: a unit a
+// byte, at most 16 (only one target of a br_table runs, however many it
+// lists), and more for the instructions that take tens of cycles, so that
+// a unit never costs more than a few cycles.
+func instrUnits(op byte, size int) int {
+	switch {
+	case op >= 0x6d && op <= 0x70, op >= 0x7f && op <= 0x82: // integer division and remainder
+		return 32
+	case op == 0x91, op == 0x95, op == 0x9f, op == 0xa3: // float square root and division
+		return 8
+	case op == 0x40: // memory.grow, served in Go
+		return 64
+	}
+	return min(size, 16)
+}
 
 // cost is what a path ran since its last check: own, the units of the
 // function's own code, which decide where checks go; and charge, own plus
@@ -44,13 +63,13 @@ type rewriter struct {
 // Any run that does not end repeats a loop or makes calls without bound. A
 // loop that repeats is checked at its header. A call is either checked
 // itself or inside a checked loop, whose header the run passed on its way
-// in (a branch cannot enter a loop from outside); a function that calls is
-// checked before it returns, so that a deep recursion is checked on its way
-// out as on its way in. So every unbounded run passes checks without
-// bound. Each check charges the most that any path into it ran since the
-// previous check, and the host is visited once the charges add up to
-// Budget: so between two visits the guest runs at most Budget units plus
-// what one check charges, whatever the code.
+// in (a branch cannot enter a loop from outside). So every unbounded run
+// passes checks without bound. Each check charges the most that any path
+// into it ran since the previous check, and the host is visited once the
+// charges add up to Budget. Between two visits the guest runs at most
+// Budget units, plus what one check charges, plus the return of up to
+// the frames that MaxDepth allows, each through at most leafUnits of its
+// own code.
 func (x *rewriter) rewriteCode(body []byte) ([]byte, error) {
 	r := &wasmbin.Reader{B: body}
 	n := r.U32()
@@ -81,9 +100,9 @@ func (x *rewriter) rewriteCode(body []byte) ([]byte, error) {
 
 // rewriteFunc rewrites function i, whose body f holds. It inserts a check
 // after the block type of every loop that can repeat, before every call
-// that is not inside such a loop, before the function returns if it calls
-// or ran more than leafUnits since its last check, and every straight units
-// of code between those.
+// that is not inside such a loop, before the function returns if its own
+// code since its last check counts more than leafUnits, and every straight
+// units of code between those.
 func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte, error) {
 	groups := f.U32()
 	var locals uint64
@@ -101,24 +120,33 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 	if err != nil {
 		return nil, err
 	}
-	// A function with an inline bulk instruction gets a local for its
-	// length, after all of its own.
-	var length uint32
+	if int(i) >= len(x.shape.funcTypes) || int(x.shape.funcTypes[i]) >= len(x.shape.typeParams) {
+		return nil, fmt.Errorf("%w: function %d has no type", wasmbin.ErrMalformed, i)
+	}
+	// The function gets locals after all of its own: one that keeps the
+	// depth around its calls, and one for the length of its inline bulk
+	// instructions.
+	own := uint64(x.shape.typeParams[x.shape.funcTypes[i]]) + locals
+	if own >= 1<<31 {
+		return nil, fmt.Errorf("%w: %d locals", wasmbin.ErrMalformed, own)
+	}
+	saved, length, added := uint32(own), uint32(own), uint32(0)
+	if scan.calls {
+		length++
+		added++
+	}
 	if scan.memoryBulk {
-		if int(i) >= len(x.shape.funcTypes) || int(x.shape.funcTypes[i]) >= len(x.shape.typeParams) {
-			return nil, fmt.Errorf("%w: function %d has no type", wasmbin.ErrMalformed, i)
-		}
-		l := uint64(x.shape.typeParams[x.shape.funcTypes[i]]) + locals
-		if l >= 1<<31 {
-			return nil, fmt.Errorf("%w: %d locals", wasmbin.ErrMalformed, l)
-		}
-		length = uint32(l)
+		added++
+	}
+	if added > 0 {
 		out = wasmbin.AppendU32(out, groups+1)
 		out = append(out, f.B[len(wasmbin.AppendU32(nil, groups)):f.Off]...)
-		out = append(out, 1, 0x7f)
+		out = append(out, byte(added), 0x7f)
 	} else {
 		out = append(out, f.B[:f.Off]...)
 	}
+	frame := FrameUnits(len(code), own)
+	out = append(out, x.check.enter(frame)...)
 	var (
 		frames  []pathFrame
 		checked int // how many open loops have a check
@@ -187,10 +215,10 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 		switch {
 		case (isCall(op) && checked == 0) || count.own >= straight:
 			insert(at)
-		case exits && (count.charge > leafUnits || scan.calls && count.charge > 0):
+		case exits && count.own > leafUnits:
 			insert(at)
 		}
-		units := min(r.Off-at, 16)
+		units := instrUnits(op, r.Off-at)
 		if bulk, memory := isBulk(sub); op == 0xfc && bulk {
 			site, err := x.bulk.site(r.B[at:r.Off], memory, length)
 			if err != nil {
@@ -205,6 +233,17 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 		}
 		if isCall(op) {
 			count.charge += callUnits
+		}
+		// The depth is the caller's again once a call of the module's own
+		// functions returns; a tail call gives up its caller's frame.
+		switch {
+		case op == 0x11 || (op == 0x10 && (&wasmbin.Reader{B: r.B, Off: at + 1}).U32() >= x.shape.importedFuncs):
+			out = append(append(out, r.B[from:at]...), x.check.save(saved)...)
+			out = append(append(out, r.B[at:r.Off]...), x.check.restore(saved)...)
+			from = r.Off
+		case op == 0x12 || op == 0x13:
+			out = append(append(out, r.B[from:at]...), x.check.enter(-frame)...)
+			from = at
 		}
 		count.own += units
 		count.charge += units

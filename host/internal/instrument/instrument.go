@@ -33,9 +33,37 @@ import (
 // non-zero value to stop the module's code.
 const InterruptExport = "wasmhist:interrupt"
 
+// DepthExport is the exported mutable i32 global that holds how deep the
+// module's calls in flight are, in units of StackUnit bytes of estimated
+// stack. The host sets it to zero before each call.
+const DepthExport = "wasmhist:depth"
+
+// MaxDepth is how deep, in StackUnit, calls may nest: a function entered
+// past it traps. The runtime keeps a call's stack in one Go slice, which it
+// copies whole to grow, and walks every frame when a call traps; neither
+// can be stopped, so the stack must stay small: with frames 300 bytes
+// large a million-deep recursion made calls end 100 ms after their
+// deadline. A frame is estimated from the function's size (see
+// FrameUnits): the runtime's frames grow with the code (a spill slot per
+// value), 18 bytes for a function of 14 bytes and 4.6 KB for one of 2.7 KB.
+const MaxDepth = 1 << 17
+
+// StackUnit is the unit of depth, in bytes: MaxDepth of them is 32 MiB.
+const StackUnit = 256
+
+// FrameUnits is the estimate of the stack a function's frame takes, in
+// StackUnit, from the bytes of its code (the instructions after its
+// locals) and how many parameters and locals it declares: 16 bytes per byte of code (a value at most per byte, a slot of
+// 8 bytes, twice for the runtime's own temporaries), 8 per parameter and
+// local, and 256 for the frame's fixed part, rounded up.
+func FrameUnits(codeBytes int, paramsAndLocals uint64) int32 {
+	b := 16*uint64(codeBytes) + 8*paramsAndLocals + 256
+	return int32(min((b+StackUnit-1)/StackUnit, MaxDepth+1))
+}
+
 // Version changes whenever the rewrite does, so that rewritten modules kept
 // by an earlier version are not used.
-const Version = 9
+const Version = 14
 
 // Budget is how many units of code (see cost) run between two visits to
 // the host: a unit is a byte of code, 16 bytes of a memory instruction or
@@ -118,7 +146,7 @@ func Module(wasm []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: no linear memory", ErrUnsupported)
 	}
 	x := rewriter{
-		check:   checker{counter: m.globals, flag: m.globals + 1},
+		check:   checker{counter: m.globals, flag: m.globals + 1, depth: m.globals + 2},
 		globals: m.globals,
 		shape:   &m,
 		bulk: bulkHelpers{
@@ -164,18 +192,21 @@ func Module(wasm []byte) ([]byte, error) {
 				return b
 			})
 		case wasmbin.SectionGlobal:
-			body = appendVec(body, 2, func(b []byte) []byte {
-				// The counter starts with a full budget; the flag clear.
+			body = appendVec(body, 3, func(b []byte) []byte {
+				// The counter starts with a full budget; the flag clear,
+				// the depth nought.
 				b = append(b, 0x7f, 0x01, 0x41)
 				b = wasmbin.AppendS32(b, Budget)
 				b = append(b, 0x0b)
+				b = append(b, 0x7f, 0x01, 0x41, 0x00, 0x0b)
 				return append(b, 0x7f, 0x01, 0x41, 0x00, 0x0b)
 			})
 		case wasmbin.SectionExport:
-			body = appendVec(body, 1, func(b []byte) []byte {
+			body = appendVec(body, 2, func(b []byte) []byte {
 				b = wasmbin.AppendName(b, InterruptExport)
-				b = append(b, 0x03)
-				return wasmbin.AppendU32(b, x.check.flag)
+				b = wasmbin.AppendU32(append(b, 0x03), x.check.flag)
+				b = wasmbin.AppendName(b, DepthExport)
+				return wasmbin.AppendU32(append(b, 0x03), x.check.depth)
 			})
 		case wasmbin.SectionCode:
 			body = appendVec(codeOut, helpers, func(b []byte) []byte {
@@ -264,8 +295,8 @@ func (m *shape) readTables(r *wasmbin.Reader) {
 func (m *shape) readExports(r *wasmbin.Reader) error {
 	n := r.U32()
 	for i := uint32(0); i < n && r.Err == nil; i++ {
-		if r.Name() == InterruptExport {
-			m.unsupported = "it exports " + InterruptExport + " itself"
+		if name := r.Name(); name == InterruptExport || name == DepthExport {
+			m.unsupported = "it exports " + name + " itself"
 			return nil
 		}
 		kind, index := r.Byte(), r.U32()
@@ -390,7 +421,7 @@ func appendVec(body []byte, n uint32, add func([]byte) []byte) []byte {
 //
 // The charge is always five bytes long, so that a loop's can be written
 // once its body has been read (see rewriteFunc).
-type checker struct{ counter, flag uint32 }
+type checker struct{ counter, flag, depth uint32 }
 
 // chargeAt is where the charge starts in a check.
 func (c checker) chargeAt() int { return len(wasmbin.AppendU32([]byte{0x23}, c.counter)) + 1 }
@@ -403,6 +434,26 @@ func (c checker) code(charge uint32) []byte {
 	w.op(0x41, 0x00, 0x40, 0x00, 0x1a).i32(Budget).global(0x24, c.counter)
 	w.global(0x23, c.flag).op(0x04, 0x40, 0x00, 0x0b)
 	return w.op(0x0b).b
+}
+
+// enter is the code that opens a function of FrameUnits units: it adds
+// them to the depth, and traps past MaxDepth.
+func (c checker) enter(units int32) []byte {
+	var w asm
+	w.global(0x23, c.depth).i32(units).op(0x6a).global(0x24, c.depth)
+	return w.global(0x23, c.depth).i32(MaxDepth).op(0x4b, 0x04, 0x40, 0x00, 0x0b).b
+}
+
+// save and restore keep the depth in a local around a call: the callee
+// adds its own frame, and the depth is the caller's again once it returns.
+func (c checker) save(local uint32) []byte {
+	var w asm
+	return w.global(0x23, c.depth).set(local).b
+}
+
+func (c checker) restore(local uint32) []byte {
+	var w asm
+	return w.get(local).global(0x24, c.depth).b
 }
 
 // maxCharge bounds a charge, so that the counter cannot wrap.

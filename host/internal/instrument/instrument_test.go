@@ -264,8 +264,8 @@ func TestStraightCodeIsChecked(t *testing.T) {
 	visits := bytes.Count(out, []byte{0x41, 0x00, 0x40, 0x00, 0x1a}) // i32.const 0  memory.grow 0  drop
 	assert.GreaterOrEqual(t, visits, 4, "checks in 5000 bytes of straight code")
 	// A function that returns without a check is charged to its caller,
-	// at most leafUnits (256); a longer one checks before it returns.
-	for n, want := range map[int]int{200: 0, 500: 1} {
+	// at most leafUnits (128); a longer one checks before it returns.
+	for n, want := range map[int]int{100: 0, 500: 1} {
 		short := wasmtest.Func{Export: "short", Code: bytes.Repeat([]byte{0x01}, n)}
 		out, err = instrument.Module(wasmtest.Module{Funcs: []wasmtest.Func{short}, Memory: true}.Bytes())
 		require.NoError(t, err)

@@ -51,8 +51,11 @@ type Instance struct {
 	// (nil otherwise): set, it stops the guest at its next check. fire
 	// sets it when a call's context ends, then signals fired.
 	interrupt api.MutableGlobal
-	fire      func()
-	fired     chan struct{}
+	// depth counts the stack of the guest's calls in flight
+	// (instrument.MaxDepth); each call starts it at zero.
+	depth api.MutableGlobal
+	fire  func()
+	fired chan struct{}
 	// testReturned, when set, runs after the guest returned, before the
 	// call stops watching its context.
 	testReturned func()
@@ -96,7 +99,12 @@ func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance,
 			in.Close(ctx)
 			return nil, errors.New("instantiate: the interrupt flag is missing")
 		}
-		in.interrupt, in.fired = g, make(chan struct{}, 1)
+		depth, ok := mod.ExportedGlobal(instrument.DepthExport).(api.MutableGlobal)
+		if !ok {
+			in.Close(ctx)
+			return nil, errors.New("instantiate: the depth counter is missing")
+		}
+		in.interrupt, in.depth, in.fired = g, depth, make(chan struct{}, 1)
 		in.fire = func() {
 			g.Set(1)
 			in.fired <- struct{}{}
@@ -183,7 +191,7 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 	kctx := context.WithValue(ctx, kernelKey{}, in.kern)
 	if init := in.init; init != nil {
 		in.init = nil
-		if err := init.CallWithStack(kctx, in.stack[:]); err != nil {
+		if err := in.run(kctx, init); err != nil {
 			return nil, in.failure(ctx, fmt.Errorf("initialize guest runtime: %w", err))
 		}
 	}
@@ -193,7 +201,7 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 		// kernel 8 bytes per call. The input stays in the kernel too, for
 		// whatever else reads it there.
 		in.stack[0] = uint64(len(input))
-		if err := in.directIn.CallWithStack(kctx, in.stack[:]); err != nil {
+		if err := in.run(kctx, in.directIn); err != nil {
 			return nil, in.failure(ctx, err)
 		}
 		if !in.mod.Memory().Write(uint32(in.stack[0]), input) {
@@ -201,7 +209,7 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 		}
 	}
 	in.stack[0] = 0
-	err := f.CallWithStack(kctx, in.stack[:])
+	err := in.run(kctx, f)
 	var exit *sys.ExitError
 	if errors.As(err, &exit) && exit.ExitCode() == 0 {
 		// proc_exit(0): a successful return, as go-sdk treats it.
@@ -219,7 +227,7 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 		return nil, abi.Errorf(abi.CodeInternal, "%s returned %d without setting an error", export, rc)
 	}
 	if direct {
-		if err := in.directOut.CallWithStack(kctx, in.stack[:]); err != nil {
+		if err := in.run(kctx, in.directOut); err != nil {
 			return nil, in.failure(ctx, err)
 		}
 		if at := in.stack[0]; at != 0 {
@@ -235,6 +243,15 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 		return nil, fmt.Errorf("%w: %s: output outside kernel memory", hosterr.ErrTrap, export)
 	}
 	return out, nil
+}
+
+// run calls f with the instance's stack, from the depth of a call from
+// the host.
+func (in *Instance) run(ctx context.Context, f api.Function) error {
+	if in.depth != nil {
+		in.depth.Set(0)
+	}
+	return f.CallWithStack(ctx, in.stack[:])
 }
 
 // failure turns an error of a guest call into the host's sentinel.
@@ -256,6 +273,9 @@ func (in *Instance) failure(ctx context.Context, err error) error {
 	}
 	if in.mem.Refused() {
 		return hosterr.ErrMemoryLimit
+	}
+	if in.depth != nil && int32(in.depth.Get()) > instrument.MaxDepth {
+		return fmt.Errorf("%w: calls nested deeper than %d MiB of stack (a runaway recursion?)%s", hosterr.ErrTrap, instrument.MaxDepth*instrument.StackUnit>>20, in.stderrNote())
 	}
 	return fmt.Errorf("%w: %s%s", hosterr.ErrTrap, firstLine(err.Error()), in.stderrNote())
 }
