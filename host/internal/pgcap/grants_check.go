@@ -189,19 +189,26 @@ SELECT 'large object ' OPERATOR(pg_catalog.||) l.oid::pg_catalog.text, NULL
 LIMIT 5`
 
 // beginTracked runs begin, the host's BEGIN, and in the same round trip
-// reads the catalog counters the commit compares with and what the role
-// may use to open connections (a dblink installed after the role was
-// provisioned fails the call rather than letting it out).
+// reads the catalog counters the commit compares with, what the role may
+// use to open connections (a dblink installed after the role was
+// provisioned fails the call rather than letting it out) and whether the
+// server keeps the counters at all (track_counts).
 func (s *session) beginTracked(ctx context.Context, begin string) error {
-	res, err := s.pc.Exec(ctx, begin+"; "+catalogWritesSQL+"; "+outboundSQL("session_user")).ReadAll()
+	res, err := s.pc.Exec(ctx, begin+"; "+catalogWritesSQL+"; "+outboundSQL("session_user")+
+		"; SELECT pg_catalog.current_setting('track_counts')").ReadAll()
 	if err != nil {
 		return err
 	}
-	if len(res) != 3 {
+	if len(res) != 4 || len(res[3].Rows) != 1 {
 		return fmt.Errorf("begin: %d results", len(res))
 	}
 	if s.writes, err = readCatalogWrites(res[1]); err != nil {
 		return err
+	}
+	if string(res[3].Rows[0][0]) != "on" {
+		// Without it the counters stay 0 and checkCatalog sees nothing.
+		s.host(ctx, "ROLLBACK")
+		return abi.Errorf(abi.CodeUnavailable, "sql: the server's track_counts is off: the host needs it on (PostgreSQL's default) to check what a run changed")
 	}
 	if len(res[2].Rows) > 0 {
 		s.host(ctx, "ROLLBACK")

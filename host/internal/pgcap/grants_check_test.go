@@ -111,6 +111,23 @@ func testOutbound(t *testing.T, e *env) {
 	}
 }
 
+// testCountersOff: without track_counts the host could not tell what a
+// run changed, so it serves no call.
+func testCountersOff(t *testing.T, e *env) {
+	ctx := context.Background()
+	db := e.adminValue(t, "SELECT quote_ident(current_database())")
+	e.superExec(t, "ALTER DATABASE "+db+" SET track_counts = off")
+	t.Cleanup(func() { e.admin.Exec(context.Background(), "ALTER DATABASE "+db+" RESET track_counts") })
+	// Another host: new connections, which take the database's setting.
+	e2 := &env{dsn: e.dsn, store: NewStore(), admin: e.admin}
+	t.Cleanup(func() { e2.store.Close() })
+	c := e2.begin(ctx, t, e.grant("counters", Limits{}))
+	_, err := c.sql(ctx, "SELECT 1")
+	c.end(ctx, false)
+	require.ErrorIs(t, err, abi.ErrUnavailable)
+	assert.Contains(t, err.Error(), "track_counts is off")
+}
+
 type bridgeTenant struct{}
 
 // testShared: a plugin serving tenant a that grants its objects to PUBLIC

@@ -148,6 +148,7 @@ func TestPostgreSQL(t *testing.T) {
 			t.Run("config", func(t *testing.T) { testConfig(t, e) })
 			t.Run("outbound", func(t *testing.T) { testOutbound(t, e) })
 			t.Run("shared objects", func(t *testing.T) { testShared(t, e) })
+			t.Run("counters off", func(t *testing.T) { testCountersOff(t, e) })
 		})
 	}
 }
