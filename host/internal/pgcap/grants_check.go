@@ -82,9 +82,42 @@ func checkOutbound(ctx context.Context, q pgx.Tx, role string) error {
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("%w (%s), and the admin cannot revoke it: as their owner, REVOKE ALL ON each FROM PUBLIC (or drop the extension)",
-			ErrOutbound, strings.Join(left, ", "))
+			ErrOutbound, summarize(left))
 	}
 	return nil
+}
+
+// checkHostSchema fails when role may use anything in the host schema
+// that was not granted to it by name, that is, through PUBLIC: objects
+// someone other than the admin put there (a trusted extension's belong
+// to the bootstrap superuser), which provisioning could not revoke.
+func checkHostSchema(ctx context.Context, q pgx.Tx, hostSchema, role string) error {
+	left, err := collectPairs(ctx, q, `WITH me AS (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = $2)
+		SELECT 'function', p.oid::pg_catalog.regprocedure::pg_catalog.text FROM me, pg_catalog.pg_proc p
+		WHERE p.pronamespace = $1::pg_catalog.regnamespace AND pg_catalog.has_function_privilege(me.oid, p.oid, 'EXECUTE')
+			AND NOT EXISTS (SELECT 1 FROM pg_catalog.aclexplode(p.proacl) a WHERE a.grantee = me.oid)
+		UNION ALL
+		SELECT 'relation', c.oid::pg_catalog.regclass::pg_catalog.text FROM me, pg_catalog.pg_class c
+		WHERE c.relnamespace = $1::pg_catalog.regnamespace
+			AND pg_catalog.has_table_privilege(me.oid, c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')`,
+		pgx.Identifier{hostSchema}.Sanitize(), role)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("%w: %s in the host schema: PUBLIC's, and the admin cannot revoke it: move it out (ALTER EXTENSION ... SET SCHEMA) or revoke it as its owner",
+			ErrAdminPrivileges, summarize(left))
+	}
+	return nil
+}
+
+// summarize names the first few of items, for a message of one line.
+func summarize(items []string) string {
+	const shown = 3
+	if len(items) <= shown {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:shown], ", "), len(items)-shown)
 }
 
 func collectPairs(ctx context.Context, q pgx.Tx, sql string, args ...any) ([]string, error) {
@@ -217,7 +250,7 @@ func (s *session) beginTracked(ctx context.Context, begin string) error {
 			left = append(left, string(r[0])+" "+string(r[1]))
 		}
 		return abi.Errorf(abi.CodeUnavailable, "sql: the database lets this plugin's role open connections (%s): the operator must revoke it (REVOKE ALL ... FROM PUBLIC)",
-			strings.Join(left, ", "))
+			summarize(left))
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func testOutboundRefused(t *testing.T, e *env) {
 	_, err := c.sql(ctx, "SELECT 1")
 	c.end(ctx, false)
 	require.ErrorIs(t, err, ErrOutbound)
-	assert.Contains(t, err.Error(), "function dblink_connect(text)")
+	assert.Contains(t, err.Error(), "function dblink")
 	assert.Contains(t, err.Error(), "REVOKE ALL ON each FROM PUBLIC")
 
 	e.superExec(t, "REVOKE ALL ON ALL ROUTINES IN SCHEMA public FROM PUBLIC")
@@ -126,6 +126,36 @@ func testCountersOff(t *testing.T, e *env) {
 	c.end(ctx, false)
 	require.ErrorIs(t, err, abi.ErrUnavailable)
 	assert.Contains(t, err.Error(), "track_counts is off")
+}
+
+// testHostSchemaExtension: an extension created in the host schema (as
+// CREATE EXTENSION without SCHEMA does for an admin named like it) gives
+// plugin roles nothing, though they may use the schema.
+func testHostSchemaExtension(t *testing.T, e *env) {
+	ctx := context.Background()
+	e.oneCall(t, e.grant("hostext", Limits{}), "SELECT 1")
+	e.superExec(t, "CREATE EXTENSION pgcrypto SCHEMA wasmhist")
+	t.Cleanup(func() { e.admin.Exec(context.Background(), "DROP EXTENSION pgcrypto") })
+	// The next host to start provisions the host schema again.
+	e2 := &env{dsn: e.dsn, store: NewStore(), admin: e.admin}
+	t.Cleanup(func() { e2.store.Close() })
+	if !e.adminSuper {
+		// The extension's functions are the superuser's: the admin
+		// cannot revoke them, and the host serves no plugin role until
+		// the operator does.
+		c := e2.begin(ctx, t, e.grant("hostext", Limits{}))
+		_, err := c.sql(ctx, "SELECT 1")
+		c.end(ctx, false)
+		require.ErrorIs(t, err, ErrAdminPrivileges)
+		assert.Contains(t, err.Error(), "function wasmhist.")
+		assert.Contains(t, err.Error(), "in the host schema")
+		e.superExec(t, "REVOKE ALL ON ALL ROUTINES IN SCHEMA wasmhist FROM PUBLIC")
+	}
+	c := e2.begin(ctx, t, e.grant("hostext", Limits{}))
+	_, err := c.sql(ctx, "SELECT wasmhist.digest('x', 'sha256')")
+	c.end(ctx, false)
+	require.ErrorIs(t, err, abi.ErrPermissionDenied)
+	assert.Contains(t, err.Error(), "permission denied for function digest")
 }
 
 type bridgeTenant struct{}

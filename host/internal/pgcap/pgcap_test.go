@@ -149,6 +149,7 @@ func TestPostgreSQL(t *testing.T) {
 			t.Run("outbound", func(t *testing.T) { testOutbound(t, e) })
 			t.Run("shared objects", func(t *testing.T) { testShared(t, e) })
 			t.Run("counters off", func(t *testing.T) { testCountersOff(t, e) })
+			t.Run("extension in the host schema", func(t *testing.T) { testHostSchemaExtension(t, e) })
 		})
 	}
 }

@@ -268,6 +268,9 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 	case public:
 		return fmt.Errorf("%w: it cannot revoke CREATE on schema public from PUBLIC: make the admin the database's owner, or revoke it as the schema's owner", ErrAdminPrivileges)
 	}
+	if err := checkHostSchema(ctx, tx, hostSchema, name); err != nil {
+		return err
+	}
 	return checkOutbound(ctx, tx, name)
 }
 
