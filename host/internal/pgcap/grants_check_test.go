@@ -3,6 +3,7 @@ package pgcap
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -156,6 +157,26 @@ func testHostSchemaExtension(t *testing.T, e *env) {
 	c.end(ctx, false)
 	require.ErrorIs(t, err, abi.ErrPermissionDenied)
 	assert.Contains(t, err.Error(), "permission denied for function digest")
+}
+
+// testNotOwner: a CREATEROLE admin that does not own the database cannot
+// take TEMPORARY from PUBLIC (its REVOKE is only a warning); the host
+// provisions no plugin role that could create temporary objects, and
+// says what the operator must do.
+func testNotOwner(t *testing.T, e *env) {
+	ctx := context.Background()
+	// PostgreSQL's default, which the owner's host took away.
+	e.superExec(t, "CREATE ROLE notowner LOGIN CREATEROLE", "GRANT CREATE ON DATABASE managed TO notowner",
+		"GRANT TEMPORARY ON DATABASE managed TO PUBLIC")
+	t.Cleanup(func() { e.admin.Exec(context.Background(), "REVOKE TEMPORARY ON DATABASE managed FROM PUBLIC") })
+	dsn := strings.Replace(e.dsn, "user=managed", "user=notowner", 1)
+	require.NotEqual(t, e.dsn, dsn)
+	c := e.begin(ctx, t, NewGrant(Config{Name: "notowner", AdminDSN: dsn, Schema: "nottemp", HostSchema: "wasmhist_alt"}))
+	_, err := c.sql(ctx, "CREATE TEMP TABLE t (x int)")
+	c.end(ctx, false)
+	require.ErrorIs(t, err, ErrAdminPrivileges)
+	assert.Contains(t, err.Error(), "TEMPORARY")
+	assert.Contains(t, err.Error(), "make the admin the database's owner")
 }
 
 type bridgeTenant struct{}

@@ -150,6 +150,9 @@ func TestPostgreSQL(t *testing.T) {
 			t.Run("shared objects", func(t *testing.T) { testShared(t, e) })
 			t.Run("counters off", func(t *testing.T) { testCountersOff(t, e) })
 			t.Run("extension in the host schema", func(t *testing.T) { testHostSchemaExtension(t, e) })
+			if !e.adminSuper {
+				t.Run("admin not the database's owner", func(t *testing.T) { testNotOwner(t, e) })
+			}
 		})
 	}
 }
