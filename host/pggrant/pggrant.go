@@ -19,11 +19,16 @@
 // (HMAC-SHA256, sent to the server as a SCRAM verifier), inherits nothing,
 // is a member of no role and owns only its schema, its search_path. It
 // revokes TEMPORARY on the database and CREATE on schema public from
-// PUBLIC. Every host with the admin DSN derives the same passwords, so
-// hosts on many machines need no coordination. The plugin's statements
-// run on connections that log in as that role; PostgreSQL's privileges,
-// not SQL parsing, keep it from other schemas and tenants, the host's
-// tables, server files and programs, role changes and extensions.
+// PUBLIC, and EXECUTE on dblink's functions and USAGE on foreign-data
+// wrappers and servers (it refuses to provision a role that could still
+// open a connection, saying what to revoke). Every host with the admin DSN
+// derives the same passwords, so hosts on many machines need no
+// coordination. The plugin's statements run on connections that log in as
+// that role; PostgreSQL's privileges, not SQL parsing, keep it from other
+// schemas and tenants, the host's tables, server files and programs, role
+// changes and extensions. A run that changes its role (a password, a
+// setting), grants its objects to another role or PUBLIC or keeps a large
+// object is rolled back: its commit fails.
 //
 // All statements of one export call run in one transaction (READ
 // COMMITTED), committed only when the call succeeds, each in a savepoint
@@ -59,8 +64,9 @@ type Config struct {
 	// (pgstore.Config.Name) on the same database the same Name.
 	Name string
 	// AdminDSN is a connection string for a role that may create roles
-	// and schemas (a superuser, or one with CREATEROLE and CREATE on the
-	// database). The host provisions with it; plugins never use it.
+	// and schemas: a superuser, or a role with CREATEROLE that owns the
+	// database (as managed services give). The host provisions with it;
+	// plugins never use it.
 	AdminDSN string
 	// Schema is the plugin's schema (1 to 40 of a-z, 0-9, _). With
 	// TenantFunc, the prefix of one schema per tenant: Schema__tenant.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/internal/pgcap"
 	"github.com/wasmhist/wasmhist/host/pggrant"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
@@ -52,6 +53,9 @@ func TestPostgreSQL(t *testing.T) {
 	admin, err := pgx.Connect(t.Context(), dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { admin.Close(context.Background()) })
+	// Installed, so that the plugin is refused it by privilege.
+	_, err = admin.Exec(t.Context(), "CREATE EXTENSION dblink SCHEMA public")
+	require.NoError(t, err)
 	value := func(t *testing.T, q string) string {
 		t.Helper()
 		var v string
@@ -95,9 +99,13 @@ func TestPostgreSQL(t *testing.T) {
 			{name: "pg_read_file", stmts: []string{"SELECT pg_read_file('/etc/passwd')"}, want: abi.ErrPermissionDenied},
 			{name: "copy to program", stmts: []string{"COPY secret TO PROGRAM 'true'"}, want: abi.ErrPermissionDenied},
 			{name: "copy to a file", stmts: []string{"COPY secret TO '/tmp/wasmhist-secret'"}, want: abi.ErrPermissionDenied},
-			{name: "set role", stmts: []string{"SET ROLE wasmhist"}, want: abi.ErrPermissionDenied},
-			{name: "set session authorization", stmts: []string{"SET SESSION AUTHORIZATION wasmhist"}, want: abi.ErrPermissionDenied},
-			{name: "create extension", stmts: []string{"CREATE EXTENSION dblink"}, want: abi.ErrPermissionDenied},
+			{name: "set role", stmts: []string{"SET ROLE postgres"}, want: abi.ErrPermissionDenied},
+			{name: "set session authorization", stmts: []string{"SET SESSION AUTHORIZATION postgres"}, want: abi.ErrPermissionDenied},
+			{name: "create extension", stmts: []string{"CREATE EXTENSION postgres_fdw"}, want: abi.ErrPermissionDenied},
+			{name: "dblink", stmts: []string{"SELECT public.dblink_exec('dbname=postgres', 'INSERT INTO mine.secret VALUES (''outside'')')"}, want: abi.ErrPermissionDenied},
+			{name: "share the schema", stmts: []string{"GRANT USAGE ON SCHEMA mine TO PUBLIC", "INSERT INTO secret VALUES ('shared')"}, want: pgcap.ErrShared},
+			{name: "a large object", stmts: []string{"SELECT lo_from_bytea(0, 'outside the caps')"}, want: pgcap.ErrShared},
+			{name: "set its own password", stmts: []string{"ALTER ROLE CURRENT_USER PASSWORD 'known'"}, want: pgcap.ErrRoleChanged},
 			{name: "temp table", stmts: []string{"CREATE TEMP TABLE t (x int)"}, want: abi.ErrPermissionDenied},
 			{name: "commit early", stmts: []string{"INSERT INTO secret VALUES ('early')", "COMMIT"}, want: abi.ErrPermissionDenied},
 			{name: "commit early, swallowed", stmts: []string{"INSERT INTO secret VALUES ('early')", "COMMIT"}, swallow: true, want: abi.ErrPermissionDenied},

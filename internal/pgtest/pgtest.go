@@ -17,6 +17,7 @@ package pgtest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,11 +29,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Superuser is the database superuser of every cluster this package
 // creates. It needs no password: only the socket's owner can connect.
-const Superuser = "wasmhist"
+const Superuser = "postgres"
 
 // port names the socket file (.s.PGSQL.<port>); with TCP off it takes no
 // network port, so every server can use the same one.
@@ -95,6 +98,29 @@ func Start(tb testing.TB) *Server {
 // the key=value form pgx and libpq accept.
 func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", s.Dir, port, Superuser, db)
+}
+
+// Admin creates database db owned by a new role of the same name that has
+// CREATEROLE but is not a superuser, and returns that role's connection
+// string for db: the administrator a managed service gives.
+func (s *Server) Admin(tb testing.TB, db string) string {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	defer conn.Close(ctx)
+	q := pgx.Identifier{db}.Sanitize()
+	for _, stmt := range []string{
+		`CREATE ROLE ` + q + ` LOGIN CREATEROLE NOSUPERUSER`,
+		`CREATE DATABASE ` + q + ` OWNER ` + q,
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			tb.Fatalf("pgtest: %s: %v", stmt, err)
+		}
+	}
+	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", s.Dir, port, db, db)
 }
 
 // Log returns what the server wrote to its log so far, for a failing

@@ -45,3 +45,33 @@ func TestServer(t *testing.T) {
 		assert.True(t, strings.HasPrefix(v, "1"), "server_version %q", v)
 	}
 }
+
+// TestCluster: the superuser is named "postgres" (so that a hostile
+// "SET ROLE postgres" meets a real superuser), the contrib extensions
+// that open connections are available, and Admin gives a CREATEROLE role
+// that is not a superuser and owns its database.
+func TestCluster(t *testing.T) {
+	ctx := context.Background()
+	s := pgtest.Start(t)
+	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var super bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = 'postgres'`).Scan(&super))
+	assert.True(t, super)
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_available_extensions WHERE name IN ('dblink', 'postgres_fdw')`).Scan(&n))
+	assert.Equal(t, 2, n, "dblink and postgres_fdw must be installable (Debian: they ship in postgresql-<version>)")
+
+	admin, err := pgx.Connect(ctx, s.Admin(t, "managed"))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	var who, owner string
+	var rolsuper, createrole bool
+	require.NoError(t, admin.QueryRow(ctx, `SELECT current_user, rolsuper, rolcreaterole, pg_get_userbyid(d.datdba)
+		FROM pg_roles r, pg_database d WHERE r.rolname = current_user AND d.datname = current_database()`).Scan(&who, &rolsuper, &createrole, &owner))
+	assert.Equal(t, "managed", who)
+	assert.False(t, rolsuper)
+	assert.True(t, createrole)
+	assert.Equal(t, "managed", owner)
+}

@@ -19,10 +19,21 @@ import (
 )
 
 // One server for the package (starting one takes seconds); each test
-// works in a schema of its own, which also exercises Config.Schema.
+// works in a schema of its own, which also exercises Config.Schema. The
+// tests run as a superuser and again as an admin with CREATEROLE that owns
+// its database but is not a superuser, as managed services give; conn
+// inspects as the superuser either way.
 func TestPostgreSQL(t *testing.T) {
 	srv := pgtest.Start(t)
-	dsn := srv.DSN("postgres")
+	for _, mode := range []struct{ name, db, dsn string }{
+		{"superuser admin", "postgres", srv.DSN("postgres")},
+		{"createrole admin", "managed", srv.Admin(t, "managed")},
+	} {
+		t.Run(mode.name, func(t *testing.T) { testStore(t, srv, mode.dsn, srv.DSN(mode.db)) })
+	}
+}
+
+func testStore(t *testing.T, srv *pgtest.Server, dsn, superDSN string) {
 	schemas := 0
 	newSchema := func() string { schemas++; return fmt.Sprintf("case %d", schemas) }
 	open := func(t *testing.T, schema string) *pgstore.Store {
@@ -32,7 +43,7 @@ func TestPostgreSQL(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		return s
 	}
-	conn, err := pgx.Connect(t.Context(), dsn)
+	conn, err := pgx.Connect(t.Context(), superDSN)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(context.Background()) })
 

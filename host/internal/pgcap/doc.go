@@ -11,7 +11,12 @@
 // undoes), so PostgreSQL itself refuses other schemas and tenants, the
 // host's tables, server files and programs (pg_read_file, COPY ... TO
 // PROGRAM), role changes, extensions and temporary objects (the host
-// revokes TEMPORARY on the database from PUBLIC).
+// revokes TEMPORARY on the database from PUBLIC), and connections out
+// (the host revokes dblink and foreign servers from PUBLIC, and refuses
+// to serve a role that could still use them). What an owner may do but
+// a plugin must not, the host checks at commit (grants_check.go): a run
+// that changed its role, shared its objects or kept large objects rolls
+// back.
 //
 // All requests of one export call share one transaction, committed when
 // the call succeeds. Each statement runs inside a savepoint of its own so

@@ -25,7 +25,7 @@ type Config struct {
 	// Name names the database in txn targets and messages; never a secret.
 	Name string
 	// AdminDSN connects as a role that may create roles and schemas (a
-	// superuser, or CREATEROLE with CREATE on the database); the host uses
+	// superuser, or CREATEROLE and owner of the database); the host uses
 	// it to provision and to write its own rows' functions, never for a
 	// plugin's statements.
 	AdminDSN string

@@ -24,6 +24,9 @@ type env struct {
 	dsn   string
 	store *Store
 	admin *pgx.Conn
+	// adminSuper: dsn's role is a superuser (else it has CREATEROLE and
+	// owns the database); admin is a superuser's connection either way.
+	adminSuper bool
 }
 
 func (e *env) grant(schema string, l Limits) capability.Grant {
@@ -105,25 +108,53 @@ func (e *env) adminValue(t testing.TB, q string) string {
 	return *v
 }
 
+// TestPostgreSQL runs every case twice on one server: with a superuser as
+// the admin, and with an admin that has CREATEROLE and owns its database
+// but is not a superuser, as managed services give. e.admin inspects as
+// the superuser either way.
 func TestPostgreSQL(t *testing.T) {
 	srv := pgtest.Start(t)
-	e := &env{dsn: srv.DSN("postgres"), store: NewStore()}
-	t.Cleanup(func() { e.store.Close() })
-	var err error
-	e.admin, err = pgx.Connect(t.Context(), e.dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { e.admin.Close(context.Background()) })
+	for _, mode := range []struct{ name, db, dsn string }{
+		{"superuser admin", "postgres", srv.DSN("postgres")},
+		{"createrole admin", "managed", srv.Admin(t, "managed")},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			e := &env{dsn: mode.dsn, store: NewStore(), adminSuper: mode.db == "postgres"}
+			t.Cleanup(func() { e.store.Close() })
+			var err error
+			e.admin, err = pgx.Connect(t.Context(), srv.DSN(mode.db))
+			require.NoError(t, err)
+			t.Cleanup(func() { e.admin.Close(context.Background()) })
+			// Installed before any role is provisioned; the cases below
+			// show the plugin refused by privilege, not by its absence.
+			_, err = e.admin.Exec(t.Context(), "CREATE EXTENSION dblink SCHEMA public")
+			require.NoError(t, err)
+			if mode.db == "managed" {
+				// Owned by the superuser, not the admin: the host cannot
+				// revoke it and refuses to provision until the operator
+				// does (see testOutbound).
+				testOutboundRefused(t, e)
+			}
 
-	t.Run("values", func(t *testing.T) { testValues(t, e) })
-	t.Run("transaction per call", func(t *testing.T) { testTransactionPerCall(t, e) })
-	t.Run("hostile", func(t *testing.T) { testHostile(t, e) })
-	t.Run("transaction control", func(t *testing.T) { testTransactionControl(t, e) })
-	t.Run("limits", func(t *testing.T) { testLimits(t, e) })
-	t.Run("session state reset", func(t *testing.T) { testReset(t, e) })
-	t.Run("tenants", func(t *testing.T) { testTenants(t, e) })
-	t.Run("txn", func(t *testing.T) { testTxn(t, e) })
-	t.Run("roles", func(t *testing.T) { testRoles(t, e) })
-	t.Run("config", func(t *testing.T) { testConfig(t, e) })
+			t.Run("values", func(t *testing.T) { testValues(t, e) })
+			t.Run("transaction per call", func(t *testing.T) { testTransactionPerCall(t, e) })
+			t.Run("hostile", func(t *testing.T) { testHostile(t, e) })
+			t.Run("transaction control", func(t *testing.T) { testTransactionControl(t, e) })
+			t.Run("limits", func(t *testing.T) { testLimits(t, e) })
+			t.Run("session state reset", func(t *testing.T) { testReset(t, e) })
+			t.Run("tenants", func(t *testing.T) { testTenants(t, e) })
+			t.Run("txn", func(t *testing.T) { testTxn(t, e) })
+			t.Run("roles", func(t *testing.T) { testRoles(t, e) })
+			t.Run("config", func(t *testing.T) { testConfig(t, e) })
+			t.Run("outbound", func(t *testing.T) { testOutbound(t, e) })
+			t.Run("shared objects", func(t *testing.T) { testShared(t, e) })
+			t.Run("counters off", func(t *testing.T) { testCountersOff(t, e) })
+			t.Run("extension in the host schema", func(t *testing.T) { testHostSchemaExtension(t, e) })
+			if !e.adminSuper {
+				t.Run("admin not the database's owner", func(t *testing.T) { testNotOwner(t, e) })
+			}
+		})
+	}
 }
 
 func testValues(t *testing.T, e *env) {
@@ -192,6 +223,19 @@ type hostileCase struct {
 	want error
 }
 
+// privilegeRefusals are PostgreSQL's messages for the privilege a hostile
+// case lacks (SQLSTATE 42501), by case: the thing attacked exists, so
+// its absence is not why the case fails.
+var privilegeRefusals = map[string]string{
+	"dblink":            "permission denied for function dblink",
+	"dblink_connect":    "permission denied for function dblink_connect",
+	"dblink_exec":       "permission denied for function dblink_exec",
+	"dblink_send_query": "permission denied for function dblink_send_query",
+	"dblink_connect_u":  "permission denied for function dblink_connect_u",
+	"set role postgres": `permission denied to set role "postgres"`,
+	"create extension":  `permission denied to create extension "postgres_fdw"`,
+}
+
 func testHostile(t *testing.T, e *env) {
 	ctx := context.Background()
 	mine, theirs := e.grant("mine", Limits{}), e.grant("theirs", Limits{})
@@ -200,6 +244,7 @@ func testHostile(t *testing.T, e *env) {
 	_, err := e.admin.Exec(ctx, `INSERT INTO wasmhist.sessions VALUES ('s1', 1, now(), '{"secret": true}')`)
 	require.NoError(t, err)
 	tmp := t.TempDir()
+	admin := e.adminValue(t, "SELECT datdba::regrole::text FROM pg_database WHERE datname = current_database()")
 	cases := []hostileCase{
 		{"another grant's schema", "SELECT * FROM theirs.secret", abi.ErrPermissionDenied},
 		{"another grant's schema, write", "INSERT INTO theirs.secret VALUES ('x')", abi.ErrPermissionDenied},
@@ -220,15 +265,21 @@ func testHostile(t *testing.T, e *env) {
 		{"copy from program", "COPY secret FROM PROGRAM 'echo x'", abi.ErrPermissionDenied},
 		{"copy to a file", "COPY secret TO '" + tmp + "/out.csv'", abi.ErrPermissionDenied},
 		{"copy from a file", "COPY secret FROM '/etc/hostname'", abi.ErrPermissionDenied},
-		{"set role", "SET ROLE wasmhist", abi.ErrPermissionDenied},
-		{"set role postgres", "SET ROLE postgres", abi.ErrInvalidArgument},
-		{"set session authorization", "SET SESSION AUTHORIZATION wasmhist", abi.ErrPermissionDenied},
+		{"set role to the admin", "SET ROLE " + admin, abi.ErrPermissionDenied},
+		// postgres exists and is a superuser: refused by privilege.
+		{"set role postgres", "SET ROLE postgres", abi.ErrPermissionDenied},
+		{"set session authorization", "SET SESSION AUTHORIZATION postgres", abi.ErrPermissionDenied},
 		{"create role", "CREATE ROLE evil SUPERUSER", abi.ErrPermissionDenied},
 		{"grant itself membership", "GRANT pg_read_server_files TO CURRENT_USER", abi.ErrPermissionDenied},
 		{"alter itself superuser", "ALTER ROLE CURRENT_USER SUPERUSER", abi.ErrPermissionDenied},
-		{"create extension", "CREATE EXTENSION dblink", abi.ErrPermissionDenied},
+		{"create extension", "CREATE EXTENSION postgres_fdw", abi.ErrPermissionDenied},
 		{"create trusted extension", "CREATE EXTENSION pgcrypto", abi.ErrPermissionDenied},
-		{"dblink", "SELECT * FROM dblink('dbname=postgres', 'SELECT 1') AS t(x int)", abi.ErrInvalidArgument},
+		// dblink is installed (in public): refused by privilege (42501).
+		{"dblink", "SELECT * FROM public.dblink('dbname=postgres', 'SELECT 1') AS t(x int)", abi.ErrPermissionDenied},
+		{"dblink_connect", "SELECT public.dblink_connect('dbname=postgres user=postgres')", abi.ErrPermissionDenied},
+		{"dblink_exec", "SELECT public.dblink_exec('dbname=postgres', 'CREATE ROLE evil SUPERUSER')", abi.ErrPermissionDenied},
+		{"dblink_send_query", "SELECT public.dblink_send_query('x', 'SELECT pg_sleep(20)')", abi.ErrPermissionDenied},
+		{"dblink_connect_u", "SELECT public.dblink_connect_u('dbname=postgres')", abi.ErrPermissionDenied},
 		{"temp table", "CREATE TEMP TABLE tt (x int)", abi.ErrPermissionDenied},
 		{"temp table by schema", "CREATE TABLE pg_temp.tt (x int)", abi.ErrPermissionDenied},
 		{"untrusted language", "CREATE FUNCTION f() RETURNS int LANGUAGE c AS '/lib/x86_64-linux-gnu/libc.so.6', 'abort'", abi.ErrPermissionDenied},
@@ -239,7 +290,7 @@ func testHostile(t *testing.T, e *env) {
 		{"alter system", "ALTER SYSTEM SET fsync = off", abi.ErrInvalidArgument},
 		{"create database", "CREATE DATABASE evil", abi.ErrInvalidArgument},
 		{"two statements in one", "SELECT 1; SELECT 2", abi.ErrInvalidArgument},
-		{"terminate the host's connections", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'wasmhist'", abi.ErrPermissionDenied},
+		{"terminate the host's connections", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + admin + "'", abi.ErrPermissionDenied},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
@@ -249,6 +300,7 @@ func testHostile(t *testing.T, e *env) {
 			require.ErrorIs(t, err, tt.want)
 			var ae *abi.Error
 			require.ErrorAs(t, err, &ae)
+			assert.Contains(t, err.Error(), privilegeRefusals[tt.name])
 		})
 	}
 	t.Run("reset role changes nothing", func(t *testing.T) {

@@ -138,6 +138,13 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		END $f$`,
 		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea),
 			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.delete_row(text, text, text) FROM PUBLIC`,
+		// Plugin roles use the host schema to call the functions above:
+		// nothing else in it is PUBLIC's, whoever put it there (an
+		// extension created by an admin whose name is the schema's lands
+		// in it without a SCHEMA clause).
+		`REVOKE ALL ON ALL ROUTINES IN SCHEMA `+qs+` FROM PUBLIC`,
+		`REVOKE ALL ON ALL TABLES IN SCHEMA `+qs+` FROM PUBLIC`,
+		`REVOKE ALL ON ALL SEQUENCES IN SCHEMA `+qs+` FROM PUBLIC`,
 		// No temporary objects for anyone not granted them explicitly (a
 		// plugin's would outlive its call on a pooled connection), and no
 		// objects in public (PostgreSQL 15 already revokes that).
@@ -178,9 +185,14 @@ func firstLine(q string) string {
 }
 
 // provisionRole makes name a role that logs in with the derived password,
-// inherits nothing, belongs to no other role and owns schema, its search
-// path; it may call the host functions and nothing else of the host
-// schema.
+// inherits nothing, belongs to no other role, has no member but the admin
+// and owns schema, its search path; it may call the host functions and
+// nothing else of the host schema, and nothing that opens a connection.
+//
+// The admin may be a superuser or a role with CREATEROLE that owns the
+// database: such an admin makes itself a member of the role (PostgreSQL
+// 15 requires that to create a schema the role owns) and may not name
+// the attributes only a superuser may give.
 func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw string) error {
 	qs, qr, qh := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{name}.Sanitize(), pgx.Identifier{hostSchema}.Sanitize()
 	// Every provisioning of one host schema takes its lock first: grants of
@@ -197,18 +209,33 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, name).Scan(&exists); err != nil {
 		return err
 	}
-	verb := "CREATE"
+	var super bool
+	if err := tx.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&super); err != nil {
+		return err
+	}
+	verb, attrs := "CREATE", " NOSUPERUSER NOREPLICATION NOBYPASSRLS"
 	if exists {
 		verb = "ALTER"
+		if !super {
+			// Naming them at all takes a superuser; a CREATEROLE admin
+			// cannot have given them, and the check below sees to it.
+			attrs = ""
+		}
 	}
 	// The password goes over as a SCRAM verifier, never as text: the
 	// statement may be logged.
 	stmts := []string{
-		verb + ` ROLE ` + qr + ` LOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ` + quoteLiteral(scramVerifier(pw)),
+		verb + ` ROLE ` + qr + ` LOGIN NOINHERIT NOCREATEDB NOCREATEROLE` + attrs + ` PASSWORD ` + quoteLiteral(scramVerifier(pw)),
 		`DO $d$ DECLARE m record; BEGIN
 			FOR m IN SELECT g.rolname FROM pg_auth_members a JOIN pg_roles g ON g.oid = a.roleid JOIN pg_roles r ON r.oid = a.member WHERE r.rolname = ` + quoteLiteral(name) + ` LOOP
 				EXECUTE format('REVOKE %I FROM %I', m.rolname, ` + quoteLiteral(name) + `);
 			END LOOP;
+			FOR m IN SELECT r.rolname FROM pg_auth_members a JOIN pg_roles g ON g.oid = a.roleid JOIN pg_roles r ON r.oid = a.member WHERE g.rolname = ` + quoteLiteral(name) + ` AND r.rolname <> current_user LOOP
+				EXECUTE format('REVOKE %I FROM %I', ` + quoteLiteral(name) + `, m.rolname);
+			END LOOP;
+			IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+				EXECUTE format('GRANT %I TO %I', ` + quoteLiteral(name) + `, current_user);
+			END IF;
 		END $d$`,
 		`ALTER ROLE ` + qr + ` SET search_path = ` + qs,
 		`DO $d$ BEGIN EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), ` + quoteLiteral(name) + `); END $d$`,
@@ -226,7 +253,25 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 			return fmt.Errorf("%s: %w", firstLine(q), err)
 		}
 	}
-	return nil
+	var attrsOK, temp, public bool
+	if err := tx.QueryRow(ctx, `SELECT NOT (r.rolsuper OR r.rolreplication OR r.rolbypassrls),
+			has_database_privilege(r.rolname, current_database(), 'TEMPORARY'),
+			coalesce(has_schema_privilege(r.rolname, (SELECT n.oid FROM pg_namespace n WHERE n.nspname = 'public'), 'CREATE'), false)
+		FROM pg_roles r WHERE r.rolname = $1`, name).Scan(&attrsOK, &temp, &public); err != nil {
+		return err
+	}
+	switch {
+	case !attrsOK:
+		return fmt.Errorf("%w: role %s is a superuser, or may replicate or bypass row security: only a superuser can take that away (ALTER ROLE ... NOSUPERUSER NOREPLICATION NOBYPASSRLS)", ErrAdminPrivileges, qr)
+	case temp:
+		return fmt.Errorf("%w: it cannot revoke TEMPORARY on the database from PUBLIC: make the admin the database's owner, or revoke it as the owner", ErrAdminPrivileges)
+	case public:
+		return fmt.Errorf("%w: it cannot revoke CREATE on schema public from PUBLIC: make the admin the database's owner, or revoke it as the schema's owner", ErrAdminPrivileges)
+	}
+	if err := checkHostSchema(ctx, tx, hostSchema, name); err != nil {
+		return err
+	}
+	return checkOutbound(ctx, tx, name)
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

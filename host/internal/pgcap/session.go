@@ -32,6 +32,9 @@ type session struct {
 	// holds the commit guard, which only the host's COMMIT passes.
 	guarded bool
 	token   string
+	// writes: the catalog rows the connection had written when the
+	// transaction began (see checkCatalog).
+	writes catalogWrites
 	// failed poisons the session after an error that may have lost the
 	// transaction or that the call must not survive (time limit,
 	// transaction control): later requests repeat it and End rolls back.
@@ -88,7 +91,7 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 }
 
 func (s *session) begin(ctx context.Context) error {
-	if err := s.host(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED"); err != nil {
+	if err := s.beginTracked(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED"); err != nil {
 		return err
 	}
 	s.began, s.guarded = true, false
@@ -258,6 +261,10 @@ func (s *session) End(ctx context.Context, ok bool) error {
 
 func (s *session) commit(ctx context.Context) error {
 	if s.guarded {
+		if err := s.checkCatalog(ctx); err != nil {
+			s.host(ctx, "ROLLBACK")
+			return fmt.Errorf("pgcap: %s: commit refused, rolled back: %w", s.db.name, err)
+		}
 		_, err := s.pc.ExecParams(ctx, `SELECT set_config('wasmhist.commit_token', $1, true)`,
 			[][]byte{[]byte(s.token)}, []uint32{oidText}, nil, nil).Close()
 		if err != nil {
