@@ -103,7 +103,7 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	}
 	sections, err := loader.ReadSections(wasm)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidPlugin, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPlugin, err)
 	}
 	var capNames []string
 	for _, f := range h.backends.Funcs() {
@@ -117,6 +117,9 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	switch {
 	case errors.Is(err, wasmrt.ErrClosed):
 		return nil, ErrClosed
+	case errors.Is(err, wasmrt.ErrCompileProcess):
+		// The host's environment failed, not the plugin.
+		return nil, err
 	case err != nil && ctx.Err() != nil:
 		// The caller gave up; the plugin is not to blame.
 		return nil, err
