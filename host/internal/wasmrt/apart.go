@@ -158,6 +158,7 @@ func watch(p *os.Process, limits apartLimits, over chan<- error, done <-chan str
 	defer tick.Stop()
 	start := time.Now()
 	stat := "/proc/" + strconv.Itoa(p.Pid) + "/stat"
+	_, _, proc := usage("/proc/self/stat")
 	for {
 		select {
 		case <-done:
@@ -165,8 +166,11 @@ func watch(p *os.Process, limits apartLimits, over chan<- error, done <-chan str
 		case <-tick.C:
 		}
 		cpu, rss, ok := usage(stat)
-		if !ok {
+		switch {
+		case !proc:
 			cpu, rss = time.Since(start), 0
+		case !ok: // it has exited
+			return
 		}
 		var err error
 		switch {
