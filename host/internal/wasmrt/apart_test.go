@@ -71,3 +71,21 @@ func TestCompileBombs(t *testing.T) {
 		})
 	}
 }
+
+// TestPluginCompilesApart: a Go plugin the cache lacks is compiled in a
+// compile process: under a limit the process cannot meet, it is refused.
+// (Within the default limits, every test here that compiles a plugin into
+// a new cache directory, as TestRewrittenModuleIsKept does, compiles it in
+// such a process.)
+func TestPluginCompilesApart(t *testing.T) {
+	ctx := context.Background()
+	wasm := buildWasm(t, "github.com/wasmhist/wasmhist/plugins/inmemory")
+	c, err := NewCache(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close(ctx) })
+	e := newEngine(t, c)
+	e.apart = apartLimits{cpu: time.Minute, memory: 1 << 20}
+	_, err = e.Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
+	require.ErrorIs(t, err, hosterr.ErrCompileLimit)
+	assert.ErrorContains(t, err, "more than 1 MiB of memory")
+}
