@@ -73,6 +73,12 @@ type LoadOptions struct {
 // plugin code runs it checks the pin and the module's exports (the ABI
 // marker and required exports) and imports; then it creates the first
 // instance and calls describe, so that every load error surfaces here.
+//
+// A plugin the compilation cache does not hold yet is compiled in a
+// process of its own: the program's executable, run again with
+// WASMHIST_COMPILE_PROCESS=1 in its environment, which the host recognises
+// before main runs. It is stopped past 10 s of CPU or 512 MiB, and the
+// load fails with ErrCompileLimit.
 func (h *Host) Load(ctx context.Context, src PluginSource, opts LoadOptions) (*Plugin, error) {
 	start := time.Now()
 	p, err := h.load(ctx, src, opts)
