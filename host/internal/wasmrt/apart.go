@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+	"github.com/wasmhist/wasmhist/host/internal/instrument"
 	"github.com/wasmhist/wasmhist/host/internal/loader"
 )
 
@@ -266,10 +269,32 @@ func compileProcess(in io.Reader, out io.Writer) int {
 		return answer(err)
 	}
 	defer cache.Close(ctx)
-	c, err := compile(ctx, cache, nil, sha256.Sum256(wasm), wasm, req.Pages, nil)
+	sum := sha256.Sum256(wasm)
+	c, err := compile(ctx, cache, nil, sum, wasm, req.Pages, nil)
 	if err != nil {
 		return answer(err)
 	}
 	c.Close(ctx)
+	cache.markApart(sum)
 	return answer(nil)
 }
+
+// apartPath is the file that marks the module whose sha256 is sum as
+// compiled by a compile process, within its limits, for this version of
+// the rewrite. It is not proof that the cache holds the code: a file of
+// the cache may be removed at any time (wasmhist cache keeps the directory
+// under a size). But a module that compiled within the limits costs the
+// host no more if it compiles it again itself.
+func (c *Cache) apartPath(sum [32]byte) string {
+	return filepath.Join(c.dir, "compiled", fmt.Sprintf("%s-v%d", hex.EncodeToString(sum[:]), instrument.Version))
+}
+
+// compiledApart reports whether a compile process compiled the module.
+func (c *Cache) compiledApart(sum [32]byte) bool {
+	_, err := os.Stat(c.apartPath(sum))
+	return err == nil
+}
+
+// markApart records that a compile process compiled the module. A
+// failure only costs the next cold load another compile process.
+func (c *Cache) markApart(sum [32]byte) { writeAtomic(c.apartPath(sum), nil) }

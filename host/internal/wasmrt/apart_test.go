@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -88,4 +89,36 @@ func TestPluginCompilesApart(t *testing.T) {
 	_, err = e.Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
 	require.ErrorIs(t, err, hosterr.ErrCompileLimit)
 	assert.ErrorContains(t, err, "more than 1 MiB of memory")
+}
+
+// TestCompileProcessOncePerModule: once a compile process compiled a
+// module, later loads from the cache start none; a cache whose rewrite of
+// the module was kept by a host that compiled it itself still gets one.
+func TestCompileProcessOncePerModule(t *testing.T) {
+	ctx := context.Background()
+	wasm := wasmtest.Bomb(wasmtest.Straight(1000))
+	sum := sha256.Sum256(wasm)
+	c, err := NewCache(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close(ctx) })
+	// Each load in an engine of its own, as a new process would.
+	load := func(limits apartLimits) error {
+		e := newEngine(t, c)
+		e.apart = limits
+		m, err := e.Compile(ctx, sum, wasm, testPages)
+		if err == nil {
+			m.Release(ctx)
+		}
+		return err
+	}
+	require.NoError(t, load(apartLimits{}))
+	_, kept := c.kept(sum)
+	require.True(t, kept, "the compile process kept the rewrite")
+
+	// A compile process could not meet this limit.
+	impossible := apartLimits{cpu: time.Minute, memory: 1 << 20}
+	require.NoError(t, load(impossible), "loaded from the cache, without a compile process")
+
+	require.NoError(t, os.Remove(c.apartPath(sum)))
+	require.ErrorIs(t, load(impossible), hosterr.ErrCompileLimit, "a kept rewrite alone does not spare the compile process")
 }

@@ -248,15 +248,15 @@ func (e *Engine) Close(ctx context.Context) error {
 // rewrite the runtime refuses, is compiled as it is but for its tables'
 // bounds (instrument.BoundTables), with the runtime's preemption.
 //
-// Unless the cache keeps the module's rewrite (which it does once the
-// rewrite compiled), apart first compiles the module in a process of its
-// own, into the cache (compileApart); apart is nil in that process.
+// Unless a compile process compiled the module before (Cache.compiledApart),
+// apart first compiles it in one, into the cache (compileApart); apart is
+// nil in that process.
 func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32]byte, wasm []byte, pages uint32, apart func() error) (*compiled, error) {
 	if cache == nil {
 		return nil, errors.New("wasmrt: no compilation cache")
 	}
 	rewritten, kept := cache.kept(sum)
-	if !kept && apart != nil {
+	if apart != nil && !cache.compiledApart(sum) {
 		if err := apart(); err != nil {
 			return nil, err
 		}
