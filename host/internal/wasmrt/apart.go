@@ -47,6 +47,11 @@ const (
 // from standard input and exits, before the program's main runs.
 const compileProcessEnv = "WASMHIST_COMPILE_PROCESS"
 
+// errRefusedApart: the compile process refused the module, within its
+// limits. The host then compiles it itself, to return the refusal as its
+// own error: that costs no more than the process spent.
+var errRefusedApart = errors.New("refused by the compile process")
+
 // ErrCompileProcess: the compile process could not be started or failed
 // for a reason of its own, not the module's.
 var ErrCompileProcess = errors.New("wasmrt: compile process failed")
@@ -87,15 +92,15 @@ func (e *Engine) compileApart(ctx context.Context, wasm []byte, pages uint32) er
 	if limits == (apartLimits{}) {
 		limits = defaultApartLimits
 	}
-	return compileInProcess(ctx, e.cache.dir, wasm, pages, limits)
+	return runCompileProcess(ctx, e.cache.dir, wasm, pages, limits)
 }
 
-// compileInProcess runs a compile process for wasm and waits for it,
+// runCompileProcess runs a compile process for wasm and waits for it,
 // stopping it at the limits.
-func compileInProcess(ctx context.Context, dir string, wasm []byte, pages uint32, limits apartLimits) error {
+func runCompileProcess(ctx context.Context, dir string, wasm []byte, pages uint32, limits apartLimits) error {
 	exe, err := executable()
 	if err != nil {
-		return fmt.Errorf("%w: cannot find the host's executable, which compiles plugins in a process of its own: %v", ErrCompileProcess, err)
+		return fmt.Errorf("%w: cannot find the host's executable, which the host runs again to compile a plugin: %v", ErrCompileProcess, err)
 	}
 	req, _ := json.Marshal(compileRequest{Dir: dir, Pages: pages})
 	cmd := exec.CommandContext(ctx, exe)
@@ -111,7 +116,7 @@ func compileInProcess(ctx context.Context, dir string, wasm []byte, pages uint32
 	stderr := &capped{max: 2048}
 	cmd.Stdout, cmd.Stderr = &stdout, stderr
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%w: start %s: %v", ErrCompileProcess, exe, err)
+		return fmt.Errorf("%w: start %s, which the host runs again to compile a plugin: %v", ErrCompileProcess, exe, err)
 	}
 	over := make(chan error, 1)
 	done := make(chan struct{})
@@ -135,7 +140,7 @@ func compileInProcess(ctx context.Context, dir string, wasm []byte, pages uint32
 		return fmt.Errorf("%w: %v (%s): %q", ErrCompileProcess, err, exe, msg)
 	}
 	if res.Error != "" {
-		return errors.New(res.Error)
+		return fmt.Errorf("%w: %s", errRefusedApart, res.Error)
 	}
 	return nil
 }

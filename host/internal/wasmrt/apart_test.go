@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+	"github.com/wasmhist/wasmhist/host/internal/instrument"
 	"github.com/wasmhist/wasmhist/host/internal/loader"
+	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin/wasmtest"
 )
 
@@ -121,4 +123,19 @@ func TestCompileProcessOncePerModule(t *testing.T) {
 
 	require.NoError(t, os.Remove(c.apartPath(sum)))
 	require.ErrorIs(t, load(impossible), hosterr.ErrCompileLimit, "a kept rewrite alone does not spare the compile process")
+}
+
+// TestRefusalInTheCompileProcessKeepsItsType: a module the compile process
+// refuses within its limits is refused by the host with its own error,
+// which callers can test for.
+func TestRefusalInTheCompileProcessKeepsItsType(t *testing.T) {
+	ctx := context.Background()
+	table := wasmbin.AppendU32([]byte{1, 0x70, 0x00}, instrument.MaxTableEntries+1)
+	wasm := wasmtest.Module{Funcs: []wasmtest.Func{{Export: "f"}}, Memory: true, Table: table}.Bytes()
+	c, err := NewCache(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close(ctx) })
+	_, err = newEngine(t, c).Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
+	require.ErrorIs(t, err, instrument.ErrTableTooLarge)
+	assert.False(t, c.compiledApart(sha256.Sum256(wasm)), "no mark for a module refused")
 }

@@ -257,7 +257,7 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 	}
 	rewritten, kept := cache.kept(sum)
 	if apart != nil && !cache.compiledApart(sum) {
-		if err := apart(); err != nil {
+		if err := apart(); err != nil && !errors.Is(err, errRefusedApart) {
 			return nil, err
 		}
 		rewritten, kept = cache.kept(sum)
