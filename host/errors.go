@@ -47,6 +47,12 @@ var (
 	// reason other than those above (malformed binary, bad name, a schema
 	// that does not compile, imports the host does not provide).
 	ErrInvalidPlugin = hosterr.ErrInvalidPlugin
+	// ErrCompileLimit: compiling the module would cost more than the host
+	// allows. Either a function exceeds a bound on its shape (the message
+	// names the construct: br_table targets, nesting, locals), or the
+	// compilation, run in a process of its own, passed 10 s of CPU or
+	// 512 MiB (abi/SPEC.md section 9). It always comes with ErrInvalidPlugin.
+	ErrCompileLimit = hosterr.ErrCompileLimit
 	// ErrInvalidSession: a session is malformed or a state slot belongs to
 	// another plugin.
 	ErrInvalidSession = hosterr.ErrInvalidSession

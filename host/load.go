@@ -73,6 +73,12 @@ type LoadOptions struct {
 // plugin code runs it checks the pin and the module's exports (the ABI
 // marker and required exports) and imports; then it creates the first
 // instance and calls describe, so that every load error surfaces here.
+//
+// A plugin the compilation cache does not hold yet is compiled in a
+// process of its own: the program's executable, run again with
+// WASMHIST_COMPILE_PROCESS=1 in its environment, which the host recognises
+// before main runs. It is stopped past 10 s of CPU or 512 MiB, and the
+// load fails with ErrCompileLimit.
 func (h *Host) Load(ctx context.Context, src PluginSource, opts LoadOptions) (*Plugin, error) {
 	start := time.Now()
 	p, err := h.load(ctx, src, opts)
@@ -103,7 +109,7 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	}
 	sections, err := loader.ReadSections(wasm)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidPlugin, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPlugin, err)
 	}
 	var capNames []string
 	for _, f := range h.backends.Funcs() {
@@ -117,6 +123,9 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	switch {
 	case errors.Is(err, wasmrt.ErrClosed):
 		return nil, ErrClosed
+	case errors.Is(err, wasmrt.ErrCompileProcess):
+		// The host's environment failed, not the plugin.
+		return nil, err
 	case err != nil && ctx.Err() != nil:
 		// The caller gave up; the plugin is not to blame.
 		return nil, err

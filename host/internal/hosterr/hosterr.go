@@ -25,6 +25,7 @@ var (
 	ErrUnsupported      = errors.New("unsupported by plugin")
 	ErrInvalidConfig    = errors.New("invalid config")
 	ErrInvalidPlugin    = errors.New("invalid plugin")
+	ErrCompileLimit     = errors.New("plugin too costly to compile")
 	ErrInvalidSession   = errors.New("invalid session")
 	ErrInvalidState     = errors.New("invalid state")
 	ErrClosed           = errors.New("closed")

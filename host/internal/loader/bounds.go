@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/wasmhist/wasmhist/host/internal/hosterr"
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin"
 )
 
@@ -238,7 +239,8 @@ func (b *bounds) code(size int) {
 
 // ErrTooManyLocals: the module declares more locals than the host accepts
 // (MaxFunctionLocals, MaxLocalsPerCodeByte).
-var ErrTooManyLocals = errors.New("too many locals")
+// It wraps hosterr.ErrCompileLimit.
+var ErrTooManyLocals = fmt.Errorf("%w: too many locals", hosterr.ErrCompileLimit)
 
 // names checks the subsections of a name section that the runtime decodes:
 // the module name, function names and local names. The runtime decodes

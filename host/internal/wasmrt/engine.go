@@ -72,6 +72,9 @@ type Engine struct {
 	closed   bool
 	inflight sync.WaitGroup
 
+	// apart are the limits of its compile processes; zero: the defaults.
+	apart apartLimits
+
 	// testJoined, when set, runs when a Compile waits for a compilation
 	// another Compile started.
 	testJoined func()
@@ -189,7 +192,9 @@ func (e *Engine) compileFlight(ctx context.Context, key moduleKey, f *flight, wa
 	}
 	ctx, cancel := context.WithTimeout(ctx, compileTimeout)
 	defer cancel()
-	c, err := compile(ctx, e.cache, e.funcs, key.sum, wasm, key.pages)
+	c, err := compile(ctx, e.cache, e.funcs, key.sum, wasm, key.pages, func() error {
+		return e.compileApart(ctx, wasm, key.pages)
+	})
 	e.mu.Lock()
 	delete(e.flights, key)
 	if err == nil && e.closed {
@@ -242,11 +247,26 @@ func (e *Engine) Close(ctx context.Context) error {
 // runtime's own preemption. A module the rewrite does not support, or whose
 // rewrite the runtime refuses, is compiled as it is but for its tables'
 // bounds (instrument.BoundTables), with the runtime's preemption.
-func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32]byte, wasm []byte, pages uint32) (*compiled, error) {
+//
+// Unless a compile process compiled the module before (Cache.compiledApart),
+// apart first compiles it in one, into the cache (compileApart); apart is
+// nil in that process.
+func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32]byte, wasm []byte, pages uint32, apart func() error) (*compiled, error) {
 	if cache == nil {
 		return nil, errors.New("wasmrt: no compilation cache")
 	}
-	if rewritten, kept, err := cache.rewritten(sum, wasm); err == nil {
+	rewritten, kept := cache.kept(sum)
+	if apart != nil && !cache.compiledApart(sum) {
+		if err := apart(); err != nil && !errors.Is(err, errRefusedApart) {
+			return nil, err
+		}
+		rewritten, kept = cache.kept(sum)
+	}
+	var err error
+	if !kept {
+		rewritten, err = instrument.Module(wasm)
+	}
+	if err == nil {
 		c, err := compileIn(ctx, cache, funcs, rewritten, pages, false)
 		if err == nil {
 			if !kept {

@@ -33,17 +33,16 @@ func (c *Cache) rewritePath(sum [32]byte) string {
 	return filepath.Join(c.dir, "rewritten", fmt.Sprintf("%s-v%d.wasm", hex.EncodeToString(sum[:]), instrument.Version))
 }
 
-// rewritten returns wasm (whose sha256 is sum) rewritten: the kept file if
-// there is a whole one (kept), else a new rewrite.
-func (c *Cache) rewritten(sum [32]byte, wasm []byte) (b []byte, kept bool, err error) {
+// kept returns the kept rewrite of the module whose sha256 is sum, if the
+// cache holds a whole one.
+func (c *Cache) kept(sum [32]byte) ([]byte, bool) {
 	if f, err := os.ReadFile(c.rewritePath(sum)); err == nil && len(f) > crcSize {
 		body, tail := f[:len(f)-crcSize], f[len(f)-crcSize:]
 		if crc32.Checksum(body, castagnoli) == binary.BigEndian.Uint32(tail) {
-			return body, true, nil
+			return body, true
 		}
 	}
-	b, err = instrument.Module(wasm)
-	return b, false, err
+	return nil, false
 }
 
 // keep stores a rewrite that compiled, and removes what earlier versions

@@ -1,0 +1,5 @@
+//go:build !race
+
+package wasmrt
+
+const apartRaceCPU, apartRaceMemory = 1, 1
