@@ -158,11 +158,15 @@ type RunOptions struct {
 	// RunID, when set, identifies the run to the caller, who keeps it
 	// when repeating a run whose outcome it does not know (the process
 	// died, a connection broke after the commit). Each commit records it
-	// in the session (Session.LastRunID); a run whose RunID the session
-	// already holds, with no tool call left open, was committed: Run
-	// returns at once with RunResult.AlreadyCommitted and changes nothing.
-	// Up to 256 bytes; a fresh random id per user turn is the usual
-	// choice.
+	// in the session with a digest of the input and what the run returned
+	// (Session.RecentRuns, the last session.MaxRecentRuns ids). A run whose
+	// RunID and input the session recorded was committed: Run returns its
+	// reply again at once (RunResult.Replayed) and changes nothing; the
+	// same RunID with another input is refused with ErrRunIDReused. The
+	// exception is the run whose commit made the session's revision and
+	// left tool calls open (it stopped between a call and its result): it
+	// runs again and answers them first. Up to 256 bytes; a fresh random
+	// id per user turn is the usual choice.
 	RunID string
 	// AcceptNewBuild lets the run resume slots that another build of their
 	// plugin wrote (another version or sha256; see ErrProviderMismatch):
@@ -190,10 +194,12 @@ type RunResult struct {
 	// (session.Session.PendingToolCalls) that this run answered before its
 	// input, and how.
 	Resumed []ResumedCall
-	// AlreadyCommitted reports a run whose RunOptions.RunID the session
-	// already recorded: an earlier attempt committed it, and this one did
-	// nothing (Messages is empty).
-	AlreadyCommitted bool
+	// Replayed reports a run whose RunOptions.RunID and input the session
+	// recorded: an earlier attempt committed it, this one ran nothing, and
+	// Messages are what the earlier one returned (empty if its reply was
+	// dropped from the window, see session.MaxRecentReplyBytes). The other
+	// fields are zero.
+	Replayed bool
 }
 
 // Text returns the text of the last assistant message.
@@ -335,8 +341,8 @@ func New(cfg Config) (*Agent, error) {
 // Agent documentation); on failure s holds only what per-service-call
 // persistence committed before the failure.
 func (a *Agent) Run(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions) (*RunResult, error) {
-	if committed(s, opts) {
-		return &RunResult{AlreadyCommitted: true}, nil
+	if res, err := replay(s, input, opts); res != nil || err != nil {
+		return res, err
 	}
 	r, err := a.newRun(ctx, s, input, opts, nil)
 	if err != nil {
@@ -350,7 +356,9 @@ func (a *Agent) Run(ctx context.Context, s *session.Session, input []abi.Message
 // a non-nil error if the run fails. A consumer that stops early does not
 // fail the run: what completed (whole model calls and the tool results
 // already produced) is stored, with orphan tool calls removed, and the
-// call in flight is abandoned.
+// call in flight is abandoned. A run RunOptions.RunID says was committed
+// (see Run) yields what it returned, as complete messages, and runs
+// nothing.
 func (a *Agent) RunStream(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions) iter.Seq2[RunUpdate, error] {
 	return func(yield func(RunUpdate, error) bool) {
 		stopped := false
@@ -363,7 +371,18 @@ func (a *Agent) RunStream(ctx context.Context, s *session.Session, input []abi.M
 			}
 			return !stopped
 		}
-		if committed(s, opts) {
+		switch res, err := replay(s, input, opts); {
+		case err != nil:
+			yield(RunUpdate{}, err)
+			return
+		case res != nil:
+			// A repeated run: the messages the earlier attempt
+			// returned, each as a complete message.
+			for i := range res.Messages {
+				if !emit(RunUpdate{Message: &res.Messages[i]}) {
+					return
+				}
+			}
 			return
 		}
 		r, err := a.newRun(ctx, s, input, opts, emit)
@@ -377,11 +396,6 @@ func (a *Agent) RunStream(ctx context.Context, s *session.Session, input []abi.M
 			a.log.Warn("agent: storing a run the consumer stopped failed", "session", s.SessionID, "error", err)
 		}
 	}
-}
-
-// committed reports a run the session says was committed already.
-func committed(s *session.Session, opts *RunOptions) bool {
-	return s != nil && opts != nil && opts.RunID != "" && s.LastRunID == opts.RunID && len(s.PendingToolCalls) == 0
 }
 
 // warnOnce logs msg the first time key is seen by this agent, so that a

@@ -217,7 +217,8 @@ func checkFault(t *testing.T, rig *commitRig, fault agent.CommitStep) {
 		acked = res
 	}
 	require.NotNil(t, acked, "the retry was never acknowledged")
-	assert.Equal(t, committed, acked.AlreadyCommitted, "the retry found the run committed")
+	assert.Equal(t, committed, acked.Replayed, "the retry found the run committed")
+	assert.Equal(t, "echo two", acked.Text(), "the retry returns the run's reply")
 	require.Equal(t, after, rig.rows(t), "the database after the retry: the turn exactly once")
 	require.EqualValues(t, 2, rig.revision(t, "s"), "the session after the retry")
 

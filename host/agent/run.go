@@ -41,7 +41,8 @@ type run struct {
 	// txn holds the database transactions the run's plugin calls left
 	// open; each commit commits them with the session (commit.go).
 	txn   *txn.Txn
-	runID string // RunOptions.RunID, recorded by each commit
+	runID string        // RunOptions.RunID, recorded by each commit
+	reply []abi.Message // what the run returns, as far as committed (runid.go)
 
 	mode          *modeRow // computed once, in newRun
 	resendContext bool     // sentinel mode: context is not in the reloaded history
@@ -395,6 +396,7 @@ func (r *run) call(ctx context.Context, req model.Request) (*model.Response, err
 func (r *run) finish(ctx context.Context, res *RunResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.reply = res.Messages
 	if r.mode.perCallPersistence() {
 		// Each call was committed as it succeeded. Results of calls the
 		// last one left open (a tool ended the loop, a consumer stopped)
@@ -489,7 +491,9 @@ func (r *run) storeInto(ctx context.Context, pc ProviderConfig, resumed, inputs,
 func (r *run) commit(ctx context.Context) error {
 	next := snapshot(r.work)
 	next.Revision++
-	next.LastRunID = r.runID
+	if err := r.recordRun(next); err != nil {
+		return err
+	}
 	if err := r.saveSession(ctx, snapshot(next)); err != nil {
 		r.txn.Rollback(ctx)
 		return fmt.Errorf("agent: commit session %q: %w", next.SessionID, err)
