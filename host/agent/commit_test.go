@@ -24,10 +24,11 @@ import (
 // commitRig is an agent whose sqlite plugin writes to db, saving sessions
 // into store.
 type commitRig struct {
-	agent *agent.Agent
-	store agent.SessionStore
-	db    string
-	model *switchModel
+	agent  *agent.Agent
+	store  agent.SessionStore
+	db     string
+	model  *switchModel
+	plugin *host.Plugin
 	// rowsOf, when set, reads the plugin's rows instead of the SQLite
 	// file db.
 	rowsOf func(t testing.TB) []string
@@ -79,7 +80,7 @@ func newCommitRig(t testing.TB, h *host.Host, wasm string, open func(t testing.T
 	p, err := h.Load(context.Background(), host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})}})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close(context.Background()) })
-	rig := &commitRig{store: open(t, dir, db), db: db, model: &switchModel{}}
+	rig := &commitRig{store: open(t, dir, db), db: db, model: &switchModel{}, plugin: p}
 	rig.agent, err = agent.New(agent.Config{
 		Model:     rig.model,
 		Providers: []agent.ProviderConfig{{Provider: p.Provider("history")}},
