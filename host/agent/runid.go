@@ -8,7 +8,9 @@ import (
 	"fmt"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/schema"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/schemas"
 )
 
 // ErrRunIDReused reports a run whose RunOptions.RunID the session recorded
@@ -59,13 +61,35 @@ func replay(s *session.Session, input []abi.Message, opts *RunOptions) (*RunResu
 	if rec.Revision == s.Revision && len(s.PendingToolCalls) > 0 {
 		return nil, nil
 	}
-	res := &RunResult{Replayed: true}
-	if len(rec.Reply) > 0 {
-		if err := json.Unmarshal(rec.Reply, &res.Messages); err != nil {
-			return nil, fmt.Errorf("agent: session %q: run %q: the recorded reply: %w", s.SessionID, opts.RunID, err)
+	msgs, err := recordedReply(rec.Reply)
+	if err != nil {
+		return nil, fmt.Errorf("agent: session %q: run %q: %w: the recorded reply: %w", s.SessionID, opts.RunID, session.ErrInvalid, err)
+	}
+	return &RunResult{Replayed: true, Messages: msgs}, nil
+}
+
+// recordedReply decodes a recorded reply, each message checked against
+// schemas/message.json here rather than on every load and save of the
+// session (RATIONALE.md: "Why a window of 64 run ids?").
+func recordedReply(reply json.RawMessage) ([]abi.Message, error) {
+	if len(reply) == 0 {
+		return nil, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(reply, &raws); err != nil {
+		return nil, err
+	}
+	ms := schema.Project(schemas.Message)
+	msgs := make([]abi.Message, len(raws))
+	for i, raw := range raws {
+		if err := ms.Validate(raw); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 	}
-	return res, nil
+	return msgs, nil
 }
 
 // recordRun records the run in next, the session a commit is about to

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -75,4 +76,26 @@ func TestRunIDRepeatsARunThatLeftCallsOpen(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, again.Replayed)
 	assert.Equal(t, render(res.Messages), render(again.Messages))
+}
+
+// A recorded reply is checked against the message schema when it is
+// returned: a session edited to hold another role is refused as invalid,
+// saying where, and nothing runs.
+func TestRunIDRefusesAnInvalidRecordedReply(t *testing.T) {
+	ctx := context.Background()
+	svc := &fakeService{}
+	a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: NewMemoryProvider("primary")}}})
+	require.NoError(t, err)
+	s := session.New()
+	_, err = runAgent(ctx, t, a, s, false, "q1", &RunOptions{RunID: "r1"})
+	require.NoError(t, err)
+	rec := *s.FindRun("r1")
+	rec.Reply = json.RawMessage(`[{"role":"robot","contents":[]}]`)
+	s.RecordRun(rec)
+	calls := svc.calls
+	_, err = runAgent(ctx, t, a, s, false, "q1", &RunOptions{RunID: "r1"})
+	require.ErrorIs(t, err, session.ErrInvalid)
+	assert.ErrorContains(t, err, `run "r1": `)
+	assert.ErrorContains(t, err, "message 0")
+	assert.Equal(t, calls, svc.calls)
 }

@@ -102,7 +102,7 @@ func TestDecodeRefusesABadWindow(t *testing.T) {
 		{"short digest", doc(`{"run_id":"r","input_sha256":"abc","revision":1}`), "at /recent_runs/0/input_sha256"},
 		{"empty id", doc(run("", "")), "at /recent_runs/0/run_id"},
 		{"id over 256 bytes", doc(run(strings.Repeat("i", 257), "")), "at /recent_runs/0/run_id"},
-		{"reply not messages", doc(run("r", `,"reply":[{"role":"robot"}]`)), "at /recent_runs/0/reply/0"},
+		{"reply not an array of objects", doc(run("r", `,"reply":["hi"]`)), "at /recent_runs/0/reply/0"},
 		{"reply and dropped", doc(run("r", `,"reply":[],"reply_dropped":true`)), "at /recent_runs/0"},
 		{"revision 0", doc(`{"run_id":"r","input_sha256":"` + digest + `","revision":0}`), "at /recent_runs/0/revision"},
 	}
