@@ -162,11 +162,13 @@ type RunOptions struct {
 	// (Session.RecentRuns, the last session.MaxRecentRuns ids). A run whose
 	// RunID and input the session recorded was committed: Run returns its
 	// reply again at once (RunResult.Replayed) and changes nothing; the
-	// same RunID with another input is refused with ErrRunIDReused. The
-	// exception is the run whose commit made the session's revision and
-	// left tool calls open (it stopped between a call and its result): it
-	// runs again and answers them first. Up to 256 bytes; a fresh random
-	// id per user turn is the usual choice.
+	// same RunID with another input is refused with ErrRunIDReused. A run
+	// that stopped before it finished (per service call, a model call
+	// failed after an earlier one committed) and whose commit is still the
+	// session's revision goes on instead: it answers the tool calls it left
+	// open and calls the model, without storing its input again, and
+	// returns all it returned. Up to 256 bytes; a fresh random id per user
+	// turn is the usual choice.
 	RunID string
 	// AcceptNewBuild lets the run resume slots that another build of their
 	// plugin wrote (another version or sha256; see ErrProviderMismatch):
@@ -341,14 +343,28 @@ func New(cfg Config) (*Agent, error) {
 // Agent documentation); on failure s holds only what per-service-call
 // persistence committed before the failure.
 func (a *Agent) Run(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions) (*RunResult, error) {
-	if res, err := replay(s, input, opts); res != nil || err != nil {
-		return res, err
+	rep, err := lookupRun(s, input, opts)
+	switch {
+	case err != nil:
+		return nil, err
+	case rep != nil && rep.replay != nil:
+		return rep.replay, nil
+	case rep != nil:
+		input = nil // the run continues: its input is stored already
 	}
 	r, err := a.newRun(ctx, s, input, opts, nil)
 	if err != nil {
 		return nil, err
 	}
-	return r.execute(ctx)
+	r.continues(rep)
+	res, err := r.execute(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if rep != nil {
+		res.Messages = concat(rep.prior, res.Messages)
+	}
+	return res, nil
 }
 
 // RunStream is Run with the model's output streamed. The sequence yields
@@ -371,25 +387,35 @@ func (a *Agent) RunStream(ctx context.Context, s *session.Session, input []abi.M
 			}
 			return !stopped
 		}
-		switch res, err := replay(s, input, opts); {
-		case err != nil:
+		rep, err := lookupRun(s, input, opts)
+		if err != nil {
 			yield(RunUpdate{}, err)
 			return
-		case res != nil:
-			// A repeated run: the messages the earlier attempt
-			// returned, each as a complete message.
-			for i := range res.Messages {
-				if !emit(RunUpdate{Message: &res.Messages[i]}) {
+		}
+		if rep != nil {
+			// A repeated run: first the messages the earlier attempt
+			// returned, each as a complete message; then, if it
+			// stopped before it finished, the rest of it.
+			msgs := rep.prior
+			if rep.replay != nil {
+				msgs = rep.replay.Messages
+			}
+			for i := range msgs {
+				if !emit(RunUpdate{Message: &msgs[i]}) {
 					return
 				}
 			}
-			return
+			if rep.replay != nil {
+				return
+			}
+			input = nil
 		}
 		r, err := a.newRun(ctx, s, input, opts, emit)
 		if err != nil {
 			yield(RunUpdate{}, err)
 			return
 		}
+		r.continues(rep)
 		if _, err := r.execute(ctx); err != nil && !stopped {
 			yield(RunUpdate{}, err)
 		} else if err != nil {

@@ -41,8 +41,13 @@ type run struct {
 	// txn holds the database transactions the run's plugin calls left
 	// open; each commit commits them with the session (commit.go).
 	txn   *txn.Txn
-	runID string        // RunOptions.RunID, recorded by each commit
-	reply []abi.Message // what the run returns, as far as committed (runid.go)
+	runID string // RunOptions.RunID, recorded by each commit
+	// What the run returned as far as committed, and whether it finished,
+	// recorded with its id by each commit (runid.go); prior is what the
+	// run it continues had returned.
+	reply, prior []abi.Message
+	finished     bool
+	inputSHA256  string // of the input it continues; "" to compute
 
 	mode          *modeRow // computed once, in newRun
 	resendContext bool     // sentinel mode: context is not in the reloaded history
@@ -396,7 +401,7 @@ func (r *run) call(ctx context.Context, req model.Request) (*model.Response, err
 func (r *run) finish(ctx context.Context, res *RunResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.reply = res.Messages
+	r.reply, r.finished = res.Messages, true
 	if r.mode.perCallPersistence() {
 		// Each call was committed as it succeeded. Results of calls the
 		// last one left open (a tool ended the loop, a consumer stopped)

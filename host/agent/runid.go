@@ -40,13 +40,25 @@ func inputDigest(input []abi.Message) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// replay answers a run the session recorded (session.RecentRuns) with what
-// it returned, without running anything. It returns nil, nil for a run to
-// go ahead: no run id, an id the window does not hold, or the run whose
-// commit made the current revision and left tool calls open (it runs
-// again, answering them first, as after any run stopped between a call
-// and its result).
-func replay(s *session.Session, input []abi.Message, opts *RunOptions) (*RunResult, error) {
+// repeated is what a run whose id the session recorded (session.RecentRuns)
+// does instead of running as new.
+type repeated struct {
+	// replay, when set, is the result to return: the run committed, and
+	// nothing runs.
+	replay *RunResult
+	// cont, when set, is the record of a run that stopped before it
+	// finished with its last commit the session's revision: the run goes
+	// on from there, without its input (stored already), answering the
+	// calls it left open first.
+	cont *session.RunRecord
+	// prior is what the continued run had returned.
+	prior []abi.Message
+}
+
+// lookupRun says what a run with opts.RunID does on s: nil for a run to go
+// ahead as new (no run id, or one the window does not hold), else a replay
+// or a continuation. The same id with another input is ErrRunIDReused.
+func lookupRun(s *session.Session, input []abi.Message, opts *RunOptions) (*repeated, error) {
 	if s == nil || opts == nil || opts.RunID == "" {
 		return nil, nil
 	}
@@ -58,14 +70,24 @@ func replay(s *session.Session, input []abi.Message, opts *RunOptions) (*RunResu
 		return nil, fmt.Errorf("agent: session %q: run %q: %w (committed at revision %d); send this input with a new run id",
 			s.SessionID, opts.RunID, ErrRunIDReused, rec.Revision)
 	}
-	if rec.Revision == s.Revision && len(s.PendingToolCalls) > 0 {
-		return nil, nil
-	}
 	msgs, err := recordedReply(rec.Reply)
 	if err != nil {
 		return nil, fmt.Errorf("agent: session %q: run %q: %w: the recorded reply: %w", s.SessionID, opts.RunID, session.ErrInvalid, err)
 	}
-	return &RunResult{Replayed: true, Messages: msgs}, nil
+	if rec.Partial && rec.Revision == s.Revision && len(s.PendingToolCalls) > 0 {
+		return &repeated{cont: rec, prior: msgs}, nil
+	}
+	return &repeated{replay: &RunResult{Replayed: true, Messages: msgs}}, nil
+}
+
+// continues makes r the continuation of the run rec records: its record
+// keeps that run's input digest and begins with what it returned.
+func (r *run) continues(rep *repeated) {
+	if rep == nil || rep.cont == nil {
+		return
+	}
+	r.inputSHA256 = rep.cont.InputSHA256
+	r.prior = rep.prior
 }
 
 // recordedReply decodes a recorded reply, each message checked against
@@ -93,19 +115,25 @@ func recordedReply(reply json.RawMessage) ([]abi.Message, error) {
 }
 
 // recordRun records the run in next, the session a commit is about to
-// save: its id, its input's digest, the revision and what it returned so
-// far (r.reply). A run without an id records nothing. r.mu must be held.
+// save: its id, its input's digest, the revision, whether it finished and
+// what it returned so far. A run without an id records nothing. r.mu must
+// be held.
 func (r *run) recordRun(next *session.Session) error {
 	if r.runID == "" {
 		return nil
 	}
-	reply, err := json.Marshal(r.reply)
-	if err != nil {
-		return fmt.Errorf("agent: recording run %q: %w", r.runID, err)
+	msgs := concat(r.prior, r.reply)
+	var reply json.RawMessage
+	if len(msgs) > 0 {
+		var err error
+		if reply, err = json.Marshal(msgs); err != nil {
+			return fmt.Errorf("agent: recording run %q: %w", r.runID, err)
+		}
 	}
-	if len(r.reply) == 0 {
-		reply = nil
+	digest := r.inputSHA256
+	if digest == "" {
+		digest = inputDigest(r.input)
 	}
-	next.RecordRun(session.RunRecord{RunID: r.runID, InputSHA256: inputDigest(r.input), Revision: next.Revision, Reply: reply})
+	next.RecordRun(session.RunRecord{RunID: r.runID, InputSHA256: digest, Revision: next.Revision, Partial: !r.finished, Reply: reply})
 	return nil
 }

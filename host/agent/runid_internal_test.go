@@ -49,33 +49,68 @@ func TestRunIDReplaysTheReply(t *testing.T) {
 	}
 }
 
-// A run whose commit made the session's revision and left tool calls open
-// (it failed between a call and its result) runs again when repeated, and
-// answers them first; repeated once more, it returns what that run
-// returned.
-func TestRunIDRepeatsARunThatLeftCallsOpen(t *testing.T) {
+// A run that stopped before it finished (per service call, a model call
+// failed after an earlier one committed) goes on when repeated: it answers
+// the calls it left open and calls the model, without storing its input
+// again; repeated once more, it returns what it returned in all. Once the
+// conversation moved on, a repeat returns what the run had committed.
+func TestRunIDContinuesARunThatStopped(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", streaming), func(t *testing.T) {
+			ctx := context.Background()
+			primary := NewMemoryProvider("primary")
+			svc := &fakeService{failAt: 4}
+			a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: true})
+			require.NoError(t, err)
+			s := session.New()
+			_, err = runAgent(ctx, t, a, s, streaming, "q0", &RunOptions{RunID: "r1"})
+			require.NoError(t, err)
+			_, err = runAgent(ctx, t, a, s, streaming, "q1", &RunOptions{RunID: "r2"})
+			require.ErrorIs(t, err, errServiceDown)
+			require.Len(t, s.PendingToolCalls, 1)
+			require.True(t, s.FindRun("r2").Partial)
+
+			res, err := runAgent(ctx, t, a, s, streaming, "q1", &RunOptions{RunID: "r2"})
+			require.NoError(t, err)
+			assert.False(t, res.Replayed, "the run stopped before it finished: it goes on")
+			if !streaming {
+				require.Len(t, res.Resumed, 1)
+				assert.Equal(t, "call:c2 asst:answer to c2", render(res.Messages), "what the run returned, before and after it stopped")
+			}
+			assert.Empty(t, s.PendingToolCalls)
+			assert.Equal(t, "user:q0 call:c1 result:c1 asst:answer to c1 user:q1 call:c2 result:c2 asst:answer to c2", stored(t, primary, s), "the input once")
+			assert.False(t, s.FindRun("r2").Partial)
+
+			again, err := runAgent(ctx, t, a, s, streaming, "q1", &RunOptions{RunID: "r2"})
+			require.NoError(t, err)
+			assert.Equal(t, !streaming, again.Replayed)
+			assert.Equal(t, "call:c2 asst:answer to c2", render(again.Messages))
+			assert.Equal(t, "user:q0 call:c1 result:c1 asst:answer to c1 user:q1 call:c2 result:c2 asst:answer to c2", stored(t, primary, s))
+		})
+	}
+}
+
+// A run that stopped is answered with what it committed once a later run
+// closed the calls it left open: the conversation went on without it.
+func TestRunIDReplaysAStoppedRunAfterTheConversationMovedOn(t *testing.T) {
 	ctx := context.Background()
 	primary := NewMemoryProvider("primary")
-	svc := &fakeService{failAt: 4}
+	svc := &fakeService{failAt: 2}
 	a, err := New(Config{Model: svc.client(), Tools: []Tool{lookupTool()}, Providers: []ProviderConfig{{Provider: primary}}, RequirePerServiceCallPersistence: true})
 	require.NoError(t, err)
 	s := session.New()
-	_, err = runAgent(ctx, t, a, s, false, "q0", &RunOptions{RunID: "r1"})
-	require.NoError(t, err)
-	_, err = runAgent(ctx, t, a, s, false, "q1", &RunOptions{RunID: "r2"})
+	_, err = runAgent(ctx, t, a, s, false, "q1", &RunOptions{RunID: "r1"})
 	require.ErrorIs(t, err, errServiceDown)
-	require.Len(t, s.PendingToolCalls, 1)
-
-	res, err := runAgent(ctx, t, a, s, false, "q1", &RunOptions{RunID: "r2"})
+	_, err = runAgent(ctx, t, a, s, false, "q2", &RunOptions{RunID: "r2"})
 	require.NoError(t, err)
-	assert.False(t, res.Replayed, "the run left calls open: it runs again")
-	require.Len(t, res.Resumed, 1)
-	assert.Empty(t, s.PendingToolCalls)
+	before, calls := mustJSON(t, s), svc.calls
 
-	again, err := runAgent(ctx, t, a, s, false, "q1", &RunOptions{RunID: "r2"})
+	res, err := runAgent(ctx, t, a, s, false, "q1", &RunOptions{RunID: "r1"})
 	require.NoError(t, err)
-	assert.True(t, again.Replayed)
-	assert.Equal(t, render(res.Messages), render(again.Messages))
+	assert.True(t, res.Replayed)
+	assert.Equal(t, "call:c1", render(res.Messages), "what r1 committed")
+	assert.Equal(t, calls, svc.calls)
+	assert.Equal(t, before, mustJSON(t, s))
 }
 
 // A recorded reply is checked against the message schema when it is
@@ -98,4 +133,32 @@ func TestRunIDRefusesAnInvalidRecordedReply(t *testing.T) {
 	assert.ErrorContains(t, err, `run "r1": `)
 	assert.ErrorContains(t, err, "message 0")
 	assert.Equal(t, calls, svc.calls)
+}
+
+// A run that finished with calls left open (per run, the service keeps the
+// conversation, a tool ended the loop) is answered from the window when
+// repeated: it finished, and the next new run answers the calls.
+func TestRunIDReplaysAFinishedRunWithOpenCalls(t *testing.T) {
+	ctx := context.Background()
+	stop := Tool{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`), Func: func(ctx context.Context, _ json.RawMessage) (any, error) {
+		TerminateLoop(ctx)
+		return "stopped", nil
+	}}
+	primary := NewMemoryProvider("primary")
+	svc := &fakeService{stores: true}
+	a, err := New(Config{Model: svc.client(), Tools: []Tool{stop}, Providers: []ProviderConfig{{Provider: primary, SkipLoad: true}}})
+	require.NoError(t, err)
+	s := session.New()
+	first, err := runAgent(ctx, t, a, s, false, "q1", &RunOptions{RunID: "r1"})
+	require.NoError(t, err)
+	require.True(t, first.Terminated)
+	require.Len(t, s.PendingToolCalls, 1, "the service holds the call unanswered")
+	before, calls := mustJSON(t, s), svc.calls
+
+	again, err := runAgent(ctx, t, a, s, false, "q1", &RunOptions{RunID: "r1"})
+	require.NoError(t, err)
+	assert.True(t, again.Replayed)
+	assert.Equal(t, render(first.Messages), render(again.Messages))
+	assert.Equal(t, calls, svc.calls)
+	assert.Equal(t, before, mustJSON(t, s))
 }

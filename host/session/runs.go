@@ -28,6 +28,11 @@ type RunRecord struct {
 	InputSHA256 string `json:"input_sha256"`
 	// Revision is the revision the run's last commit made.
 	Revision int64 `json:"revision"`
+	// Partial reports a run that stopped before it finished (a model call
+	// failed after earlier calls committed, or a streaming consumer
+	// stopped): its commits hold part of its turn, and Reply what it had
+	// returned up to its last commit.
+	Partial bool `json:"partial,omitempty"`
 	// Reply is what the run returned (a JSON array of messages), to be
 	// returned again to a caller that repeats the run; absent when
 	// ReplyDropped.
