@@ -15,8 +15,9 @@
 // shared disk. A turn that lands on a host while another host commits the
 // same session is run again on the newer session (a stale revision), up to
 // five times; a client that did not see the answer to a turn repeats it
-// with the same run_id and gets the stored answer's status instead of a
-// second copy of the turn.
+// with the same run_id and gets the stored answer ("replayed": true)
+// instead of a second copy of the turn, for any of the session's last 64
+// run ids. A run_id sent again with another text is refused (422).
 //
 // The model is the offline one (host/agent/model/offline), so the example
 // runs without an API key.
@@ -111,9 +112,9 @@ type turnRequest struct {
 }
 
 type turnResponse struct {
-	Reply            string `json:"reply,omitempty"`
-	Revision         int64  `json:"revision"`
-	AlreadyCommitted bool   `json:"already_committed,omitempty"`
+	Reply    string `json:"reply,omitempty"`
+	Revision int64  `json:"revision"`
+	Replayed bool   `json:"replayed,omitempty"`
 }
 
 // load returns the stored session, or a new one with that id.
@@ -150,12 +151,16 @@ func (s *server) turn(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "the session kept changing under this turn; send it again", http.StatusConflict)
 			return
 		}
+		if errors.Is(err, agent.ErrRunIDReused) {
+			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
 		if err != nil {
 			log.Printf("turn on session %s: %v", id, err)
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		json.NewEncoder(w).Encode(turnResponse{Reply: res.Text(), Revision: sess.Revision, AlreadyCommitted: res.AlreadyCommitted})
+		json.NewEncoder(w).Encode(turnResponse{Reply: res.Text(), Revision: sess.Revision, Replayed: res.Replayed})
 		return
 	}
 }

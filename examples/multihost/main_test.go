@@ -78,8 +78,10 @@ func users(h []string) []string {
 // TestTwoHostsOneConversation runs two host processes against one
 // PostgreSQL server: they serve one conversation alternately, then take 20
 // concurrent turns between them. Every acknowledged turn is stored once,
-// in order; every refused one is absent; a turn repeated with its run id
-// is not stored again; both hosts serve the same history.
+// in order; every refused one is absent; a turn repeated with its run id,
+// the last or an earlier one, is answered again and not stored again; a
+// run id reused for another text is refused; both hosts serve the same
+// history.
 func TestTwoHostsOneConversation(t *testing.T) {
 	srv := pgtest.Start(t)
 	dsn := srv.DSN("postgres")
@@ -89,25 +91,38 @@ func TestTwoHostsOneConversation(t *testing.T) {
 	require.NoError(t, err, "%s", b)
 	hosts := []string{startHost(t, bin, wasm, dsn), startHost(t, bin, wasm, dsn)}
 
-	var want []string
+	var want, replies []string
 	for i := range 6 {
 		text := fmt.Sprintf("alternate %d", i)
 		code, tr := post(t, hosts[i%2], "demo", text, fmt.Sprintf("alt-%d", i))
 		require.Equal(t, http.StatusOK, code)
 		require.NotEmpty(t, tr.Reply)
+		require.False(t, tr.Replayed)
 		require.EqualValues(t, i+1, tr.Revision)
 		want = append(want, text)
+		replies = append(replies, tr.Reply)
 	}
 	h0 := history(t, hosts[0], "demo")
 	require.Equal(t, want, users(h0))
 	require.Len(t, h0, 12, "each turn a question and an answer")
 	require.Equal(t, h0, history(t, hosts[1], "demo"), "both hosts serve one history")
 
-	// A client that lost the answer repeats the turn on the other host.
-	code, tr := post(t, hosts[0], "demo", "alternate 5", "alt-5")
-	require.Equal(t, http.StatusOK, code)
-	require.True(t, tr.AlreadyCommitted)
-	require.Equal(t, h0, history(t, hosts[1], "demo"), "a repeated run id stores nothing")
+	// A client that lost an answer repeats the turn, on either host: the
+	// last one or an earlier one, it gets the stored answer and nothing is
+	// stored again.
+	for _, i := range []int{5, 3, 0} {
+		code, tr := post(t, hosts[(i+1)%2], "demo", fmt.Sprintf("alternate %d", i), fmt.Sprintf("alt-%d", i))
+		require.Equal(t, http.StatusOK, code, "repeating alt-%d", i)
+		assert.True(t, tr.Replayed, "repeating alt-%d", i)
+		assert.Equal(t, replies[i], tr.Reply, "repeating alt-%d", i)
+		assert.EqualValues(t, 6, tr.Revision, "repeating alt-%d", i)
+		require.Equal(t, h0, history(t, hosts[1], "demo"), "repeating alt-%d stores nothing", i)
+	}
+	// A run id sent again with another text is refused, and the text is
+	// not stored.
+	code, _ := post(t, hosts[0], "demo", "I like cake", "alt-3")
+	require.Equal(t, http.StatusUnprocessableEntity, code)
+	require.Equal(t, h0, history(t, hosts[1], "demo"), "a reused run id stores nothing")
 
 	var (
 		mu      sync.Mutex

@@ -158,11 +158,17 @@ type RunOptions struct {
 	// RunID, when set, identifies the run to the caller, who keeps it
 	// when repeating a run whose outcome it does not know (the process
 	// died, a connection broke after the commit). Each commit records it
-	// in the session (Session.LastRunID); a run whose RunID the session
-	// already holds, with no tool call left open, was committed: Run
-	// returns at once with RunResult.AlreadyCommitted and changes nothing.
-	// Up to 256 bytes; a fresh random id per user turn is the usual
-	// choice.
+	// in the session with a digest of the input and what the run returned
+	// (Session.RecentRuns, the last session.MaxRecentRuns ids). A run whose
+	// RunID and input the session recorded was committed: Run returns its
+	// reply again at once (RunResult.Replayed) and changes nothing; the
+	// same RunID with another input is refused with ErrRunIDReused. A run
+	// that stopped before it finished (per service call, a model call
+	// failed after an earlier one committed) and whose commit is still the
+	// session's revision goes on instead: it answers the tool calls it left
+	// open and calls the model, without storing its input again, and
+	// returns all it returned. Up to 256 bytes; a fresh random id per user
+	// turn is the usual choice.
 	RunID string
 	// AcceptNewBuild lets the run resume slots that another build of their
 	// plugin wrote (another version or sha256; see ErrProviderMismatch):
@@ -190,10 +196,12 @@ type RunResult struct {
 	// (session.Session.PendingToolCalls) that this run answered before its
 	// input, and how.
 	Resumed []ResumedCall
-	// AlreadyCommitted reports a run whose RunOptions.RunID the session
-	// already recorded: an earlier attempt committed it, and this one did
-	// nothing (Messages is empty).
-	AlreadyCommitted bool
+	// Replayed reports a run whose RunOptions.RunID and input the session
+	// recorded: an earlier attempt committed it, this one ran nothing, and
+	// Messages are what the earlier one returned (empty if its reply was
+	// dropped from the window, see session.MaxRecentReplyBytes). The other
+	// fields are zero.
+	Replayed bool
 }
 
 // Text returns the text of the last assistant message.
@@ -335,14 +343,28 @@ func New(cfg Config) (*Agent, error) {
 // Agent documentation); on failure s holds only what per-service-call
 // persistence committed before the failure.
 func (a *Agent) Run(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions) (*RunResult, error) {
-	if committed(s, opts) {
-		return &RunResult{AlreadyCommitted: true}, nil
+	rep, err := lookupRun(s, input, opts)
+	switch {
+	case err != nil:
+		return nil, err
+	case rep != nil && rep.replay != nil:
+		return rep.replay, nil
+	case rep != nil:
+		input = nil // the run continues: its input is stored already
 	}
 	r, err := a.newRun(ctx, s, input, opts, nil)
 	if err != nil {
 		return nil, err
 	}
-	return r.execute(ctx)
+	r.continues(rep)
+	res, err := r.execute(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if rep != nil {
+		res.Messages = concat(rep.prior, res.Messages)
+	}
+	return res, nil
 }
 
 // RunStream is Run with the model's output streamed. The sequence yields
@@ -350,7 +372,9 @@ func (a *Agent) Run(ctx context.Context, s *session.Session, input []abi.Message
 // a non-nil error if the run fails. A consumer that stops early does not
 // fail the run: what completed (whole model calls and the tool results
 // already produced) is stored, with orphan tool calls removed, and the
-// call in flight is abandoned.
+// call in flight is abandoned. A run RunOptions.RunID says was committed
+// (see Run) yields what it returned, as complete messages, and runs
+// nothing.
 func (a *Agent) RunStream(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions) iter.Seq2[RunUpdate, error] {
 	return func(yield func(RunUpdate, error) bool) {
 		stopped := false
@@ -363,25 +387,41 @@ func (a *Agent) RunStream(ctx context.Context, s *session.Session, input []abi.M
 			}
 			return !stopped
 		}
-		if committed(s, opts) {
+		rep, err := lookupRun(s, input, opts)
+		if err != nil {
+			yield(RunUpdate{}, err)
 			return
+		}
+		if rep != nil {
+			// A repeated run: first the messages the earlier attempt
+			// returned, each as a complete message; then, if it
+			// stopped before it finished, the rest of it.
+			msgs := rep.prior
+			if rep.replay != nil {
+				msgs = rep.replay.Messages
+			}
+			for i := range msgs {
+				if !emit(RunUpdate{Message: &msgs[i]}) {
+					return
+				}
+			}
+			if rep.replay != nil {
+				return
+			}
+			input = nil
 		}
 		r, err := a.newRun(ctx, s, input, opts, emit)
 		if err != nil {
 			yield(RunUpdate{}, err)
 			return
 		}
+		r.continues(rep)
 		if _, err := r.execute(ctx); err != nil && !stopped {
 			yield(RunUpdate{}, err)
 		} else if err != nil {
 			a.log.Warn("agent: storing a run the consumer stopped failed", "session", s.SessionID, "error", err)
 		}
 	}
-}
-
-// committed reports a run the session says was committed already.
-func committed(s *session.Session, opts *RunOptions) bool {
-	return s != nil && opts != nil && opts.RunID != "" && s.LastRunID == opts.RunID && len(s.PendingToolCalls) == 0
 }
 
 // warnOnce logs msg the first time key is seen by this agent, so that a

@@ -30,7 +30,7 @@ func newPGCommitRig(t *testing.T, h *host.Host, wasm, dsn string, n int, sameDB 
 	p, err := h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{grant}})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close(ctx) })
-	rig := &commitRig{model: &switchModel{}}
+	rig := &commitRig{model: &switchModel{}, plugin: p}
 	if sameDB {
 		st, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Name: name, Schema: hostSchema})
 		require.NoError(t, err)

@@ -24,10 +24,11 @@ import (
 // commitRig is an agent whose sqlite plugin writes to db, saving sessions
 // into store.
 type commitRig struct {
-	agent *agent.Agent
-	store agent.SessionStore
-	db    string
-	model *switchModel
+	agent  *agent.Agent
+	store  agent.SessionStore
+	db     string
+	model  *switchModel
+	plugin *host.Plugin
 	// rowsOf, when set, reads the plugin's rows instead of the SQLite
 	// file db.
 	rowsOf func(t testing.TB) []string
@@ -79,7 +80,7 @@ func newCommitRig(t testing.TB, h *host.Host, wasm string, open func(t testing.T
 	p, err := h.Load(context.Background(), host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})}})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close(context.Background()) })
-	rig := &commitRig{store: open(t, dir, db), db: db, model: &switchModel{}}
+	rig := &commitRig{store: open(t, dir, db), db: db, model: &switchModel{}, plugin: p}
 	rig.agent, err = agent.New(agent.Config{
 		Model:     rig.model,
 		Providers: []agent.ProviderConfig{{Provider: p.Provider("history")}},
@@ -217,7 +218,8 @@ func checkFault(t *testing.T, rig *commitRig, fault agent.CommitStep) {
 		acked = res
 	}
 	require.NotNil(t, acked, "the retry was never acknowledged")
-	assert.Equal(t, committed, acked.AlreadyCommitted, "the retry found the run committed")
+	assert.Equal(t, committed, acked.Replayed, "the retry found the run committed")
+	assert.Equal(t, "echo two", acked.Text(), "the retry returns the run's reply")
 	require.Equal(t, after, rig.rows(t), "the database after the retry: the turn exactly once")
 	require.EqualValues(t, 2, rig.revision(t, "s"), "the session after the retry")
 

@@ -42,6 +42,12 @@ type run struct {
 	// open; each commit commits them with the session (commit.go).
 	txn   *txn.Txn
 	runID string // RunOptions.RunID, recorded by each commit
+	// What the run returned as far as committed, and whether it finished,
+	// recorded with its id by each commit (runid.go); prior is what the
+	// run it continues had returned.
+	reply, prior []abi.Message
+	finished     bool
+	inputSHA256  string // of the input it continues; "" to compute
 
 	mode          *modeRow // computed once, in newRun
 	resendContext bool     // sentinel mode: context is not in the reloaded history
@@ -395,6 +401,7 @@ func (r *run) call(ctx context.Context, req model.Request) (*model.Response, err
 func (r *run) finish(ctx context.Context, res *RunResult) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.reply, r.finished = res.Messages, true
 	if r.mode.perCallPersistence() {
 		// Each call was committed as it succeeded. Results of calls the
 		// last one left open (a tool ended the loop, a consumer stopped)
@@ -489,7 +496,9 @@ func (r *run) storeInto(ctx context.Context, pc ProviderConfig, resumed, inputs,
 func (r *run) commit(ctx context.Context) error {
 	next := snapshot(r.work)
 	next.Revision++
-	next.LastRunID = r.runID
+	if err := r.recordRun(next); err != nil {
+		return err
+	}
 	if err := r.saveSession(ctx, snapshot(next)); err != nil {
 		r.txn.Rollback(ctx)
 		return fmt.Errorf("agent: commit session %q: %w", next.SessionID, err)

@@ -28,6 +28,9 @@ func Decode(data []byte) (*Session, error) {
 		// written as 1.0: the schema calls it an integer, Go's int64 does not.
 		return nil, fmt.Errorf("session: %w: %w", ErrInvalid, err)
 	}
+	if err := checkRuns(s.RecentRuns); err != nil {
+		return nil, fmt.Errorf("session: %w: %w", ErrInvalid, err)
+	}
 	return &s, nil
 }
 
@@ -37,6 +40,9 @@ func Decode(data []byte) (*Session, error) {
 func Encode(s *Session) ([]byte, error) {
 	if s == nil {
 		return nil, fmt.Errorf("session: %w: nil session", ErrInvalid)
+	}
+	if err := checkRuns(s.RecentRuns); err != nil {
+		return nil, fmt.Errorf("session: %w: %w", ErrInvalid, err)
 	}
 	b, err := json.Marshal(s)
 	if err != nil {

@@ -98,6 +98,7 @@ func FuzzDecodeSession(f *testing.F) {
 	f.Add([]byte(`{"schema_version":"1","session_id":["s"],"revision":{}}`))
 	f.Add([]byte(`{"schema_version":1,"session_id":"s","revision":1e400}`))
 	f.Add([]byte(`{"schema_version":1,"session_id":"s","revision":0,"state":{"k":{"provider":"p","state_version":1,"data":null}}}`))
+	f.Add([]byte(`{"schema_version":1,"session_id":"s","revision":2,"recent_runs":[{"run_id":"r","input_sha256":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","revision":2,"reply":[ {"role":"assistant","contents":[]} ]}]}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte{0xff, 0xfe})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -46,11 +46,14 @@ type Session struct {
 	// input (package agent). Like State, the slice is replaced, never
 	// written into.
 	PendingToolCalls []PendingToolCall `json:"pending_tool_calls,omitempty"`
-	// LastRunID is the id the caller gave the run whose commit made this
-	// revision (package agent's RunOptions.RunID), so that a run repeated
-	// after a crash that hid its outcome is recognised as committed
-	// instead of being stored twice.
-	LastRunID string `json:"last_run_id,omitempty"`
+	// RecentRuns are the last MaxRecentRuns runs that committed with an
+	// id (package agent's RunOptions.RunID), oldest first, each with a
+	// digest of its input and, within MaxRecentReplyBytes, its reply: a
+	// run repeated after a crash or a lost answer is recognised and
+	// answered with what it committed instead of being stored twice.
+	// Written with RecordRun; like State, the slice is replaced, never
+	// written into.
+	RecentRuns []RunRecord `json:"recent_runs,omitempty"`
 	// Provenance records, by state key, which build of which plugin last
 	// committed the slot and the storage it was granted, so that a resume
 	// against another database or another build can be refused (package
@@ -113,6 +116,13 @@ func (s *Session) Clone() *Session {
 		}
 	}
 	c.Provenance = maps.Clone(s.Provenance)
+	if s.RecentRuns != nil {
+		c.RecentRuns = make([]RunRecord, len(s.RecentRuns))
+		for i, r := range s.RecentRuns {
+			r.Reply = bytes.Clone(r.Reply)
+			c.RecentRuns[i] = r
+		}
+	}
 	if s.PendingToolCalls != nil {
 		c.PendingToolCalls = make([]PendingToolCall, len(s.PendingToolCalls))
 		for i, p := range s.PendingToolCalls {

@@ -202,3 +202,100 @@ func caseRacingCommits(ctx context.Context, open func() agent.SessionStore) erro
 	}
 	return nil
 }
+
+// run loads the session (or starts it) and runs one user message with a
+// run id, returning the result and the session as the run left it.
+func (h *host) run(ctx context.Context, id, text, runID string) (*agent.RunResult, *session.Session, error) {
+	s, err := h.store.Load(ctx, id)
+	if errors.Is(err, agent.ErrSessionNotFound) {
+		s = session.New()
+		s.SessionID = id
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("load: %w", err)
+	}
+	res, err := h.agent.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, &agent.RunOptions{RunID: runID})
+	return res, s, err
+}
+
+// stored returns the stored session's revision and history.
+func stored(ctx context.Context, st agent.SessionStore, id string) (int64, string, error) {
+	s, err := st.Load(ctx, id)
+	if err != nil {
+		return 0, "", fmt.Errorf("load: %w", err)
+	}
+	h, err := history(s)
+	return s.Revision, h, err
+}
+
+func caseRunIDsRecognised(ctx context.Context, open func() agent.SessionStore) error {
+	const id = "runids"
+	hosts := [2]*host{}
+	for i := range hosts {
+		h, err := newHost(open(), nil)
+		if err != nil {
+			return err
+		}
+		hosts[i] = h
+	}
+	first, _, err := hosts[0].run(ctx, id, "I like cake.", "r3")
+	if err != nil {
+		return fmt.Errorf("run r3: %w", err)
+	}
+	if _, _, err := hosts[1].run(ctx, id, "What do I like?", "r4"); err != nil {
+		return fmt.Errorf("run r4: %w", err)
+	}
+	rev, hist, err := stored(ctx, open(), id)
+	if err != nil {
+		return err
+	}
+	// check runs r3 again, with text, on a host's own handle: the run
+	// changes nothing, whatever it returns.
+	check := func(h *host, text string) (*agent.RunResult, error) {
+		res, _, err := h.run(ctx, id, text, "r3")
+		r, got, serr := stored(ctx, open(), id)
+		if serr != nil {
+			return nil, serr
+		}
+		if r != rev || got != hist {
+			return nil, fmt.Errorf("repeating run r3 (%q) changed the stored session: revision %d, now %d; history\n%s\nnow\n%s", text, rev, r, hist, got)
+		}
+		return res, err
+	}
+	for i, h := range hosts {
+		res, err := check(h, "I like cake.")
+		switch {
+		case err != nil:
+			return fmt.Errorf("repeating run r3 after r4 on host %d: %w", i, err)
+		case !res.Replayed || res.Text() != first.Text():
+			return fmt.Errorf("repeating run r3 after r4 on host %d: want the recorded reply %q, replayed, got %q (replayed %v)", i, first.Text(), res.Text(), res.Replayed)
+		}
+	}
+	if _, err := check(hosts[1], "I like tea."); !errors.Is(err, agent.ErrRunIDReused) {
+		return fmt.Errorf("run r3 with another input: want agent.ErrRunIDReused, got %v", err)
+	}
+
+	// The window holds session.MaxRecentRuns ids: r3 is recognised until
+	// that many later runs committed.
+	for i := 2; i < session.MaxRecentRuns; i++ {
+		if _, _, err := hosts[i%2].run(ctx, id, fmt.Sprintf("I like number %d.", i), fmt.Sprintf("w%d", i)); err != nil {
+			return fmt.Errorf("run w%d: %w", i, err)
+		}
+	}
+	if rev, hist, err = stored(ctx, open(), id); err != nil {
+		return err
+	}
+	if res, err := check(hosts[0], "I like cake."); err != nil || !res.Replayed {
+		return fmt.Errorf("run r3, the oldest of %d run ids, was not recognised: %v", session.MaxRecentRuns, err)
+	}
+	if _, _, err := hosts[0].run(ctx, id, "I like soup.", "w64"); err != nil {
+		return fmt.Errorf("run w64: %w", err)
+	}
+	res, s, err := hosts[1].run(ctx, id, "I like cake.", "r3")
+	if err != nil {
+		return fmt.Errorf("run r3 after %d later run ids: %w", session.MaxRecentRuns, err)
+	}
+	if res.Replayed || s.Revision != rev+2 {
+		return fmt.Errorf("run r3 after %d later run ids: want it run again (revision %d), got replayed %v at revision %d", session.MaxRecentRuns, rev+2, res.Replayed, s.Revision)
+	}
+	return nil
+}

@@ -43,6 +43,7 @@ type flaws struct {
 	listUnsorted    bool // List in reverse id order
 	deleteAnyRev    bool // Delete ignores the revision
 	dropFifthSave   bool // the fifth save returns nil but writes nothing
+	dropRecentRuns  bool // the recent runs are not stored
 }
 
 var _ agent.SessionManager = (*memStore)(nil)
@@ -61,6 +62,11 @@ func (m *memStore) Load(_ context.Context, id string) (*session.Session, error) 
 }
 
 func (m *memStore) Save(_ context.Context, s *session.Session) error {
+	if m.flaws.dropRecentRuns {
+		c := *s
+		c.RecentRuns = nil
+		s = &c
+	}
 	data, err := session.Encode(s)
 	if err != nil {
 		return err
@@ -154,6 +160,7 @@ func TestEveryCaseCanFail(t *testing.T) {
 		"hammer":                 {dropFifthSave: true},
 		"agents_alternate_turns": {refuseNewer: true},
 		"racing_commits":         {noRevisionCheck: true},
+		"run_ids_recognised":     {dropRecentRuns: true},
 	}
 	for _, c := range storetest.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
