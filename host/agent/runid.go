@@ -66,7 +66,7 @@ func lookupRun(s *session.Session, input []abi.Message, opts *RunOptions) (*repe
 	if rec == nil {
 		return nil, nil
 	}
-	if rec.InputSHA256 != inputDigest(input) {
+	if rec.InputSHA256 != "" && rec.InputSHA256 != inputDigest(input) {
 		return nil, fmt.Errorf("agent: session %q: run %q: %w (committed at revision %d); send this input with a new run id",
 			s.SessionID, opts.RunID, ErrRunIDReused, rec.Revision)
 	}

@@ -28,6 +28,9 @@ func Decode(data []byte) (*Session, error) {
 		// written as 1.0: the schema calls it an integer, Go's int64 does not.
 		return nil, fmt.Errorf("session: %w: %w", ErrInvalid, err)
 	}
+	if err := s.readLastRunID(data); err != nil {
+		return nil, fmt.Errorf("session: %w: %w", ErrInvalid, err)
+	}
 	if err := checkRuns(s.RecentRuns); err != nil {
 		return nil, fmt.Errorf("session: %w: %w", ErrInvalid, err)
 	}

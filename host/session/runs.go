@@ -24,7 +24,8 @@ type RunRecord struct {
 	RunID string `json:"run_id"`
 	// InputSHA256 is the hex sha256 of the run's input messages (package
 	// agent defines their encoding), so that a run id repeated with
-	// another input is told apart from a repeat.
+	// another input is told apart from a repeat; empty when the input is
+	// not known (a run read from a session's last_run_id).
 	InputSHA256 string `json:"input_sha256"`
 	// Revision is the revision the run's last commit made.
 	Revision int64 `json:"revision"`
@@ -77,6 +78,24 @@ func (s *Session) RecordRun(rec RunRecord) {
 		}
 	}
 	s.RecentRuns = runs
+}
+
+// readLastRunID reads the last_run_id that sessions written before
+// recent_runs hold, as the newest run, its input and reply not known, so
+// that such a session still loads and its last run is still recognised.
+// Encode never writes it.
+func (s *Session) readLastRunID(data []byte) error {
+	var legacy struct {
+		LastRunID string `json:"last_run_id"`
+	}
+	if err := json.Unmarshal(data, &legacy); err != nil || legacy.LastRunID == "" || s.FindRun(legacy.LastRunID) != nil {
+		return err
+	}
+	if s.Revision < 1 {
+		return fmt.Errorf("at /last_run_id: a run committed at revision %d", s.Revision)
+	}
+	s.RecordRun(RunRecord{RunID: legacy.LastRunID, Revision: s.Revision, ReplyDropped: true})
+	return nil
 }
 
 // checkRuns checks what session.json cannot say: each run id once, and

@@ -116,3 +116,23 @@ func TestDecodeRefusesABadWindow(t *testing.T) {
 	_, err := session.Decode([]byte(doc(many[:session.MaxRecentRuns]...)))
 	require.NoError(t, err, "a full window")
 }
+
+// TestDecodeReadsLastRunID: a session written before recent_runs, with
+// last_run_id, still loads; its last run is recognised with any input and
+// no reply, and is written back in recent_runs only.
+func TestDecodeReadsLastRunID(t *testing.T) {
+	s, err := session.Decode([]byte(`{"schema_version":1,"session_id":"s","revision":3,"last_run_id":"r3"}`))
+	require.NoError(t, err)
+	rec := s.FindRun("r3")
+	require.NotNil(t, rec, "the last run is recognised")
+	assert.Equal(t, session.RunRecord{RunID: "r3", Revision: 3, ReplyDropped: true}, *rec)
+	b, err := session.Encode(s)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "last_run_id")
+	again, err := session.Decode(b)
+	require.NoError(t, err)
+	assert.Equal(t, s.RecentRuns, again.RecentRuns)
+
+	_, err = session.Decode([]byte(`{"schema_version":1,"session_id":"s","revision":0,"last_run_id":"r"}`))
+	require.ErrorIs(t, err, session.ErrInvalid, "a run committed at revision 0")
+}
