@@ -108,7 +108,7 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 	var locals uint64
 	for g := uint32(0); g < groups && f.Err == nil; g++ {
 		locals += uint64(f.U32())
-		if t := f.Byte(); !simpleType(t) {
+		if t := f.Byte(); !wasmbin.SimpleType(t) {
 			return nil, fmt.Errorf("%w: local of type %#x", ErrUnsupported, t)
 		}
 	}
@@ -365,10 +365,10 @@ func scanFunc(code []byte, globals uint32) (funcScan, error) {
 	for r.Off < len(r.B) && r.Err == nil {
 		switch op := r.Byte(); op {
 		case 0x02, 0x04: // block, if
-			blockType(r)
+			r.BlockType()
 			frames = append(frames, -1)
 		case 0x03: // loop
-			blockType(r)
+			r.BlockType()
 			frames = append(frames, len(s.repeats))
 			s.repeats = append(s.repeats, false)
 		case 0x0b: // end: of a frame, or (the last) of the function
@@ -407,92 +407,14 @@ func scanFunc(code []byte, globals uint32) (funcScan, error) {
 	return s, nil
 }
 
-// simpleType: a number, vector or reference type of one byte.
-func simpleType(t byte) bool {
-	switch t {
-	case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
-		return true
-	}
-	return false
-}
-
-func blockType(r *wasmbin.Reader) {
-	if r.Off < len(r.B) && (r.B[r.Off] == 0x40 || simpleType(r.B[r.Off])) {
-		r.Off++
-		return
-	}
-	r.SkipLEB(5) // a type index, as a signed 33-bit number
-}
-
-func memArg(r *wasmbin.Reader) {
-	if r.U32()&0x40 != 0 { // a memory index follows (multiple memories)
-		r.U32()
-	}
-	r.U32()
-}
-
-// skipImmediates skips what follows op in the code.
+// skipImmediates skips what follows op in the code. The rewrite does not
+// run vector (SIMD) code, nor instructions wasmbin does not decode.
 func skipImmediates(r *wasmbin.Reader, op byte) error {
-	switch {
-	case op == 0x02, op == 0x03, op == 0x04: // block, loop, if
-		blockType(r)
-	case op == 0x0c, op == 0x0d, // br, br_if
-		op == 0x10, op == 0x12, // call, return_call
-		op >= 0x20 && op <= 0x26, // local.*, global.*, table.get, table.set
-		op == 0xd2:               // ref.func
-		r.U32()
-	case op == 0x0e: // br_table
-		n := r.U32()
-		for i := uint32(0); i <= n && r.Err == nil; i++ {
-			r.U32()
-		}
-	case op == 0x11, op == 0x13: // call_indirect, return_call_indirect
-		r.U32()
-		r.U32()
-	case op == 0x1c: // select with types
-		n := r.U32()
-		r.Skip(int(min(n, 1<<20)))
-	case op >= 0x28 && op <= 0x3e: // loads and stores
-		memArg(r)
-	case op == 0x3f, op == 0x40: // memory.size, memory.grow
-		r.U32()
-	case op == 0x41:
-		r.SkipLEB(5)
-	case op == 0x42:
-		r.SkipLEB(10)
-	case op == 0x43:
-		r.Skip(4)
-	case op == 0x44:
-		r.Skip(8)
-	case op == 0xd0: // ref.null
-		r.Byte()
-	case op == 0xfc:
-		return skipPrefixed(r)
-	case op <= 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b,
-		op >= 0x45 && op <= 0xc4, op == 0xd1:
-		// no immediates
-	default:
+	if op == 0xfd {
 		return fmt.Errorf("%w: opcode %#x", ErrUnsupported, op)
 	}
-	return nil
-}
-
-// skipPrefixed skips an 0xfc instruction: saturating truncations, bulk
-// memory and table operations.
-func skipPrefixed(r *wasmbin.Reader) error {
-	switch sub := r.U32(); {
-	case sub <= 7: // trunc_sat
-	case sub == 8: // memory.init
-		r.U32()
-		r.U32()
-	case sub == 9, sub == 11, sub == 13, sub == 15, sub == 16, sub == 17:
-		// data.drop, memory.fill, elem.drop, table.grow, table.size, table.fill
-		r.U32()
-	case sub == 10, sub == 12, sub == 14: // memory.copy, table.init, table.copy
-		r.U32()
-		r.U32()
-	default:
-		return fmt.Errorf("%w: opcode 0xfc %d", ErrUnsupported, sub)
+	if err := r.SkipImmediates(op); err != nil {
+		return fmt.Errorf("%w: opcode %#x: %v", ErrUnsupported, op, err)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package loader
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
@@ -92,7 +91,7 @@ func shapeOf(body []byte) shape {
 	for r.Off < len(r.B) && r.Err == nil {
 		switch op := r.Byte(); op {
 		case 0x02, 0x03, 0x04: // block, loop, if
-			blockType(r)
+			r.BlockType()
 			depth++
 			sh.depth = max(sh.depth, depth)
 		case 0x0b: // end
@@ -104,106 +103,10 @@ func shapeOf(body []byte) shape {
 				r.U32()
 			}
 		default:
-			if errors.Is(skip(r, op), errOpcode) {
+			if r.SkipImmediates(op) != nil {
 				return sh
 			}
 		}
 	}
 	return sh
-}
-
-var errOpcode = errors.New("unknown opcode")
-
-func blockType(r *wasmbin.Reader) {
-	if r.Off < len(r.B) {
-		switch r.B[r.Off] {
-		case 0x40, 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
-			r.Off++
-			return
-		}
-	}
-	r.SkipLEB(5) // a type index, as a signed 33-bit number
-}
-
-func memArg(r *wasmbin.Reader) {
-	if r.U32()&0x40 != 0 { // a memory index follows (multiple memories)
-		r.U32()
-	}
-	r.U32()
-}
-
-// skip skips the immediates of op, other than block, loop, if and
-// br_table, which shapeOf reads itself.
-func skip(r *wasmbin.Reader, op byte) error {
-	switch {
-	case op == 0x0c, op == 0x0d, // br, br_if
-		op == 0x10, op == 0x12, // call, return_call
-		op >= 0x20 && op <= 0x26, // local.*, global.*, table.get, table.set
-		op == 0xd2,               // ref.func
-		op == 0x3f, op == 0x40:   // memory.size, memory.grow
-		r.U32()
-	case op == 0x11, op == 0x13: // call_indirect, return_call_indirect
-		r.U32()
-		r.U32()
-	case op == 0x1c: // select with types
-		r.Skip(int(r.U32()))
-	case op >= 0x28 && op <= 0x3e: // loads and stores
-		memArg(r)
-	case op == 0x41:
-		r.SkipLEB(5)
-	case op == 0x42:
-		r.SkipLEB(10)
-	case op == 0x43:
-		r.Skip(4)
-	case op == 0x44:
-		r.Skip(8)
-	case op == 0xd0: // ref.null
-		r.Byte()
-	case op == 0xfc:
-		return skipFC(r)
-	case op == 0xfd:
-		return skipSIMD(r)
-	case op <= 0x01, op == 0x05, op == 0x0f, op == 0x1a, op == 0x1b,
-		op >= 0x45 && op <= 0xc4, op == 0xd1:
-		// no immediates
-	default:
-		return errOpcode
-	}
-	return nil
-}
-
-// skipFC skips an 0xfc instruction: saturating truncations, bulk memory
-// and table operations.
-func skipFC(r *wasmbin.Reader) error {
-	switch sub := r.U32(); {
-	case sub <= 7: // trunc_sat
-	case sub == 8, sub == 10, sub == 12, sub == 14: // memory.init, memory.copy, table.init, table.copy
-		r.U32()
-		r.U32()
-	case sub == 9, sub == 11, sub == 13, sub == 15, sub == 16, sub == 17:
-		r.U32()
-	default:
-		return errOpcode
-	}
-	return nil
-}
-
-// skipSIMD skips an 0xfd instruction.
-func skipSIMD(r *wasmbin.Reader) error {
-	switch sub := r.U32(); {
-	case sub <= 11, sub == 92, sub == 93: // loads and stores
-		memArg(r)
-	case sub == 12, sub == 13: // v128.const, i8x16.shuffle
-		r.Skip(16)
-	case sub >= 21 && sub <= 34: // extract and replace lane
-		r.Byte()
-	case sub >= 84 && sub <= 91: // load and store lane
-		memArg(r)
-		r.Byte()
-	case sub <= 0xff:
-		// no immediates
-	default:
-		return errOpcode
-	}
-	return nil
 }
