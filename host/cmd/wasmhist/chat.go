@@ -442,6 +442,8 @@ func runAdvice(err error, l host.Limits) string {
 		return "the session's history is in another database (the message says which): pass --db (or --store) naming the database the session was chatted with, or copy that database to the new place first; --accept-new-build does not change storage"
 	case errors.As(err, &mismatch):
 		return "the session's history was written by another plugin: pass --plugin with that plugin, or start a new session"
+	case errors.Is(err, session.ErrRevisionExhausted):
+		return "the session has reached its largest revision and cannot be saved again: continue the conversation in a new session"
 	case errors.Is(err, host.ErrInvalidSession), errors.Is(err, host.ErrInvalidState):
 		return "the session does not fit this plugin; check it with 'wasmhist session validate' or start a new session"
 	case errors.Is(err, agent.ErrHistoryConflict):
