@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/hostrows"
 	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -141,11 +142,24 @@ func (s *session) fail(ctx context.Context, err error) error {
 func (s *session) exec(ctx context.Context, st statement, out *resultWriter) error {
 	return s.conn.Raw(func(dc any) error {
 		c := dc.(*conn)
-		c.policy.denied = ""
+		var before map[string]bool
+		if mayAlter(st.SQL) {
+			var err error
+			if before, err = hostNames(ctx, c.inner); err != nil {
+				return err
+			}
+		}
+		c.policy.denied, c.policy.altered = "", false
 		c.policy.plugin.Store(true)
 		rows, err := c.inner.QueryContext(ctx, st.SQL, st.Args)
 		if err != nil {
 			c.policy.plugin.Store(false)
+			if c.policy.altered {
+				// Part of a string of statements may have run.
+				if rerr := checkRenames(ctx, c.inner, before); rerr != nil {
+					return rerr
+				}
+			}
 			return s.withDenial(c, err)
 		}
 		stop := interruptWhenDone(ctx, c.handle)
@@ -154,6 +168,11 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) err
 		c.policy.plugin.Store(false)
 		if cerr := rows.Close(); err == nil {
 			err = cerr
+		}
+		if c.policy.altered {
+			if rerr := checkRenames(ctx, c.inner, before); rerr != nil {
+				return rerr
+			}
 		}
 		if err != nil {
 			return s.withDenial(c, err)
@@ -166,9 +185,68 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) err
 }
 
 // denial carries the authorizer's reason next to SQLite's generic error.
+// ran: the refused statement had already run, so only rolling the
+// transaction back undoes it.
 type denial struct {
 	reason string
 	err    error
+	ran    bool
+}
+
+// mayAlter reports whether sql may hold an ALTER statement, whose renames
+// are checked against a list of the host's names taken before it runs.
+// The text only decides whether to take the list: the authorizer says
+// whether a table was altered, and an ALTER the text missed is refused
+// (checkRenames without a list).
+func mayAlter(sql string) bool {
+	for i := 0; i+5 <= len(sql); i++ {
+		if strings.EqualFold(sql[i:i+5], "alter") {
+			return true
+		}
+	}
+	return false
+}
+
+// hostNames lists the schema objects named with hostrows.Prefix.
+func hostNames(ctx context.Context, c sqlite.ExecQuerierContext) (map[string]bool, error) {
+	rows, err := c.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE name LIKE '`+strings.ReplaceAll(hostrows.Prefix, "_", `\_`)+`%' ESCAPE '\'`, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	names := map[string]bool{}
+	v := make([]driver.Value, 1)
+	for {
+		switch err := rows.Next(v); {
+		case err == io.EOF:
+			return names, nil
+		case err != nil:
+			return nil, err
+		}
+		name, _ := v[0].(string)
+		names[strings.ToLower(name)] = true
+	}
+}
+
+// checkRenames refuses an ALTER TABLE that renamed a plugin's table (or a
+// virtual table's shadow tables) into the host's names: the authorizer
+// sees the old name only, so the names are compared with the list taken
+// before. The rename has run: the denial poisons the transaction, whose
+// rollback undoes it.
+func checkRenames(ctx context.Context, c sqlite.ExecQuerierContext, before map[string]bool) error {
+	if before == nil {
+		return &denial{reason: "ALTER TABLE must be written as such in the statement's text", ran: true}
+	}
+	after, err := hostNames(ctx, c)
+	if err != nil {
+		return &denial{reason: "cannot check the names ALTER TABLE left: " + err.Error(), err: err, ran: true}
+	}
+	for name := range after {
+		if !before[name] {
+			return &denial{reason: "names starting with " + quote(hostrows.Prefix) + " are the host's: a table cannot be renamed to " + quote(name), ran: true}
+		}
+	}
+	return nil
 }
 
 func (d *denial) Error() string { return d.reason }
@@ -200,7 +278,7 @@ func (s *session) mapError(ctx context.Context, err error) (*abi.Error, bool) {
 	}
 	var d *denial
 	if errors.As(err, &d) {
-		return abi.Errorf(abi.CodePermissionDenied, "sql: %s", d.reason), false
+		return abi.Errorf(abi.CodePermissionDenied, "sql: %s", d.reason), d.ran
 	}
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return abi.Errorf(abi.CodeResourceExhausted, "sql: request exceeded its time limit of %s and was interrupted", s.limits.Timeout), true
