@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -77,6 +78,39 @@ func TestStoreSQLite(t *testing.T) {
 
 // TestStoreDirectory: --store DIR keeps one file per session id, with a
 // sql plugin's database beside it.
+// TestConcurrentChatsOneSQLiteStore: many chats at once, each on its own
+// session in one SQLite store (the plugin's rows in the same file), queue
+// for the file's write lock: every one answers, or fails saying the
+// database was busy; none is charged the wait as the plugin's time limit.
+func TestConcurrentChatsOneSQLiteStore(t *testing.T) {
+	t.Parallel()
+	const chats = 24
+	r := invocation{dir: t.TempDir()}
+	r.ok(t, "chat", "--store", "x.db", "--session", "first", "--plugin", "sqlite", "-m", "hello")
+	var wg sync.WaitGroup
+	results := make([]result, chats)
+	for i := range chats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = r.wasmhist(t, "chat", "--store", "x.db", "--session", fmt.Sprintf("s%d", i), "--plugin", "sqlite", "-m", "I like Italian food")
+		}()
+	}
+	wg.Wait()
+	answered := 0
+	for i, res := range results {
+		assert.NotContains(t, res.stderr, "resource_exhausted", "chat %d was charged the lock wait", i)
+		if res.code == 0 {
+			answered++
+			continue
+		}
+		assert.Contains(t, res.stderr, "busy", "chat %d failed for another reason", i)
+	}
+	t.Logf("%d of %d chats answered", answered, chats)
+	list := r.ok(t, "session", "list", "--store", "x.db")
+	assert.Equal(t, answered+1, strings.Count(list, "history=sqlite"), "sessions stored:\n%s", list)
+}
+
 func TestStoreDirectory(t *testing.T) {
 	t.Parallel()
 	r := invocation{dir: t.TempDir()}

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/hostrows"
 	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
+	"github.com/wasmhist/wasmhist/host/txn"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -34,13 +36,15 @@ func (s *session) run(ctx context.Context, request []byte) ([]byte, error) {
 	if err := s.limits.CheckStatements(len(stmts)); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
-	defer cancel()
 	if !s.began {
 		if err := s.begin(ctx, write); err != nil {
 			return nil, s.fail(ctx, err)
 		}
 	}
+	// The time limit starts once the transaction holds what it waited
+	// for: the wait is the host's (see begin).
+	ctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
+	defer cancel()
 	out := newResultWriter(s.limits)
 	for i, st := range stmts {
 		if err := s.exec(ctx, st, out); err != nil {
@@ -54,23 +58,56 @@ func (s *session) run(ctx context.Context, request []byte) ([]byte, error) {
 	return out.finish(), nil
 }
 
+// begin opens the call's transaction; a writing one first takes the write
+// lock, behind this process's other writers (in order, in Go) and then
+// another process's (SQLite's busy handler). That wait is the host's, not
+// the plugin's: it is not part of the request's time limit, the call's
+// clock stands still meanwhile (capability.Pause), and it is bounded by
+// Options.BusyTimeout, past which the request fails with a busyError.
 func (s *session) begin(ctx context.Context, write bool) error {
-	q := "BEGIN"
-	if write {
-		select {
-		case s.db.writer <- struct{}{}:
-			s.writer = true
-		case <-ctx.Done():
+	if !write {
+		if err := s.hostExec(ctx, "BEGIN"); err != nil {
+			return err
+		}
+		s.began = true
+		return nil
+	}
+	resume := capability.Pause(ctx)
+	defer resume()
+	wait := s.store.opts.BusyTimeout
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	busy := &busyError{path: s.db.path, wait: wait}
+	select {
+	case s.db.writer <- struct{}{}:
+		s.writer = true
+	case <-wctx.Done():
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		q = "BEGIN IMMEDIATE"
+		return busy
 	}
-	if err := s.hostExec(ctx, q); err != nil {
+	if err := s.hostExec(wctx, "BEGIN IMMEDIATE"); err != nil {
+		if ctx.Err() == nil && (wctx.Err() != nil || sqliteCode(err) == sqlite3.SQLITE_BUSY) {
+			return busy
+		}
 		return err
 	}
 	s.began = true
 	return nil
 }
+
+// busyError is a write lock another writer held past Options.BusyTimeout.
+type busyError struct {
+	path string
+	wait time.Duration
+}
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("sqlcap: %s: %v: another writer held its write lock for over %s: run again, or keep data many processes write at once in PostgreSQL", e.path, txn.ErrBusy, e.wait)
+}
+
+func (e *busyError) Unwrap() error { return txn.ErrBusy }
 
 // End commits when ok and nothing failed, else rolls back, and returns the
 // connection to the pool. It runs even when the export call's context has
@@ -90,6 +127,11 @@ func (s *session) End(ctx context.Context, ok bool) error {
 		s.store.done(s.db)
 	}()
 	if !s.began {
+		if ok && s.failed != nil {
+			// The transaction never began (busy): nothing the plugin
+			// asked for was written.
+			return fmt.Errorf("sqlcap: %s: the call's transaction could not begin: %w", s.db.path, s.failed)
+		}
 		return nil
 	}
 	s.began = false
@@ -133,10 +175,14 @@ func (s *session) hostExec(ctx context.Context, q string) error {
 // may be gone.
 func (s *session) fail(ctx context.Context, err error) error {
 	ae, poison := s.mapError(ctx, err)
-	if poison {
-		s.failed = ae
+	var out error = ae
+	if be := (*busyError)(nil); errors.As(err, &be) {
+		out = &capability.HostFault{Plugin: ae, Cause: be}
 	}
-	return ae
+	if poison {
+		s.failed = out
+	}
+	return out
 }
 
 func (s *session) exec(ctx context.Context, st statement, out *resultWriter) error {
@@ -275,6 +321,12 @@ func (s *session) mapError(ctx context.Context, err error) (*abi.Error, bool) {
 	var ae *abi.Error
 	if errors.As(err, &ae) {
 		return ae, false
+	}
+	var be *busyError
+	if errors.As(err, &be) {
+		// The plugin is told the database was busy, not where it is; the
+		// call fails with the host's error (capability.HostFault).
+		return abi.Errorf(abi.CodeUnavailable, "sql: the database is busy: another writer held its write lock for over %s", be.wait), true
 	}
 	var d *denial
 	if errors.As(err, &d) {
