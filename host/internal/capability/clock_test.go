@@ -11,6 +11,8 @@ import (
 
 const tick = 40 * time.Millisecond
 
+type testKey struct{}
+
 // waitDone waits for ctx to end and returns when, failing past limit.
 func waitDone(t *testing.T, ctx context.Context, limit time.Duration) time.Time {
 	t.Helper()
@@ -37,7 +39,7 @@ func TestClockEndsAtItsDeadline(t *testing.T) {
 func TestClockStandsStillWhilePaused(t *testing.T) {
 	ctx, cancel := WithClock(context.Background(), 2*tick)
 	defer cancel()
-	derived, cancelDerived := context.WithCancel(context.WithValue(ctx, struct{}{}, 1))
+	derived, cancelDerived := context.WithCancel(context.WithValue(ctx, testKey{}, 1))
 	defer cancelDerived()
 	fired := make(chan struct{})
 	context.AfterFunc(ctx, func() { close(fired) })
