@@ -4,7 +4,7 @@ WASM_ENV  := GOOS=wasip1 GOARCH=wasm
 PLUGINS   := inmemory sqlite
 FUZZTIME  ?= 2m
 
-.PHONY: all plugins test check fuzz bench clean install
+.PHONY: all plugins test test-under-load check fuzz bench clean install
 
 # Where `make install` puts the sample plugins: the data directory the
 # command searches, $XDG_DATA_HOME/wasmhist or ~/.local/share/wasmhist.
@@ -30,6 +30,16 @@ install: plugins
 test: plugins
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+# The SQLite concurrency tests once more on a machine loaded by busy loops
+# (four per core): every wait for a file's write lock ends in a commit or in
+# txn.ErrBusy, never in a time limit charged to a plugin. The loops are
+# killed by their process ids when the tests end.
+test-under-load: plugins
+	@pids=""; for i in $$(seq $$((4 * $$(nproc)))); do (while :; do :; done) & pids="$$pids $$!"; done; \
+	trap 'kill $$pids' EXIT; \
+	$(GO) test -count=1 -run '^TestConcurrentProcessesOneSession$$/^(file|sqlite-same-db|sqlite-other-db)$$' ./host/agent/ && \
+	$(GO) test -count=1 -run '^(TestManyProcessesOneFile|TestConcurrentChatsOneSQLiteStore)$$' ./host/internal/sqlcap/ ./host/cmd/wasmhist/
 
 # Static checks; fails on a dirty tree so CI sees what a developer forgot.
 check:

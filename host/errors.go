@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // Errors the host detects itself, distinct from what a plugin reports.
@@ -61,6 +62,11 @@ var (
 	ErrInvalidState = hosterr.ErrInvalidState
 	// ErrClosed: the Host or Plugin was closed.
 	ErrClosed = hosterr.ErrClosed
+	// ErrBusy: a database the plugin was granted stayed locked by another
+	// writer (usually another process) past the host's wait, so the call
+	// failed through no fault of the plugin's. It is txn.ErrBusy; retry,
+	// or keep data many processes write at once in PostgreSQL.
+	ErrBusy = txn.ErrBusy
 )
 
 // PluginError is the error of a failed plugin call: which plugin, which

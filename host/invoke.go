@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // invoke runs one export call with every limit, a span, log records and a
@@ -51,7 +52,9 @@ func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode
 	if len(input) > p.limits.MaxInputBytes {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrInputTooLarge, len(input), p.limits.MaxInputBytes)
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.limits.CallTimeout)
+	// The deadline stands still while a capability waits for something
+	// the plugin does not control (another process's database lock).
+	ctx, cancel := capability.WithClock(ctx, p.limits.CallTimeout)
 	defer cancel()
 	r, err := p.backend.acquire(ctx)
 	if err != nil {
@@ -71,6 +74,11 @@ func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode
 	}
 	if endErr := call.End(context.WithoutCancel(ctx), err == nil); endErr != nil && err == nil {
 		err = fmt.Errorf("ending capability call: %w", endErr)
+	}
+	if f := call.Fault(); f != nil && err != nil {
+		// The host failed the call (a database stayed busy), whatever the
+		// plugin made of it: say so, not what the plugin reported.
+		err = f
 	}
 	r.release(ctx, err == nil)
 	return err
@@ -96,6 +104,8 @@ func outcome(err error) string {
 		return "invalid_output"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
+	case errors.Is(err, txn.ErrBusy):
+		return "busy"
 	case errors.As(err, &ae):
 		return "plugin_error:" + string(ae.Code)
 	}

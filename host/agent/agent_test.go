@@ -625,3 +625,22 @@ func TestAgentSaverFailureLeavesSessionUnchanged(t *testing.T) {
 	require.ErrorIs(t, err, errDisk)
 	require.Equal(t, before, mustJSON(t, s), "session changed although saving failed")
 }
+
+// TestAgentRefusesCommitPastMaxRevision: a session at the largest revision
+// fails its next commit with a clear error (never a stale revision after
+// an overflow) and stays as it was.
+func TestAgentRefusesCommitPastMaxRevision(t *testing.T) {
+	svc := &fakeService{reply: func(int, []abi.Message) abi.Message { return abi.NewMessage(abi.RoleAssistant, "a") }}
+	var saved []int64
+	a, err := New(Config{Model: svc.client(), Providers: []ProviderConfig{{Provider: NewMemoryProvider("p")}},
+		Saver: saverFunc(func(_ context.Context, s *session.Session) error { saved = append(saved, s.Revision); return nil })})
+	require.NoError(t, err)
+	s := session.New()
+	s.Revision = session.MaxRevision
+	before := mustJSON(t, s)
+	_, err = a.Run(context.Background(), s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
+	require.ErrorIs(t, err, session.ErrRevisionExhausted)
+	require.NotErrorIs(t, err, ErrStaleRevision)
+	require.Empty(t, saved, "nothing is saved")
+	require.Equal(t, before, mustJSON(t, s), "the session is unchanged")
+}

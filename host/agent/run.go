@@ -494,6 +494,10 @@ func (r *run) storeInto(ctx context.Context, pc ProviderConfig, resumed, inputs,
 // commit hands a copy of the working session, one revision on, to the
 // Saver and then to the caller. r.mu must be held.
 func (r *run) commit(ctx context.Context) error {
+	if r.work.Revision >= session.MaxRevision {
+		r.txn.Rollback(ctx)
+		return fmt.Errorf("agent: commit session %q at revision %d: %w", r.work.SessionID, r.work.Revision, session.ErrRevisionExhausted)
+	}
 	next := snapshot(r.work)
 	next.Revision++
 	if err := r.recordRun(next); err != nil {

@@ -3,6 +3,8 @@ package session
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/big"
 
 	"github.com/wasmhist/wasmhist/host/internal/schema"
 	"github.com/wasmhist/wasmhist/schemas"
@@ -20,6 +22,9 @@ import (
 // the same Session; Decode only refuses what it should not accept.
 func Decode(data []byte) (*Session, error) {
 	if err := schema.Project(schemas.Session).Validate(data); err != nil {
+		if rerr := revisionPastMax(data); rerr != nil {
+			return nil, rerr
+		}
 		return nil, fmt.Errorf("session: %w: %w", ErrInvalid, err)
 	}
 	var s Session
@@ -36,6 +41,31 @@ func Decode(data []byte) (*Session, error) {
 	}
 	return &s, nil
 }
+
+// MaxRevision is the largest revision a session holds (schemas/session.json
+// says so too): one below the largest int64, so that the commit that makes
+// it does not overflow. A session at MaxRevision is read, listed and
+// exported, but never committed again.
+const MaxRevision = math.MaxInt64 - 1
+
+// revisionPastMax explains a revision beyond MaxRevision, which the
+// schema's own message would print as a rounded float.
+func revisionPastMax(data []byte) error {
+	var doc struct {
+		Revision json.Number `json:"revision"`
+	}
+	if json.Unmarshal(data, &doc) != nil {
+		return nil
+	}
+	rev, ok := new(big.Int).SetString(doc.Revision.String(), 10)
+	if !ok || rev.Cmp(big.NewInt(MaxRevision)) <= 0 {
+		return nil
+	}
+	return fmt.Errorf("session: %w: at /revision: %s is past the largest revision, %d, after which a commit would overflow a 64-bit integer: continue the conversation in a new session", ErrInvalid, rev, int64(MaxRevision))
+}
+
+// ErrRevisionExhausted reports a commit of a session at MaxRevision.
+var ErrRevisionExhausted = fmt.Errorf("%w: the session is at its largest revision, %d, and cannot be committed again", ErrInvalid, int64(MaxRevision))
 
 // Encode writes a session as JSON (what json.Marshal writes) after
 // checking that Decode will accept it again, so that a malformed

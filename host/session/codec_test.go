@@ -50,7 +50,8 @@ func TestDecodeSessionRefusesWithWhatAndWhere(t *testing.T) {
 		{"missing session_id", `{"schema_version":1,"revision":0}`, []string{"(document root)", "session_id"}},
 		{"session_id not a string", `{"schema_version":1,"session_id":5,"revision":0}`, []string{"at /session_id", "expected string"}},
 		{"negative revision", `{"schema_version":1,"session_id":"s","revision":-1}`, []string{"at /revision", "minimum"}},
-		{"revision overflows int64", `{"schema_version":1,"session_id":"s","revision":9223372036854775808}`, []string{"at /revision", "maximum"}},
+		{"revision overflows int64", `{"schema_version":1,"session_id":"s","revision":9223372036854775808}`, []string{"at /revision", "9223372036854775808 is past the largest revision, 9223372036854775806", "new session"}},
+		{"revision whose next commit overflows", `{"schema_version":1,"session_id":"s","revision":9223372036854775807}`, []string{"at /revision", "9223372036854775807 is past the largest revision, 9223372036854775806", "overflow"}},
 		{"fractional revision", `{"schema_version":1,"session_id":"s","revision":1.5}`, []string{"at /revision", "expected integer"}},
 		{"integral float revision", `{"schema_version":1,"session_id":"s","revision":1.0}`, []string{"revision", "int64"}},
 		{"newer schema version", `{"schema_version":2,"session_id":"s","revision":0}`, []string{"at /schema_version", "const"}},
@@ -70,6 +71,16 @@ func TestDecodeSessionRefusesWithWhatAndWhere(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDecodeSessionAtMaxRevision: the largest revision is a valid session;
+// only what lies beyond is refused.
+func TestDecodeSessionAtMaxRevision(t *testing.T) {
+	s, err := session.Decode([]byte(`{"schema_version":1,"session_id":"s","revision":9223372036854775806}`))
+	require.NoError(t, err)
+	require.EqualValues(t, session.MaxRevision, s.Revision)
+	_, err = session.Encode(&session.Session{SchemaVersion: 1, SessionID: "s", Revision: session.MaxRevision + 1})
+	require.ErrorIs(t, err, session.ErrInvalid)
 }
 
 func TestEncodeSession(t *testing.T) {

@@ -56,6 +56,12 @@ var (
 	// ErrNoTarget is the answer for a target with no open transaction in
 	// the Txn.
 	ErrNoTarget = errors.New("txn: target has no open transaction")
+	// ErrBusy reports a database that another writer (another process,
+	// usually) kept locked for longer than the host waits for it. Nothing
+	// of the run was committed: running it again is safe, and a store
+	// written by many processes at once belongs in PostgreSQL, which locks
+	// rows rather than the whole file.
+	ErrBusy = errors.New("txn: database busy")
 )
 
 // Participant is one database's transaction inside a Txn, provided by the

@@ -216,7 +216,7 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 	}
 	own, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
+		return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, s.busy(err))
 	}
 	res, err := own.ExecContext(ctx, hostrows.SQLiteUpsert(sessionsTable),
 		sess.SessionID, sess.Revision, time.Now().UnixMicro(), string(data))
@@ -226,7 +226,7 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 	}
 	if err != nil {
 		own.Rollback()
-		return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
+		return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, s.busy(err))
 	}
 	if n == 0 {
 		// Nothing was written, so the row exists and its revision is
@@ -246,6 +246,16 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 		},
 		OnAbort: func() { own.Rollback() },
 	}, nil
+}
+
+// busy marks SQLite's answer after busyTimeout of waiting for another
+// writer as txn.ErrBusy, the same error a plugin's database gives.
+func (s *Store) busy(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+		return fmt.Errorf("%s: %w: another writer held its write lock for over %s (%w): run again, or keep sessions many processes write at once in PostgreSQL", s.path, txn.ErrBusy, busyTimeout, err)
+	}
+	return err
 }
 
 // List implements agent.SessionManager.
@@ -278,7 +288,7 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 func (s *Store) Delete(ctx context.Context, id string, revision int64) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM `+sessionsTable+` WHERE id = ? AND revision = ?`, id, revision)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: delete %q at revision %d: %w", id, revision, err)
+		return fmt.Errorf("sqlitestore: delete %q at revision %d: %w", id, revision, s.busy(err))
 	}
 	n, err := res.RowsAffected()
 	if err != nil {

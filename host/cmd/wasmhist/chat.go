@@ -18,6 +18,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/txn"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
@@ -436,12 +437,16 @@ func runAdvice(err error, l host.Limits) string {
 	switch {
 	case errors.Is(err, agent.ErrStaleRevision):
 		return fmt.Sprintf("other processes kept saving the session meanwhile (%d attempts): run the command again, or let one chat at a time use the session", staleAttempts)
+	case errors.Is(err, txn.ErrBusy):
+		return fmt.Sprintf("other processes kept the SQLite database locked (%d attempts): run the command again; for many chats at once keep sessions in PostgreSQL (--store postgres)", staleAttempts)
 	case errors.As(err, &mismatch) && mismatch.BuildChanged():
 		return "the session was written by another build of the plugin (the message says which): use that build, or pass --accept-new-build to upgrade the session to this one (its migrate_state runs if the state version changed)"
 	case errors.As(err, &mismatch) && mismatch.Field == "storage":
 		return "the session's history is in another database (the message says which): pass --db (or --store) naming the database the session was chatted with, or copy that database to the new place first; --accept-new-build does not change storage"
 	case errors.As(err, &mismatch):
 		return "the session's history was written by another plugin: pass --plugin with that plugin, or start a new session"
+	case errors.Is(err, session.ErrRevisionExhausted):
+		return "the session has reached its largest revision and cannot be saved again: continue the conversation in a new session"
 	case errors.Is(err, host.ErrInvalidSession), errors.Is(err, host.ErrInvalidState):
 		return "the session does not fit this plugin; check it with 'wasmhist session validate' or start a new session"
 	case errors.Is(err, agent.ErrHistoryConflict):
@@ -545,16 +550,22 @@ func (c *chatSetup) run(ctx context.Context, e *env, cmd, text string) (*agent.R
 	for attempt := 1; ; attempt++ {
 		before := c.session.Revision
 		res, err := c.agent.Run(ctx, c.session, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, opts)
-		if !errors.Is(err, agent.ErrStaleRevision) || c.reload == nil || c.session.Revision != before || attempt == staleAttempts {
+		busy := errors.Is(err, txn.ErrBusy)
+		if !(busy || errors.Is(err, agent.ErrStaleRevision) && c.reload != nil) || c.session.Revision != before || attempt == staleAttempts {
 			return res, err
 		}
-		fresh, lerr := c.reload(ctx)
-		if lerr != nil {
-			return nil, fmt.Errorf("%w; reloading the session: %w", err, lerr)
+		if busy {
+			fmt.Fprintf(e.stderr, "wasmhist %s: note: another process kept the database busy; running the message again (attempt %d of %d)\n",
+				cmd, attempt+1, staleAttempts)
+		} else {
+			fresh, lerr := c.reload(ctx)
+			if lerr != nil {
+				return nil, fmt.Errorf("%w; reloading the session: %w", err, lerr)
+			}
+			fmt.Fprintf(e.stderr, "wasmhist %s: note: another process saved session %s meanwhile (revision %d, now %d); running the message again on its version (attempt %d of %d)\n",
+				cmd, fresh.SessionID, before, fresh.Revision, attempt+1, staleAttempts)
+			c.session = fresh
 		}
-		fmt.Fprintf(e.stderr, "wasmhist %s: note: another process saved session %s meanwhile (revision %d, now %d); running the message again on its version (attempt %d of %d)\n",
-			cmd, fresh.SessionID, before, fresh.Revision, attempt+1, staleAttempts)
-		c.session = fresh
 		pause := time.Duration(attempt)*50*time.Millisecond + time.Duration(rand.Int64N(int64(50*time.Millisecond)))
 		select {
 		case <-ctx.Done():

@@ -213,6 +213,40 @@ func oneLine(s string) string {
 	return strings.Join(fields, " | ")
 }
 
+// refuseConnStrings refuses a --db or --session (from the command line
+// or a configuration file) that looks like a connection string, without
+// repeating it: --db names an SQLite file and --session a file or an id,
+// so such a value is a mistake that would leave a password in ps, shell
+// history, a session's provenance and every message naming the value.
+func refuseConnStrings(fs *flags, cmd string) error {
+	for _, name := range []string{"db", "session"} {
+		f := fs.Lookup(name)
+		if f == nil || !looksLikeConnString(f.Value.String()) {
+			continue
+		}
+		what := "--db names the plugin's SQLite file"
+		if name == "session" {
+			what = "--session names a session file or, with --store, a session's id"
+		}
+		return usagef(cmd, "--%s takes no connection string (ps and shell history would show its password): %s; to keep sessions in PostgreSQL put the connection string in $%s and pass --store postgres", name, what, postgresDSNEnv)
+	}
+	return nil
+}
+
+// redactConnStrings replaces in msg each of args that looks like a
+// connection string, for a parse error that quotes a flag's value.
+func redactConnStrings(msg string, args []string) string {
+	for _, a := range args {
+		_, v, _ := strings.Cut(a, "=") // --flag=value
+		for _, s := range []string{a, v} {
+			if s != "" && looksLikeConnString(s) {
+				msg = strings.ReplaceAll(msg, s, "(a connection string)")
+			}
+		}
+	}
+	return msg
+}
+
 // flags is a command's flag set and its help text.
 type flags struct {
 	*flag.FlagSet
@@ -268,14 +302,14 @@ func parse(fs *flags, cmd string, args []string) ([]string, error) {
 			fs.help()
 			return nil, flag.ErrHelp
 		case err != nil:
-			return nil, usagef(cmd, "%v: run 'wasmhist %s --help' for the flags", err, cmd)
+			return nil, usagef(cmd, "%s: run 'wasmhist %s --help' for the flags", redactConnStrings(err.Error(), args), cmd)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return positional, nil
+			return positional, refuseConnStrings(fs, cmd)
 		}
 		if args[0] == "--" {
-			return append(positional, args[1:]...), nil
+			return append(positional, args[1:]...), refuseConnStrings(fs, cmd)
 		}
 		positional = append(positional, args[0])
 		args = args[1:]

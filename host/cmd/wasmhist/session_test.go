@@ -226,3 +226,23 @@ func TestSessionSubcommandHelp(t *testing.T) {
 	}
 	invocation{}.failsWithOneLine(t, exitUsage, []string{"session", "rename"}, `unknown subcommand "rename"`, "validate, list, show, delete, export, import")
 }
+
+// TestSessionRevisionBound: a session whose next commit would overflow
+// its revision is refused by validate with the reason, and a chat on a
+// session at the largest revision fails saying so, not blaming other
+// processes for a stale revision.
+func TestSessionRevisionBound(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := invocation{dir: dir}
+	writeFile(t, filepath.Join(dir, "over.json"), `{"schema_version":1,"session_id":"over","revision":9223372036854775807}`)
+	r.failsWithOneLine(t, exitFail, []string{"session", "validate", "over.json"},
+		"over.json", "9223372036854775807 is past the largest revision, 9223372036854775806", "new session")
+
+	writeFile(t, filepath.Join(dir, "last.json"), `{"schema_version":1,"session_id":"last","revision":9223372036854775806}`)
+	assert.Contains(t, r.ok(t, "session", "validate", "last.json"), "OK: last.json")
+	line := r.failsWithOneLine(t, exitFail, []string{"chat", "--session", "last.json", "-m", "hi"},
+		"largest revision", "new session")
+	assert.NotContains(t, line, "other processes")
+	assert.NotContains(t, line, "-9223372036854775808")
+}

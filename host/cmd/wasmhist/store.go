@@ -26,6 +26,21 @@ const (
 	storeRefused  = "refused" // a connection string on the command line
 )
 
+// looksLikeConnString reports whether a flag's value may be a database
+// connection string, and so may hold a password: a URL
+// (postgres://user:pw@host/db), a key=value string (host=h password=pw),
+// anything naming a password, or user:pw@host. A path, a session id or a
+// store name has none of these; a flag that refuses such a value must not
+// repeat it, since ps, shell history and logs would keep it.
+func looksLikeConnString(v string) bool {
+	low := strings.ToLower(v)
+	if strings.Contains(low, "://") || strings.Contains(v, "=") || strings.Contains(low, "password") {
+		return true
+	}
+	at := strings.LastIndexByte(v, '@')
+	return at > 0 && strings.Contains(v[:at], ":")
+}
+
 // storeFlag is --store: where sessions are kept, by id. Unset, a session
 // is the one file --session names (the embedded default, which needs
 // nothing installed).
@@ -51,7 +66,7 @@ func (s *storeFlag) Set(v string) error {
 	switch {
 	case strings.TrimSpace(v) == "":
 		return errors.New("--store needs a directory, an SQLite file, postgres or env:VAR")
-	case strings.Contains(low, "://") || strings.Contains(v, "=") || strings.Contains(low, "password"):
+	case looksLikeConnString(v):
 		// Refused when the store is opened: an error returned here would
 		// be printed with the value, password and all.
 		*s = storeFlag{raw: "(a connection string)", kind: storeRefused}

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -75,6 +78,39 @@ func TestStoreSQLite(t *testing.T) {
 
 // TestStoreDirectory: --store DIR keeps one file per session id, with a
 // sql plugin's database beside it.
+// TestConcurrentChatsOneSQLiteStore: many chats at once, each on its own
+// session in one SQLite store (the plugin's rows in the same file), queue
+// for the file's write lock: every one answers, or fails saying the
+// database was busy; none is charged the wait as the plugin's time limit.
+func TestConcurrentChatsOneSQLiteStore(t *testing.T) {
+	t.Parallel()
+	const chats = 24
+	r := invocation{dir: t.TempDir()}
+	r.ok(t, "chat", "--store", "x.db", "--session", "first", "--plugin", "sqlite", "-m", "hello")
+	var wg sync.WaitGroup
+	results := make([]result, chats)
+	for i := range chats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = r.wasmhist(t, "chat", "--store", "x.db", "--session", fmt.Sprintf("s%d", i), "--plugin", "sqlite", "-m", "I like Italian food")
+		}()
+	}
+	wg.Wait()
+	answered := 0
+	for i, res := range results {
+		assert.NotContains(t, res.stderr, "resource_exhausted", "chat %d was charged the lock wait", i)
+		if res.code == 0 {
+			answered++
+			continue
+		}
+		assert.Contains(t, res.stderr, "busy", "chat %d failed for another reason", i)
+	}
+	t.Logf("%d of %d chats answered", answered, chats)
+	list := r.ok(t, "session", "list", "--store", "x.db")
+	assert.Equal(t, answered+1, strings.Count(list, "history=sqlite"), "sessions stored:\n%s", list)
+}
+
 func TestStoreDirectory(t *testing.T) {
 	t.Parallel()
 	r := invocation{dir: t.TempDir()}
@@ -133,6 +169,87 @@ func TestStoreRefusesConnectionStrings(t *testing.T) {
 	invocation{env: []string{postgresDSNEnv + "="}}.failsWithOneLine(t, exitUsage,
 		[]string{"chat", "--store", "postgres", "-m", "hi", "--model", "openai-chat", "--base-url", base}, "$"+postgresDSNEnv+" is empty")
 	assert.Zero(t, calls.Load())
+}
+
+// TestDBAndSessionRefuseConnectionStrings: --db and --session refuse a
+// connection string, from the command line or a configuration file, for
+// every command that takes them, without repeating it and before writing
+// anything: no output, no file, no session, names the password.
+func TestDBAndSessionRefuseConnectionStrings(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cr3tpw"
+	specs := map[string]string{
+		"url":        "postgres://admin:" + secret + "@127.0.0.1/chat",
+		"postgresql": "postgresql://admin:" + secret + "@db.example:5432/chat?sslmode=disable",
+		"key=value":  "host=db user=admin password=" + secret,
+		"user:pw@":   "admin:" + secret + "@db.example/chat",
+	}
+	commands := map[string][]string{
+		"chat":             {"chat", "--plugin", "sqlite", "-m", "hi"},
+		"chat with store":  {"chat", "--store", "sessions.db", "--plugin", "sqlite", "-m", "hi"},
+		"history":          {"history"},
+		"session validate": {"session", "validate", "x.json"},
+	}
+	for specName, spec := range specs {
+		for cmdName, base := range commands {
+			for _, flagName := range []string{"db", "session"} {
+				if flagName == "db" && cmdName == "history" {
+					base = append(slices.Clip(base), "--session", "s.json")
+				}
+				if flagName == "session" && cmdName == "session validate" {
+					continue // takes the session as its argument
+				}
+				forms := map[string][]string{
+					"separate": append(slices.Clip(base), "--"+flagName, spec),
+					"joined":   append(slices.Clip(base), "--"+flagName+"="+spec),
+				}
+				for form, args := range forms {
+					t.Run(specName+"/"+cmdName+"/"+flagName+"/"+form, func(t *testing.T) {
+						t.Parallel()
+						dir := t.TempDir()
+						res := invocation{dir: dir}.wasmhist(t, args...)
+						require.Equal(t, exitUsage, res.code, "stderr: %s\nstdout: %s", res.stderr, res.stdout)
+						assert.Contains(t, res.stderr, "--"+flagName+" takes no connection string")
+						assert.NotContains(t, res.stderr+res.stdout, secret, "the refusal repeats the password")
+						assert.Empty(t, filesIn(t, dir), "files were written")
+					})
+				}
+			}
+		}
+	}
+	t.Run("config file", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		cfg := filepath.Join(t.TempDir(), "wasmhist.json")
+		writeFile(t, cfg, `{"db": "postgres://admin:`+secret+`@127.0.0.1/chat"}`)
+		res := invocation{dir: dir}.wasmhist(t, "chat", "--plugin", "sqlite", "--config-file", cfg, "-m", "hi")
+		require.Equal(t, exitUsage, res.code, "stderr: %s", res.stderr)
+		assert.Contains(t, res.stderr, "--db takes no connection string")
+		assert.NotContains(t, res.stderr+res.stdout, secret)
+		assert.Empty(t, filesIn(t, dir), "files were written")
+	})
+	t.Run("parse error", func(t *testing.T) {
+		t.Parallel()
+		// A connection string given to a flag of another type is not
+		// repeated by the parse error either.
+		res := invocation{}.wasmhist(t, "chat", "--timeout", "postgres://admin:"+secret+"@h/db", "-m", "hi")
+		require.Equal(t, exitUsage, res.code, "stderr: %s", res.stderr)
+		assert.Contains(t, res.stderr, "-timeout")
+		assert.NotContains(t, res.stderr+res.stdout, secret)
+	})
+}
+
+// filesIn lists every file under dir.
+func filesIn(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && path != dir {
+			files = append(files, path)
+		}
+		return err
+	}))
+	return files
 }
 
 // TestChatRefusesAnotherDatabase: a session chatted with --db X and

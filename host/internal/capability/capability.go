@@ -221,9 +221,29 @@ func RequestFunc(c abi.Capability, name string) Func {
 		if !ok {
 			return nil, abi.Errorf(abi.CodeInternal, "%s: session of unexpected type %T", c, s)
 		}
-		return r.Request(ctx, request)
+		out, err := r.Request(ctx, request)
+		var hf *HostFault
+		if errors.As(err, &hf) {
+			call.setFault(hf.Cause)
+		}
+		return out, err
 	}}
 }
+
+// HostFault is a request's error whose cause is the host's, not the
+// plugin's: a database another writer kept locked past the host's wait.
+// The plugin reads Plugin; the call fails with Cause whatever the plugin
+// makes of it (see Call.Fault), so that the caller is told the cause and
+// its remedy rather than the plugin's report of it.
+type HostFault struct {
+	Plugin *abi.Error
+	Cause  error
+}
+
+func (f *HostFault) Error() string { return f.Plugin.Error() }
+
+// Unwrap gives the plugin's error, for abi.AsError.
+func (f *HostFault) Unwrap() error { return f.Plugin }
 
 // Seal makes the public host.Grant of a grant. Package host sets it from
 // its init function; a capability package, which imports host, calls it in
@@ -281,6 +301,24 @@ type Call struct {
 	// targets.
 	txn    *txn.Txn
 	joined map[abi.Capability]joined
+	fault  error // the first HostFault's cause
+}
+
+func (c *Call) setFault(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fault == nil {
+		c.fault = err
+	}
+}
+
+// Fault is the cause of the first request of the call that failed through
+// no fault of the plugin's (a HostFault), or nil. A call that failed after
+// one failed because of it.
+func (c *Call) Fault() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fault
 }
 
 type joined struct {

@@ -257,6 +257,8 @@ func testHostile(t *testing.T, e *env) {
 		{"get_row without the key", "SELECT * FROM wasmhist.get_row('guess', 'sessions', 's1')", abi.ErrPermissionDenied},
 		{"check_key", "SELECT wasmhist.check_key('guess')", abi.ErrPermissionDenied},
 		{"drop the host schema", "DROP SCHEMA wasmhist CASCADE", abi.ErrPermissionDenied},
+		{"move a table into the host schema", "ALTER TABLE secret SET SCHEMA wasmhist", abi.ErrPermissionDenied},
+		{"rename a host table", "ALTER TABLE wasmhist.sessions RENAME TO mine", abi.ErrPermissionDenied},
 		{"create in public", "CREATE TABLE public.x (y int)", abi.ErrPermissionDenied},
 		{"pg_read_file", "SELECT pg_read_file('/etc/passwd')", abi.ErrPermissionDenied},
 		{"pg_ls_dir", "SELECT pg_ls_dir('.')", abi.ErrPermissionDenied},

@@ -19,6 +19,11 @@ type policy struct {
 	// denied is written and read on the goroutine that runs the statement:
 	// SQLite calls the authorizer synchronously while preparing it.
 	denied string
+	// altered is set when the statement alters a table: SQLite then reads
+	// and rewrites the schema tables of main and temp itself, and a rename
+	// must be checked afterwards (see session.checkRenames), since the
+	// authorizer is never told the new name. Reset with denied.
+	altered bool
 }
 
 // Pragmas a plugin may run. Those taking a table or index name read the
@@ -65,6 +70,24 @@ func (p *policy) authorize(action sqlite.AuthorizerActionCode, arg1, arg2, dbNam
 // check returns why the action is refused, or "" to allow it. Unknown actions
 // are refused: a new SQLite feature stays closed until reviewed.
 func (p *policy) check(action sqlite.AuthorizerActionCode, arg1, arg2, dbName string) string {
+	switch {
+	case action == sqlite.AuthAlterTable:
+		// arg1 is the schema, arg2 the table; the fourth argument,
+		// elsewhere the schema, names the column DROP COLUMN drops.
+		if arg1 != "main" {
+			return "only the main schema of the plugin's own database is accessible, not " + quote(arg1)
+		}
+		if r := hostTable(arg2); r != "" {
+			return r
+		}
+		p.altered = true
+		return ""
+	case p.altered && dbName == "temp" && strings.EqualFold(arg1, "sqlite_temp_master") &&
+		(action == sqlite.AuthRead || action == sqlite.AuthUpdate):
+		// ALTER TABLE's own rewrite of the temp schema's catalog, which
+		// holds nothing of a plugin's (temporary objects are refused).
+		return ""
+	}
 	// Everything that names a schema must name the plugin's own main schema;
 	// "temp" objects would outlive the call on a pooled connection.
 	if dbName != "" && dbName != "main" {
@@ -86,10 +109,10 @@ func (p *policy) check(action sqlite.AuthorizerActionCode, arg1, arg2, dbName st
 			return r
 		}
 		return hostTable(arg2)
-	case sqlite.AuthAlterTable:
-		// arg1 is the schema, arg2 the table.
-		return hostTable(arg2)
 	case sqlite.AuthCreateVTable, sqlite.AuthDropVTable:
+		if r := hostTable(arg1); r != "" {
+			return r
+		}
 		if !allowedModules[strings.ToLower(arg2)] {
 			return "virtual table module " + quote(arg2) + " is not allowed"
 		}

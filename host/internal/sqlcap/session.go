@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/hostrows"
 	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
+	"github.com/wasmhist/wasmhist/host/txn"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -33,13 +36,15 @@ func (s *session) run(ctx context.Context, request []byte) ([]byte, error) {
 	if err := s.limits.CheckStatements(len(stmts)); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
-	defer cancel()
 	if !s.began {
 		if err := s.begin(ctx, write); err != nil {
 			return nil, s.fail(ctx, err)
 		}
 	}
+	// The time limit starts once the transaction holds what it waited
+	// for: the wait is the host's (see begin).
+	ctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
+	defer cancel()
 	out := newResultWriter(s.limits)
 	for i, st := range stmts {
 		if err := s.exec(ctx, st, out); err != nil {
@@ -53,23 +58,56 @@ func (s *session) run(ctx context.Context, request []byte) ([]byte, error) {
 	return out.finish(), nil
 }
 
+// begin opens the call's transaction; a writing one first takes the write
+// lock, behind this process's other writers (in order, in Go) and then
+// another process's (SQLite's busy handler). That wait is the host's, not
+// the plugin's: it is not part of the request's time limit, the call's
+// clock stands still meanwhile (capability.Pause), and it is bounded by
+// Options.BusyTimeout, past which the request fails with a busyError.
 func (s *session) begin(ctx context.Context, write bool) error {
-	q := "BEGIN"
-	if write {
-		select {
-		case s.db.writer <- struct{}{}:
-			s.writer = true
-		case <-ctx.Done():
+	if !write {
+		if err := s.hostExec(ctx, "BEGIN"); err != nil {
+			return err
+		}
+		s.began = true
+		return nil
+	}
+	resume := capability.Pause(ctx)
+	defer resume()
+	wait := s.store.opts.BusyTimeout
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	busy := &busyError{path: s.db.path, wait: wait}
+	select {
+	case s.db.writer <- struct{}{}:
+		s.writer = true
+	case <-wctx.Done():
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		q = "BEGIN IMMEDIATE"
+		return busy
 	}
-	if err := s.hostExec(ctx, q); err != nil {
+	if err := s.hostExec(wctx, "BEGIN IMMEDIATE"); err != nil {
+		if ctx.Err() == nil && (wctx.Err() != nil || sqliteCode(err) == sqlite3.SQLITE_BUSY) {
+			return busy
+		}
 		return err
 	}
 	s.began = true
 	return nil
 }
+
+// busyError is a write lock another writer held past Options.BusyTimeout.
+type busyError struct {
+	path string
+	wait time.Duration
+}
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("sqlcap: %s: %v: another writer held its write lock for over %s: run again, or keep data many processes write at once in PostgreSQL", e.path, txn.ErrBusy, e.wait)
+}
+
+func (e *busyError) Unwrap() error { return txn.ErrBusy }
 
 // End commits when ok and nothing failed, else rolls back, and returns the
 // connection to the pool. It runs even when the export call's context has
@@ -89,6 +127,11 @@ func (s *session) End(ctx context.Context, ok bool) error {
 		s.store.done(s.db)
 	}()
 	if !s.began {
+		if ok && s.failed != nil {
+			// The transaction never began (busy): nothing the plugin
+			// asked for was written.
+			return fmt.Errorf("sqlcap: %s: the call's transaction could not begin: %w", s.db.path, s.failed)
+		}
 		return nil
 	}
 	s.began = false
@@ -132,20 +175,37 @@ func (s *session) hostExec(ctx context.Context, q string) error {
 // may be gone.
 func (s *session) fail(ctx context.Context, err error) error {
 	ae, poison := s.mapError(ctx, err)
-	if poison {
-		s.failed = ae
+	var out error = ae
+	if be := (*busyError)(nil); errors.As(err, &be) {
+		out = &capability.HostFault{Plugin: ae, Cause: be}
 	}
-	return ae
+	if poison {
+		s.failed = out
+	}
+	return out
 }
 
 func (s *session) exec(ctx context.Context, st statement, out *resultWriter) error {
 	return s.conn.Raw(func(dc any) error {
 		c := dc.(*conn)
-		c.policy.denied = ""
+		var before map[string]bool
+		if mayAlter(st.SQL) {
+			var err error
+			if before, err = hostNames(ctx, c.inner); err != nil {
+				return err
+			}
+		}
+		c.policy.denied, c.policy.altered = "", false
 		c.policy.plugin.Store(true)
 		rows, err := c.inner.QueryContext(ctx, st.SQL, st.Args)
 		if err != nil {
 			c.policy.plugin.Store(false)
+			if c.policy.altered {
+				// Part of a string of statements may have run.
+				if rerr := checkRenames(ctx, c.inner, before); rerr != nil {
+					return rerr
+				}
+			}
 			return s.withDenial(c, err)
 		}
 		stop := interruptWhenDone(ctx, c.handle)
@@ -154,6 +214,11 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) err
 		c.policy.plugin.Store(false)
 		if cerr := rows.Close(); err == nil {
 			err = cerr
+		}
+		if c.policy.altered {
+			if rerr := checkRenames(ctx, c.inner, before); rerr != nil {
+				return rerr
+			}
 		}
 		if err != nil {
 			return s.withDenial(c, err)
@@ -166,9 +231,68 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) err
 }
 
 // denial carries the authorizer's reason next to SQLite's generic error.
+// ran: the refused statement had already run, so only rolling the
+// transaction back undoes it.
 type denial struct {
 	reason string
 	err    error
+	ran    bool
+}
+
+// mayAlter reports whether sql may hold an ALTER statement, whose renames
+// are checked against a list of the host's names taken before it runs.
+// The text only decides whether to take the list: the authorizer says
+// whether a table was altered, and an ALTER the text missed is refused
+// (checkRenames without a list).
+func mayAlter(sql string) bool {
+	for i := 0; i+5 <= len(sql); i++ {
+		if strings.EqualFold(sql[i:i+5], "alter") {
+			return true
+		}
+	}
+	return false
+}
+
+// hostNames lists the schema objects named with hostrows.Prefix.
+func hostNames(ctx context.Context, c sqlite.ExecQuerierContext) (map[string]bool, error) {
+	rows, err := c.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE name LIKE '`+strings.ReplaceAll(hostrows.Prefix, "_", `\_`)+`%' ESCAPE '\'`, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	names := map[string]bool{}
+	v := make([]driver.Value, 1)
+	for {
+		switch err := rows.Next(v); {
+		case err == io.EOF:
+			return names, nil
+		case err != nil:
+			return nil, err
+		}
+		name, _ := v[0].(string)
+		names[strings.ToLower(name)] = true
+	}
+}
+
+// checkRenames refuses an ALTER TABLE that renamed a plugin's table (or a
+// virtual table's shadow tables) into the host's names: the authorizer
+// sees the old name only, so the names are compared with the list taken
+// before. The rename has run: the denial poisons the transaction, whose
+// rollback undoes it.
+func checkRenames(ctx context.Context, c sqlite.ExecQuerierContext, before map[string]bool) error {
+	if before == nil {
+		return &denial{reason: "ALTER TABLE must be written as such in the statement's text", ran: true}
+	}
+	after, err := hostNames(ctx, c)
+	if err != nil {
+		return &denial{reason: "cannot check the names ALTER TABLE left: " + err.Error(), err: err, ran: true}
+	}
+	for name := range after {
+		if !before[name] {
+			return &denial{reason: "names starting with " + quote(hostrows.Prefix) + " are the host's: a table cannot be renamed to " + quote(name), ran: true}
+		}
+	}
+	return nil
 }
 
 func (d *denial) Error() string { return d.reason }
@@ -198,9 +322,15 @@ func (s *session) mapError(ctx context.Context, err error) (*abi.Error, bool) {
 	if errors.As(err, &ae) {
 		return ae, false
 	}
+	var be *busyError
+	if errors.As(err, &be) {
+		// The plugin is told the database was busy, not where it is; the
+		// call fails with the host's error (capability.HostFault).
+		return abi.Errorf(abi.CodeUnavailable, "sql: the database is busy: another writer held its write lock for over %s", be.wait), true
+	}
 	var d *denial
 	if errors.As(err, &d) {
-		return abi.Errorf(abi.CodePermissionDenied, "sql: %s", d.reason), false
+		return abi.Errorf(abi.CodePermissionDenied, "sql: %s", d.reason), d.ran
 	}
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return abi.Errorf(abi.CodeResourceExhausted, "sql: request exceeded its time limit of %s and was interrupted", s.limits.Timeout), true

@@ -9,7 +9,7 @@
 // turn's rows and its session commit in one transaction.
 // loop runs lines N, N+1, ... until killed, printing "ack I" after each
 // committed run; once runs line N, reloading and retrying on a stale
-// revision, and prints "ack N" or "refused N". Line I's run id is "line-I",
+// revision or a busy database, and prints "ack N" or "refused N". Line I's run id is "line-I",
 // so a line repeated after a kill is recognised if it was committed.
 package main
 
@@ -33,6 +33,7 @@ import (
 	"github.com/wasmhist/wasmhist/host/pggrant"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
+	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 type echo struct{}
@@ -113,7 +114,7 @@ func run() error {
 				if err == nil {
 					break
 				}
-				if !errors.Is(err, agent.ErrStaleRevision) {
+				if !retryable(err) {
 					return err
 				}
 			}
@@ -126,7 +127,7 @@ func run() error {
 				fmt.Println("ack", *line)
 				return nil
 			}
-			if !errors.Is(err, agent.ErrStaleRevision) {
+			if !retryable(err) {
 				return err
 			}
 			time.Sleep(time.Duration(rand.IntN(20)+1) * time.Millisecond)
@@ -135,6 +136,13 @@ func run() error {
 		return nil
 	}
 	return fmt.Errorf("mode %q", *mode)
+}
+
+// retryable: another process committed the session first, or kept the
+// database locked past the host's wait; either way nothing of the turn
+// was committed, and running it again is what the errors advise.
+func retryable(err error) bool {
+	return errors.Is(err, agent.ErrStaleRevision) || errors.Is(err, txn.ErrBusy)
 }
 
 func openStore(ctx context.Context, spec string) (agent.SessionStore, error) {
