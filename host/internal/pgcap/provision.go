@@ -54,7 +54,13 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 			data json NOT NULL,
 			PRIMARY KEY (owner, id))`,
 		`CREATE UNLOGGED TABLE IF NOT EXISTS `+qs+`.commit_guard (token_hash bytea NOT NULL)`,
-		`ALTER TABLE `+qs+`.commit_guard ADD COLUMN IF NOT EXISTS released boolean NOT NULL DEFAULT false`,
+		// Only when missing: ALTER TABLE waits for every open transaction
+		// holding a guard row.
+		`DO $d$ BEGIN
+			IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = '`+qs+`.commit_guard'::regclass AND attname = 'released' AND NOT attisdropped) THEN
+				ALTER TABLE `+qs+`.commit_guard ADD COLUMN released boolean NOT NULL DEFAULT false;
+			END IF;
+		END $d$`,
 		`CREATE OR REPLACE FUNCTION `+qs+`.check_key(key text) RETURNS void
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN

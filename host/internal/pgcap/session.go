@@ -45,6 +45,8 @@ type session struct {
 	// transaction control): later requests repeat it and End rolls back.
 	failed error
 
+	abandoned bool
+
 	joined    bool
 	laterCall bool
 	savepoint bool
@@ -160,6 +162,7 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) *ab
 	tag, err := rr.Close()
 	if s.pc.IsClosed() {
 		s.began = false
+		s.abandon(ctx)
 		return s.poison(abi.Errorf(abi.CodeUnavailable, "sql: the connection was lost: %v", errOr(err, ctx.Err())))
 	}
 	status := s.pc.TxStatus()
@@ -195,6 +198,28 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) *ab
 		return s.poison(ae)
 	}
 	return ae
+}
+
+// abandon makes sure the server stops the work of a connection the host
+// gave up on (a statement that went on past its cancel, most often by
+// catching it): pgx keeps a timed-out connection's socket open while it
+// drains it, for up to 15 s, so the host closes the socket itself, which
+// the server's connection check (client_connection_check_interval) sees,
+// and asks the server to end the backend, which no plugin code can catch
+// or turn off. The second needs an admin with the right to signal the
+// role's backends (a superuser, or pg_signal_backend); without it the
+// connection check alone ends the backend.
+func (s *session) abandon(ctx context.Context) {
+	if s.abandoned {
+		return
+	}
+	s.abandoned = true
+	pid := s.pc.PID()
+	s.pc.Conn().Close()
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	s.db.admin.Exec(tctx, `SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_stat_activity a
+		WHERE a.pid OPERATOR(pg_catalog.=) $1 AND a.usename OPERATOR(pg_catalog.=) $2`, pid, s.role.name)
 }
 
 func errOr(err, other error) error {
@@ -302,7 +327,9 @@ func (s *session) End(ctx context.Context, ok bool) error {
 	}
 	s.ended = true
 	defer func() {
-		if !s.pc.IsClosed() {
+		if s.pc.IsClosed() {
+			s.abandon(ctx)
+		} else {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if s.host(rctx, "DISCARD ALL") != nil {
 				s.pc.Close(rctx)
