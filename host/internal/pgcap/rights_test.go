@@ -2,7 +2,10 @@ package pgcap
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,10 +257,20 @@ func testDeadClient(t *testing.T, e *env) {
 	require.NoError(t, err)
 	r, err := db.role(ctx, "orphan")
 	require.NoError(t, err)
-	conn, err := r.pool.Acquire(ctx)
+	// A connection as the host makes them, which cannot send a cancel
+	// request once its host is "dead": a killed process sends none.
+	cfg := r.pool.Config().ConnConfig.Copy()
+	var dialed atomic.Bool
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dialed.Swap(true) {
+			return nil, errors.New("the host is dead")
+		}
+		return dial(ctx, network, addr)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	require.NoError(t, err)
-	defer conn.Release()
-	pc := conn.Conn().PgConn()
+	pc := conn.PgConn()
 	pid := pc.PID()
 	// No statement timeout: only the connection check ends the statement.
 	_, err = pc.Exec(ctx, "SET statement_timeout = 0; BEGIN").ReadAll()
