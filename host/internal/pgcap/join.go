@@ -201,6 +201,9 @@ func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
+	if err := s.settle(ctx); err != nil {
+		return fmt.Errorf("pgcap: %s: delete %s row %q: %w", s.db.name, tab, id, err)
+	}
 	rr := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.delete_row($1, $2, $3)`,
 		[][]byte{[]byte(s.db.key), []byte(tab), []byte(id)}, []uint32{oidText, oidText, oidText}, nil, nil)
 	if _, err := rr.Close(); err != nil {

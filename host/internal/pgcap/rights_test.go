@@ -177,6 +177,17 @@ func testBoundedCommit(t *testing.T, e *env) {
 			}, 3*time.Second, 10*time.Millisecond, "the plugin's trigger outlived the call")
 		})
 	}
+	t.Run("a statement catching cancels", func(t *testing.T) {
+		c := e.begin(ctx, t, g)
+		_, err := c.sql(ctx, `DO $$ BEGIN FOR i IN 1..80 LOOP
+			BEGIN PERFORM pg_sleep(0.1); EXCEPTION WHEN query_canceled THEN NULL; END;
+		END LOOP; END $$`)
+		require.ErrorIs(t, err, abi.ErrResourceExhausted)
+		require.Error(t, c.end(ctx, true))
+		assert.Eventually(t, func() bool {
+			return e.adminValue(t, "SELECT count(*)::text FROM pg_stat_activity WHERE usename = '"+role+"' AND state <> 'idle'") == "0"
+		}, 3*time.Second, 10*time.Millisecond, "the plugin's statement outlived the call")
+	})
 	t.Run("the commit token is not readable", func(t *testing.T) {
 		e.oneCall(t, g, "INSERT INTO spied VALUES (1)")
 		assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM bounded.seen"))

@@ -163,6 +163,10 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) *ab
 	if s.pc.IsClosed() {
 		s.began = false
 		s.abandon(ctx)
+		if isTimeout(ctx, err) {
+			// The statement went on past its cancel: the host gave up.
+			return s.poison(s.mapError(ctx, err))
+		}
 		return s.poison(abi.Errorf(abi.CodeUnavailable, "sql: the connection was lost: %v", errOr(err, ctx.Err())))
 	}
 	status := s.pc.TxStatus()
