@@ -60,9 +60,10 @@ func PostgresBootstrapRun(ctx context.Context, qs string, exec func(ctx context.
 }
 
 // raceCodes are the SQLSTATEs of two concurrent CREATE ... IF NOT EXISTS:
-// unique_violation, duplicate_schema, duplicate_table, deadlock_detected,
-// and internal_error ("tuple concurrently updated").
-var raceCodes = map[string]bool{"23505": true, "42P06": true, "42P07": true, "40P01": true, "XX000": true}
+// unique_violation, duplicate_schema, duplicate_table, duplicate_object
+// (the table's row type), deadlock_detected, and internal_error ("tuple
+// concurrently updated").
+var raceCodes = map[string]bool{"23505": true, "42P06": true, "42P07": true, "42710": true, "40P01": true, "XX000": true}
 
 // PostgresLock takes the host lock of the schema qs (quoted) until the
 // transaction ends.
