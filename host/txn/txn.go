@@ -233,7 +233,17 @@ func (t *Txn) take() held {
 // yet committed are rolled back; those already committed stay (with
 // several databases there is no atomic commit across them, see
 // CommitError).
+//
+// A cancelled ctx does not stop Commit, but its deadline, if any, bounds
+// each Participant's commit: the run's remaining time. Rollbacks ignore
+// both.
 func (t *Txn) Commit(ctx context.Context) error {
+	cctx := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(cctx, dl)
+		defer cancel()
+	}
 	ctx = context.WithoutCancel(ctx)
 	h := t.take()
 	order, parts, failed, hook := h.order, h.parts, h.failed, h.hook
@@ -248,7 +258,7 @@ func (t *Txn) Commit(ctx context.Context) error {
 		if err != nil {
 			return &CommitError{Target: target, Committed: slices.Clone(order[:i]), Err: errors.Join(err, rollbackAll(ctx, order[i:], parts))}
 		}
-		if err := parts[target].Commit(ctx); err != nil {
+		if err := parts[target].Commit(cctx); err != nil {
 			// A failed COMMIT ends its own transaction.
 			return &CommitError{Target: target, Committed: slices.Clone(order[:i]), Err: errors.Join(err, rollbackAll(ctx, order[i+1:], parts))}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,4 +96,47 @@ func TestEventHookStopsCommit(t *testing.T) {
 	require.ErrorAs(t, tx.Commit(ctx), &ce)
 	assert.Equal(t, []string{"a"}, ce.Committed)
 	assert.Equal(t, []string{"commit a", "rollback b"}, log)
+}
+
+// ctxPart records the contexts a Txn gives it.
+type ctxPart struct {
+	part
+	commitCtx, rollbackCtx context.Context
+	commitErr              error // commitCtx.Err() during Commit
+}
+
+func (p *ctxPart) Commit(ctx context.Context) error {
+	p.commitCtx, p.commitErr = ctx, ctx.Err()
+	return p.part.Commit(ctx)
+}
+
+func (p *ctxPart) Rollback(ctx context.Context) error {
+	p.rollbackCtx = ctx
+	return p.part.Rollback(ctx)
+}
+
+// TestCommitKeepsTheDeadline: a participant commits within the run's
+// remaining time, even when the run's context is already cancelled;
+// rollbacks have no deadline, so they run even after it.
+func TestCommitKeepsTheDeadline(t *testing.T) {
+	var log []string
+	deadline := time.Now().Add(time.Hour)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	cancel()
+	a, b := &ctxPart{part: part{"a", &log, nil}}, &ctxPart{part: part{"b", &log, errors.New("boom")}}
+	tx := txn.New()
+	require.NoError(t, tx.Join("a", a))
+	require.NoError(t, tx.Join("b", b))
+	require.NoError(t, tx.Join("c", &ctxPart{part: part{"c", &log, nil}}))
+	require.Error(t, tx.Commit(ctx))
+	dl, ok := a.commitCtx.Deadline()
+	require.True(t, ok, "the commit's context has no deadline")
+	assert.Equal(t, deadline, dl)
+	assert.NoError(t, a.commitErr, "a cancelled run still commits")
+	tx2 := txn.New()
+	c := &ctxPart{part: part{"c", &log, nil}}
+	require.NoError(t, tx2.Join("c", c))
+	require.NoError(t, tx2.Rollback(ctx))
+	_, ok = c.rollbackCtx.Deadline()
+	assert.False(t, ok, "a rollback's context has a deadline")
 }

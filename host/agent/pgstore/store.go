@@ -94,23 +94,30 @@ func OpenConfig(ctx context.Context, cfg Config) (*Store, error) {
 
 func (s *Store) migrate(ctx context.Context) error {
 	fail := func(err error) error { return fmt.Errorf("pgstore: open schema %q: %w", s.schema, err) }
+	qs := pgx.Identifier{s.schema}.Sanitize()
+	// CREATE ... IF NOT EXISTS is not safe against itself: two hosts
+	// opening a new schema at once could both try to create it. They take
+	// turns on the schema's host lock, a row no plugin role may lock (see
+	// hostrows), held until the transaction ends; stores in other schemas
+	// do not wait.
+	if err := hostrows.PostgresBootstrapRun(ctx, qs, func(ctx context.Context, q string) error {
+		_, err := s.pool.Exec(ctx, q)
+		return err
+	}); err != nil {
+		return fail(err)
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	defer tx.Rollback(ctx)
-	// CREATE ... IF NOT EXISTS is not safe against itself: two hosts
-	// opening a new schema at once could both try to create it. The
-	// advisory lock, held until the transaction ends, makes them take
-	// turns; the key is the schema's, so stores in other schemas do not
-	// wait.
-	if _, err := tx.Exec(ctx, hostrows.PostgresLock, s.schema); err != nil {
+	if _, err := tx.Exec(ctx, hostrows.PostgresLock(qs)); err != nil {
 		return fail(err)
 	}
 	version := pgx.Identifier{s.schema, "store_version"}.Sanitize()
 	// The layout is shared with the sql capability (host/pggrant), which
 	// writes a run's session row in the plugin's transaction.
-	for _, q := range hostrows.PostgresSessions(pgx.Identifier{s.schema}.Sanitize()) {
+	for _, q := range hostrows.PostgresSessions(qs) {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			return fail(err)
 		}
@@ -227,7 +234,7 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
 	}
-	tag, err := own.Exec(ctx, `INSERT INTO `+s.sessions+` AS s (id, revision, updated, data) VALUES ($1, $2, now(), $3)
+	tag, err := own.Exec(ctx, `INSERT INTO `+s.sessions+` AS s (id, revision, updated, data) VALUES ($1, $2, pg_catalog.now(), $3)
 		ON CONFLICT (id) DO UPDATE SET revision = excluded.revision, updated = excluded.updated, data = excluded.data
 		WHERE s.revision < excluded.revision`,
 		sess.SessionID, sess.Revision, string(data))

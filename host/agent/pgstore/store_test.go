@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -82,7 +83,7 @@ func testStore(t *testing.T, srv *pgtest.Server, dsn, superDSN string) {
 		require.NoError(t, err)
 		tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
-		require.Equal(t, []string{"other.sessions", "public.sessions", "wasmhist.sessions", "wasmhist.store_version"}, tables)
+		require.Equal(t, []string{"other.sessions", "public.sessions", "wasmhist.host_lock", "wasmhist.sessions", "wasmhist.store_version"}, tables)
 		var other string
 		require.NoError(t, conn.QueryRow(ctx, `SELECT string_agg(id || '@' || revision || data::text, ',') FROM other.sessions`).Scan(&other))
 		require.Equal(t, "s@1{}", other, "another schema's table changed")
@@ -144,6 +145,34 @@ func testStore(t *testing.T, srv *pgtest.Server, dsn, superDSN string) {
 		require.NoError(t, err)
 		_, err = pgstore.OpenConfig(t.Context(), pgstore.Config{DSN: dsn, Schema: schema})
 		require.ErrorContains(t, err, "version 2, newer than this program's 1")
+	})
+
+	// Hosts take turns on a row no plugin role may lock: a session holding
+	// the key of the advisory lock hosts once took (a plugin may compute
+	// it) delays no host's Open, and hosts opening a new schema together
+	// all succeed.
+	t.Run("open while the old advisory key is held", func(t *testing.T) {
+		schema := newSchema()
+		holder, err := pgx.Connect(t.Context(), dsn)
+		require.NoError(t, err)
+		defer holder.Close(context.Background())
+		_, err = holder.Exec(t.Context(), `SELECT pg_advisory_lock(hashtext('wasmhist pgstore ' || $1))`, schema)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		errs := make(chan error, 4)
+		for range cap(errs) {
+			go func() {
+				s, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Schema: schema})
+				if err == nil {
+					s.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range cap(errs) {
+			require.NoError(t, <-errs)
+		}
 	})
 
 	// With the same Name as a sql grant on the database, the store's

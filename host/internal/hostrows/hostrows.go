@@ -8,6 +8,8 @@
 package hostrows
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -18,11 +20,56 @@ import (
 const Prefix = "wasmhist_"
 
 // PostgreSQL: the host's tables live in a schema of their own (the session
-// store's, "wasmhist" by default), never in a plugin's. PostgresLock takes
-// the advisory lock under which the session store and the sql capability
-// create or change that schema, so that hosts starting together take turns
-// ($1 is the schema's name).
-const PostgresLock = `SELECT pg_advisory_xact_lock(hashtext('wasmhist pgstore ' || $1))`
+// store's, "wasmhist" by default), never in a plugin's. Hosts that create
+// or change that schema take turns on the row of its host_lock table
+// (PostgresLock), which PostgresBootstrap creates: plugin roles have no
+// privilege on the table, so no plugin can hold that lock, unlike an
+// advisory lock, whose key anyone can compute and take.
+
+// PostgresBootstrap returns the statements that create the schema qs
+// (quoted) and its host_lock table with its one row, if missing. Run them
+// with PostgresBootstrapRun, outside the transaction that takes the lock.
+func PostgresBootstrap(qs string) []string {
+	return []string{
+		`CREATE SCHEMA IF NOT EXISTS ` + qs,
+		`CREATE TABLE IF NOT EXISTS ` + qs + `.host_lock (one boolean PRIMARY KEY DEFAULT true CHECK (one))`,
+		`REVOKE ALL ON ` + qs + `.host_lock FROM PUBLIC`,
+		`INSERT INTO ` + qs + `.host_lock (one) VALUES (true) ON CONFLICT DO NOTHING`,
+	}
+}
+
+// PostgresBootstrapRun runs PostgresBootstrap(qs) through exec, each
+// statement in a transaction of its own, again when a host creating the
+// same schema at the same moment made one fail (a unique violation on the
+// catalog, or a duplicate schema or table): every statement is idempotent.
+func PostgresBootstrapRun(ctx context.Context, qs string, exec func(ctx context.Context, sql string) error) error {
+	var err error
+	for range 5 {
+		err = nil
+		for _, q := range PostgresBootstrap(qs) {
+			if err = exec(ctx, q); err != nil {
+				break
+			}
+		}
+		var se interface{ SQLState() string }
+		if err == nil || !errors.As(err, &se) || !raceCodes[se.SQLState()] || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// raceCodes are the SQLSTATEs of two concurrent CREATE ... IF NOT EXISTS:
+// unique_violation, duplicate_schema, duplicate_table, duplicate_object
+// (the table's row type), deadlock_detected, and internal_error ("tuple
+// concurrently updated").
+var raceCodes = map[string]bool{"23505": true, "42P06": true, "42P07": true, "42710": true, "40P01": true, "XX000": true}
+
+// PostgresLock takes the host lock of the schema qs (quoted) until the
+// transaction ends.
+func PostgresLock(qs string) string {
+	return `SELECT one FROM ` + qs + `.host_lock FOR UPDATE`
+}
 
 // PostgresSessionsLayout is the version of the session store's tables that
 // PostgresSessions creates; the store records it in store_version.

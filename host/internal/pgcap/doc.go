@@ -23,9 +23,19 @@
 // that a failing statement undoes only itself, as on SQLite. A plugin's
 // transaction control fails its call: the command tag and the
 // connection's transaction status tell the host, and a deferred commit
-// guard makes a plugin's COMMIT of a transaction that wrote roll back
-// instead. Requests are bounded in rows, bytes and time; a statement still
-// running at the time limit is cancelled.
+// guard, which only the host releases, makes a plugin's COMMIT of a
+// transaction that wrote roll back instead. Requests are bounded in rows,
+// bytes and time; a statement still running at the time limit is
+// cancelled, and its backend ended if it goes on. When the plugin's part
+// ends the host runs its deferred triggers within the same limits, before
+// writing its rows or committing (see settle).
+//
+// The plugin owns its schema and may set its search_path and its role's
+// settings: the host's statements on its connections name pg_catalog and
+// the host schema explicitly, the connections pin the settings the host
+// relies on in their startup parameters (see runtimeParams), and hosts
+// serialize on a row of the host schema no plugin role may lock
+// (hostrows.PostgresLock).
 //
 // Joined to a txn.Txn, a session keeps its transaction across the calls of
 // a run and the host writes its session row in it, through SECURITY

@@ -126,7 +126,9 @@ func (g *grant) Begin(ctx context.Context, b capability.Backend) (capability.Ses
 	if err != nil {
 		return nil, err
 	}
-	return &session{db: db, role: r, conn: c, pc: c.Conn().PgConn(), limits: g.cfg.Limits, turn: make(chan struct{}, 1)}, nil
+	s := &session{db: db, role: r, conn: c, pc: c.Conn().PgConn(), limits: g.cfg.Limits, turn: make(chan struct{}, 1)}
+	s.deadline, _ = ctx.Deadline()
+	return s, nil
 }
 
 // Kind is the sql capability on PostgreSQL as a Host registers it.

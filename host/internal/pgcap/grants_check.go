@@ -232,21 +232,24 @@ func (s *session) beginTracked(ctx context.Context, begin string) error {
 	if err != nil {
 		return err
 	}
-	if len(res) != 4 || len(res[3].Rows) != 1 {
+	// begin's own results first, then the three queries'.
+	n := len(res)
+	if n < 4 || len(res[n-1].Rows) != 1 {
 		return fmt.Errorf("begin: %d results", len(res))
 	}
-	if s.writes, err = readCatalogWrites(res[1]); err != nil {
+	writes, outbound, track := res[n-3], res[n-2], res[n-1]
+	if s.writes, err = readCatalogWrites(writes); err != nil {
 		return err
 	}
-	if string(res[3].Rows[0][0]) != "on" {
+	if string(track.Rows[0][0]) != "on" {
 		// Without it the counters stay 0 and checkCatalog sees nothing.
 		s.host(ctx, "ROLLBACK")
 		return abi.Errorf(abi.CodeUnavailable, "sql: the server's track_counts is off: the host needs it on (PostgreSQL's default) to check what a run changed")
 	}
-	if len(res[2].Rows) > 0 {
+	if len(outbound.Rows) > 0 {
 		s.host(ctx, "ROLLBACK")
 		var left []string
-		for _, r := range res[2].Rows {
+		for _, r := range outbound.Rows {
 			left = append(left, string(r[0])+" "+string(r[1]))
 		}
 		return abi.Errorf(abi.CodeUnavailable, "sql: the database lets this plugin's role open connections (%s): the operator must revoke it (REVOKE ALL ... FROM PUBLIC)",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/txn"
@@ -59,6 +60,7 @@ func (s *session) StartCall(ctx context.Context) error {
 		return fmt.Errorf("pgcap: %s: waiting for another call's use: %w", s.db.name, ctx.Err())
 	}
 	s.joined = true
+	s.deadline, _ = ctx.Deadline()
 	s.laterCall = s.began
 	if s.began && s.failed == nil {
 		if err := s.host(ctx, "SAVEPOINT "+callSavepoint); err != nil {
@@ -83,6 +85,7 @@ func (s *session) EndCall(ctx context.Context, ok bool) (pending bool, err error
 		case s.failed != nil:
 			return true, s.failed
 		case ok:
+			s.deadline = time.Time{}
 			if err := s.host(ctx, "RELEASE SAVEPOINT "+callSavepoint); err != nil {
 				s.failed = err
 				return true, fmt.Errorf("pgcap: %s: release savepoint: %w", s.db.name, err)
@@ -98,7 +101,9 @@ func (s *session) EndCall(ctx context.Context, ok bool) (pending bool, err error
 	if !ok || s.failed != nil {
 		return false, s.End(ctx, ok)
 	}
-	if s.guarded {
+	if s.wrote {
+		// The Txn commits it, within the run's remaining time.
+		s.deadline = time.Time{}
 		return true, nil
 	}
 	// Read only: end it now, so that no snapshot or lock is held across
@@ -130,9 +135,10 @@ func (s *session) Put(ctx context.Context, t txn.Table, id string, rev int64, da
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := s.guard(ctx); err != nil {
-		s.failed = err
-		return fmt.Errorf("pgcap: %s: %w", s.db.name, err)
+	// The plugin's part ends before the host's rows are written: its
+	// deferred triggers do not run while the transaction holds them.
+	if err := s.settle(ctx); err != nil {
+		return fmt.Errorf("pgcap: %s: write %s row %q: %w", s.db.name, tab, id, err)
 	}
 	rr := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.put_row($1, $2, $3, $4, $5)`,
 		[][]byte{[]byte(s.db.key), []byte(tab), []byte(id), strconv.AppendInt(nil, rev, 10), data},
@@ -194,6 +200,9 @@ func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
 	}
 	if err := s.usable(); err != nil {
 		return err
+	}
+	if err := s.settle(ctx); err != nil {
+		return fmt.Errorf("pgcap: %s: delete %s row %q: %w", s.db.name, tab, id, err)
 	}
 	rr := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.delete_row($1, $2, $3)`,
 		[][]byte{[]byte(s.db.key), []byte(tab), []byte(id)}, []uint32{oidText, oidText, oidText}, nil, nil)

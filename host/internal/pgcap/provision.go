@@ -25,18 +25,19 @@ import (
 //     nothing rotates and no two hosts race.
 //   - journal: the commit journal, one row per (plugin role, session).
 //   - commit_guard: an unlogged table whose deferred constraint trigger
-//     fails any COMMIT of a transaction that wrote, unless the host set
-//     that transaction's token just before its own COMMIT. A plugin's
-//     COMMIT (or PREPARE TRANSACTION) therefore rolls back instead of
-//     committing part of a call.
-//   - put_row, get_row, guard: SECURITY DEFINER functions owned by the
+//     fails any COMMIT of a transaction that wrote, unless the host
+//     released that transaction's guard row (release) after the plugin's
+//     last statement. A plugin's COMMIT (or PREPARE TRANSACTION) therefore
+//     rolls back instead of committing part of a call. Nothing of it is in
+//     a setting the plugin's code could read.
+//   - put_row, get_row, guard, release: SECURITY DEFINER functions owned by the
 //     admin, through which the host writes its rows in the transaction of a
 //     plugin's connection. The plugin's role may execute them, but each
 //     checks the host key, passed as a bind parameter (so it shows in no
 //     statement text), before doing anything.
 func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key string, err error) {
 	qs := pgx.Identifier{schema}.Sanitize()
-	if _, err := tx.Exec(ctx, hostrows.PostgresLock, schema); err != nil {
+	if _, err := tx.Exec(ctx, hostrows.PostgresLock(qs)); err != nil {
 		return "", err
 	}
 	stmts := append(hostrows.PostgresSessions(qs),
@@ -53,6 +54,13 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 			data json NOT NULL,
 			PRIMARY KEY (owner, id))`,
 		`CREATE UNLOGGED TABLE IF NOT EXISTS `+qs+`.commit_guard (token_hash bytea NOT NULL)`,
+		// Only when missing: ALTER TABLE waits for every open transaction
+		// holding a guard row.
+		`DO $d$ BEGIN
+			IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = '`+qs+`.commit_guard'::regclass AND attname = 'released' AND NOT attisdropped) THEN
+				ALTER TABLE `+qs+`.commit_guard ADD COLUMN released boolean NOT NULL DEFAULT false;
+			END IF;
+		END $d$`,
 		`CREATE OR REPLACE FUNCTION `+qs+`.check_key(key text) RETURNS void
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
@@ -63,7 +71,7 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		`CREATE OR REPLACE FUNCTION `+qs+`.commit_guard_check() RETURNS trigger
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
-			IF sha256(convert_to(coalesce(current_setting('wasmhist.commit_token', true), ''), 'UTF8')) IS DISTINCT FROM NEW.token_hash THEN
+			IF NOT EXISTS (SELECT 1 FROM `+qs+`.commit_guard g WHERE g.token_hash = NEW.token_hash AND g.released) THEN
 				RAISE EXCEPTION 'transaction control is not allowed: the host commits each export call''s transaction'
 					USING ERRCODE = 'insufficient_privilege';
 			END IF;
@@ -81,6 +89,12 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		BEGIN
 			PERFORM `+qs+`.check_key(key);
 			INSERT INTO `+qs+`.commit_guard (token_hash) VALUES (token_hash);
+		END $f$`,
+		`CREATE OR REPLACE FUNCTION `+qs+`.release(key text, token_hash bytea) RETURNS void
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			PERFORM `+qs+`.check_key(key);
+			UPDATE `+qs+`.commit_guard g SET released = true WHERE g.token_hash = release.token_hash;
 		END $f$`,
 		// put_row returns NULL when it wrote, else the stored revision
 		// (not lower than rev).
@@ -136,7 +150,7 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 				RAISE EXCEPTION 'unknown host table %', tab USING ERRCODE = 'invalid_parameter_value';
 			END IF;
 		END $f$`,
-		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea),
+		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.release(text, bytea),
 			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.delete_row(text, text, text) FROM PUBLIC`,
 		// Plugin roles use the host schema to call the functions above:
 		// nothing else in it is PUBLIC's, whoever put it there (an
@@ -199,10 +213,7 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 	// different roles update the same catalog rows (the database's and the
 	// host schema's privileges), and hosts starting together would otherwise
 	// fail with "tuple concurrently updated" or a deadlock.
-	if _, err := tx.Exec(ctx, hostrows.PostgresLock, hostSchema); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('wasmhist role ' || $1))`, name); err != nil {
+	if _, err := tx.Exec(ctx, hostrows.PostgresLock(qh)); err != nil {
 		return err
 	}
 	var exists bool
@@ -237,13 +248,18 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 				EXECUTE format('GRANT %I TO %I', ` + quoteLiteral(name) + `, current_user);
 			END IF;
 		END $d$`,
+		// Settings the plugin gave its role (ALTER ROLE CURRENT_USER SET)
+		// go; the host pins those it depends on in each connection's
+		// startup parameters as well (see initRole).
+		`ALTER ROLE ` + qr + ` RESET ALL`,
+		`DO $d$ BEGIN EXECUTE format('ALTER ROLE %I IN DATABASE %I RESET ALL', ` + quoteLiteral(name) + `, current_database()); END $d$`,
 		`ALTER ROLE ` + qr + ` SET search_path = ` + qs,
 		`DO $d$ BEGIN EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), ` + quoteLiteral(name) + `); END $d$`,
 		`CREATE SCHEMA IF NOT EXISTS ` + qs + ` AUTHORIZATION ` + qr,
 		`ALTER SCHEMA ` + qs + ` OWNER TO ` + qr,
 		`REVOKE ALL ON SCHEMA ` + qs + ` FROM PUBLIC`,
 		`GRANT USAGE ON SCHEMA ` + qh + ` TO ` + qr,
-		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text) TO ` + qr,
+		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text) TO ` + qr,
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {

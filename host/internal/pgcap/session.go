@@ -28,17 +28,27 @@ type session struct {
 	limits Limits
 
 	began bool
-	// guarded: the transaction has written (it has a transaction id) and
-	// holds the commit guard, which only the host's COMMIT passes.
+	// wrote: the transaction has written (it has a transaction id).
+	wrote bool
+	// guarded: it holds a commit guard, which only the host's release
+	// passes, from the first write until settle.
 	guarded bool
 	token   string
 	// writes: the catalog rows the connection had written when the
 	// transaction began (see checkCatalog).
 	writes catalogWrites
+	// settled: settle released the guard and ran the plugin's deferred
+	// triggers; a plugin statement after it arms a new guard first.
+	settled bool
+	// deadline, when set, is the end of the export call: the host's
+	// statements after the plugin's last one end by then.
+	deadline time.Time
 	// failed poisons the session after an error that may have lost the
 	// transaction or that the call must not survive (time limit,
 	// transaction control): later requests repeat it and End rolls back.
 	failed error
+
+	abandoned bool
 
 	joined    bool
 	laterCall bool
@@ -90,19 +100,23 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	return out.finish(), nil
 }
 
+// begin starts the transaction with the request limit (plus a second,
+// for the host's cancel to come first) as its server-side statement
+// timeout, in case the host is gone; the plugin may change it for its own
+// statements, never for the host's commit (see settle).
 func (s *session) begin(ctx context.Context) error {
-	if err := s.beginTracked(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED"); err != nil {
+	if err := s.beginTracked(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout+time.Second)); err != nil {
 		return err
 	}
-	s.began, s.guarded = true, false
-	var t [16]byte
-	rand.Read(t[:])
-	s.token = hex.EncodeToString(t[:])
+	s.began, s.wrote, s.guarded, s.settled = true, false, false, false
 	return nil
 }
 
+func pgMillis(d time.Duration) string { return fmt.Sprintf("'%dms'", max(d.Milliseconds(), 1)) }
+
 // host runs statements of the host's own (no parameters) on the
-// connection.
+// connection. Every object they name is schema-qualified (pg_catalog or
+// the host schema): they run under the search_path the plugin set.
 func (s *session) host(ctx context.Context, q string) error {
 	_, err := s.pc.Exec(ctx, q).ReadAll()
 	return err
@@ -131,6 +145,16 @@ var errTransactionControl = abi.Errorf(abi.CodePermissionDenied,
 // that a failing statement undoes only itself (PostgreSQL otherwise
 // aborts the whole transaction), as on SQLite.
 func (s *session) exec(ctx context.Context, st statement, out *resultWriter) *abi.Error {
+	if s.settled {
+		// The guard was released: a statement of the plugin's after that
+		// must not be able to COMMIT the transaction's writes.
+		s.settled = false
+		if s.wrote {
+			if err := s.guard(ctx); err != nil {
+				return s.poison(s.mapError(ctx, err))
+			}
+		}
+	}
 	if err := s.host(ctx, "SAVEPOINT "+stmtSavepoint); err != nil {
 		return s.poison(s.mapError(ctx, err))
 	}
@@ -141,6 +165,11 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) *ab
 	tag, err := rr.Close()
 	if s.pc.IsClosed() {
 		s.began = false
+		s.abandon(ctx)
+		if isTimeout(ctx, err) {
+			// The statement went on past its cancel: the host gave up.
+			return s.poison(s.mapError(ctx, err))
+		}
 		return s.poison(abi.Errorf(abi.CodeUnavailable, "sql: the connection was lost: %v", errOr(err, ctx.Err())))
 	}
 	status := s.pc.TxStatus()
@@ -178,6 +207,28 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) *ab
 	return ae
 }
 
+// abandon makes sure the server stops the work of a connection the host
+// gave up on (a statement that went on past its cancel, most often by
+// catching it): pgx keeps a timed-out connection's socket open while it
+// drains it, for up to 15 s, so the host closes the socket itself, which
+// the server's connection check (client_connection_check_interval) sees,
+// and asks the server to end the backend, which no plugin code can catch
+// or turn off. The second needs an admin with the right to signal the
+// role's backends (a superuser, or pg_signal_backend); without it the
+// connection check alone ends the backend.
+func (s *session) abandon(ctx context.Context) {
+	if s.abandoned {
+		return
+	}
+	s.abandoned = true
+	pid := s.pc.PID()
+	s.pc.Conn().Close()
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	s.db.admin.Exec(tctx, `SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_stat_activity a
+		WHERE a.pid OPERATOR(pg_catalog.=) $1 AND a.usename OPERATOR(pg_catalog.=) $2`, pid, s.role.name)
+}
+
 func errOr(err, other error) error {
 	if err != nil {
 		return err
@@ -190,11 +241,11 @@ func errOr(err, other error) error {
 // guard before the plugin's next statement can try to commit it.
 func (s *session) release(ctx context.Context) error {
 	q := "RELEASE SAVEPOINT " + stmtSavepoint
-	if !s.guarded {
-		q += "; SELECT pg_current_xact_id_if_assigned() IS NOT NULL"
+	if !s.wrote {
+		q += "; SELECT pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL"
 	}
 	res, err := s.pc.Exec(ctx, q).ReadAll()
-	if err != nil || s.guarded {
+	if err != nil || s.wrote {
 		return err
 	}
 	if len(res) == 2 && len(res[1].Rows) == 1 && string(res[1].Rows[0][0]) == "t" {
@@ -203,19 +254,68 @@ func (s *session) release(ctx context.Context) error {
 	return nil
 }
 
-// guard inserts the transaction's commit guard.
+// guard inserts a commit guard, with a new token, into the transaction.
 func (s *session) guard(ctx context.Context) error {
 	if s.guarded {
 		return nil
 	}
+	var t [16]byte
+	rand.Read(t[:])
+	s.token = hex.EncodeToString(t[:])
 	h := sha256.Sum256([]byte(s.token))
 	_, err := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.guard($1, $2)`,
 		[][]byte{[]byte(s.db.key), []byte(`\x` + hex.EncodeToString(h[:]))}, []uint32{oidText, oidBytea}, nil, nil).Close()
 	if err != nil {
 		return err
 	}
-	s.guarded = true
+	s.wrote, s.guarded = true, true
 	return nil
+}
+
+// settle ends the plugin's part of a transaction that wrote, before the
+// host writes its own rows or commits: it releases the guard and runs the
+// plugin's deferred triggers (SET CONSTRAINTS ALL IMMEDIATE), within the
+// request limit and what is left of the call, under a statement timeout
+// set by the host's own statement just before, so that the COMMIT that
+// follows runs none of the plugin's code and the plugin's COMMIT never
+// passes the guard. It keeps the guard's trigger deferred, for a guard
+// armed again by a later statement of the plugin.
+func (s *session) settle(ctx context.Context) error {
+	if s.settled || !s.wrote {
+		return nil
+	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	h := sha256.Sum256([]byte(s.token))
+	_, err := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.release($1, $2)`,
+		[][]byte{[]byte(s.db.key), []byte(`\x` + hex.EncodeToString(h[:]))}, []uint32{oidText, oidBytea}, nil, nil).Close()
+	if err == nil {
+		err = s.host(ctx, "SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout)+
+			"; SET LOCAL client_connection_check_interval = "+pgMillis(checkInterval)+
+			"; SET CONSTRAINTS ALL IMMEDIATE; SET CONSTRAINTS "+s.db.qhost()+".commit_guard DEFERRED")
+	}
+	if err != nil {
+		return s.poison(s.commitError(ctx, "run the plugin's deferred triggers", err))
+	}
+	s.guarded, s.settled = false, true
+	return nil
+}
+
+// bounded is ctx ending within the request limit and by the call's end.
+func (s *session) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
+	if s.deadline.IsZero() {
+		return ctx, cancel
+	}
+	ctx, cancel2 := context.WithDeadline(ctx, s.deadline)
+	return ctx, func() { cancel2(); cancel() }
+}
+
+// commitError is err of the host's commit step, as the plugin's error it
+// is (its deferred trigger's failure, the time limit, the guard).
+func (s *session) commitError(ctx context.Context, step string, err error) *abi.Error {
+	ae := s.mapError(ctx, err)
+	return abi.Errorf(ae.Code, "sql: %s at the end of the call: %s", step, strings.TrimPrefix(ae.Message, "sql: "))
 }
 
 func (db *database) qhost() string { return pgx.Identifier{db.hostSchema}.Sanitize() }
@@ -225,13 +325,18 @@ func (db *database) qhost() string { return pgx.Identifier{db.hostSchema}.Saniti
 // statements) and returns it to the pool. It runs even when the export
 // call's context has ended.
 func (s *session) End(ctx context.Context, ok bool) error {
+	if dl, has := ctx.Deadline(); has && (s.deadline.IsZero() || dl.Before(s.deadline)) {
+		s.deadline = dl // the commit step's bound: see bounded
+	}
 	ctx = context.WithoutCancel(ctx)
 	if s.ended {
 		return nil
 	}
 	s.ended = true
 	defer func() {
-		if !s.pc.IsClosed() {
+		if s.pc.IsClosed() {
+			s.abandon(ctx)
+		} else {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if s.host(rctx, "DISCARD ALL") != nil {
 				s.pc.Close(rctx)
@@ -259,27 +364,44 @@ func (s *session) End(ctx context.Context, ok bool) error {
 	return nil
 }
 
+// commit settles and commits, both within the request limit and the
+// call's (or, joined, the run's) remaining time.
 func (s *session) commit(ctx context.Context) error {
-	if s.guarded {
-		if err := s.checkCatalog(ctx); err != nil {
-			s.host(ctx, "ROLLBACK")
+	if err := s.settle(ctx); err != nil {
+		s.rollback(ctx)
+		return fmt.Errorf("pgcap: %s: commit: %w", s.db.name, err)
+	}
+	if s.wrote {
+		// After the plugin's deferred triggers, which may grant too.
+		cctx, cancel := s.bounded(ctx)
+		err := s.checkCatalog(cctx)
+		cancel()
+		if err != nil {
+			s.rollback(ctx)
 			return fmt.Errorf("pgcap: %s: commit refused, rolled back: %w", s.db.name, err)
 		}
-		_, err := s.pc.ExecParams(ctx, `SELECT set_config('wasmhist.commit_token', $1, true)`,
-			[][]byte{[]byte(s.token)}, []uint32{oidText}, nil, nil).Close()
-		if err != nil {
-			s.host(ctx, "ROLLBACK")
-			return fmt.Errorf("pgcap: %s: commit: %w", s.db.name, err)
-		}
 	}
-	res, err := s.pc.Exec(ctx, "COMMIT").ReadAll()
+	cctx, cancel := s.bounded(ctx)
+	defer cancel()
+	res, err := s.pc.Exec(cctx, "COMMIT").ReadAll()
 	if err == nil && (len(res) != 1 || res[0].CommandTag.String() != "COMMIT") {
 		err = errors.New("the server rolled the transaction back")
 	}
 	if err != nil {
-		return fmt.Errorf("pgcap: %s: commit: %w", s.db.name, err)
+		return fmt.Errorf("pgcap: %s: commit: %w", s.db.name, s.commitError(cctx, "commit", err))
 	}
 	return nil
+}
+
+// rollback ends a transaction whose commit step failed (the server may
+// have ended it already), with a context of its own.
+func (s *session) rollback(ctx context.Context) {
+	if s.pc.IsClosed() {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.host(rctx, "ROLLBACK")
 }
 
 func isTimeout(ctx context.Context, err error) bool {

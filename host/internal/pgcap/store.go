@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wasmhist/wasmhist/host/internal/hostrows"
 	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 )
 
@@ -162,6 +164,14 @@ func (db *database) init(ctx context.Context) {
 	}
 	var fresh [32]byte
 	rand.Read(fresh[:])
+	err = hostrows.PostgresBootstrapRun(ctx, pgx.Identifier{db.hostSchema}.Sanitize(), func(ctx context.Context, q string) error {
+		_, err := db.admin.Exec(ctx, q)
+		return err
+	})
+	if err != nil {
+		fail(fmt.Errorf("provision host schema %q: %w", db.hostSchema, err))
+		return
+	}
 	err = pgx.BeginFunc(ctx, db.admin, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT current_database()`).Scan(&db.db); err != nil {
 			return err
@@ -219,10 +229,52 @@ func (db *database) initRole(ctx context.Context, r *role) {
 	// connection could be undone with RESET ROLE.
 	cfg.ConnConfig.User = r.name
 	cfg.ConnConfig.Password = password(db.key, r.name)
-	cfg.ConnConfig.RuntimeParams = map[string]string{"application_name": "wasmhist sql " + r.schema}
+	cfg.ConnConfig.RuntimeParams = runtimeParams(r.schema)
 	cfg.MaxConns = 8
 	if r.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		r.err = fmt.Errorf("pgcap: %s: schema %q: %w", db.name, r.schema, err)
+	}
+}
+
+// Bounds of a plugin connection the server enforces even when the host is
+// gone; see runtimeParams.
+const (
+	// checkInterval is how often a running statement checks that its
+	// client is still there (client_connection_check_interval).
+	checkInterval = time.Second
+	// idleInTransaction ends a transaction left idle that long: longer
+	// than any run's model calls, between which a run's transaction waits.
+	idleInTransaction = time.Hour
+	// statementCeiling bounds a statement when no transaction of the host
+	// set a tighter bound (each sets its request limit, see begin).
+	statementCeiling = 5 * time.Minute
+)
+
+// runtimeParams are the startup parameters of the plugin connections of
+// schema. Settings given in the startup packet take precedence over a
+// role's (ALTER ROLE ... SET, which the plugin may run on its own role)
+// and are what RESET and DISCARD ALL return to, so every call starts with
+// them whatever the plugin set before.
+func runtimeParams(schema string) map[string]string {
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + "ms" }
+	return map[string]string{
+		"application_name":                    "wasmhist sql " + schema,
+		"search_path":                         schema, // a-z, 0-9 and _ only: see Config.Check
+		"client_encoding":                     "UTF8",
+		"bytea_output":                        "hex",
+		"default_transaction_read_only":       "off",
+		"default_transaction_isolation":       "read committed",
+		"default_transaction_deferrable":      "off",
+		"statement_timeout":                   ms(statementCeiling),
+		"lock_timeout":                        "0",
+		"idle_in_transaction_session_timeout": ms(idleInTransaction),
+		"idle_session_timeout":                "0",
+		"client_connection_check_interval":    ms(checkInterval),
+		"tcp_keepalives_idle":                 "30",
+		"tcp_keepalives_interval":             "10",
+		"tcp_keepalives_count":                "3",
+		"work_mem":                            "4MB",
+		"maintenance_work_mem":                "64MB",
 	}
 }
 
