@@ -322,15 +322,30 @@ func testRoleSettings(t *testing.T, e *env) {
 	g := e.grant("settings", Limits{})
 	e.oneCall(t, g, "CREATE TABLE t (x integer)")
 	role := e.adminValue(t, "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'settings'")
-	e.oneCall(t, g,
-		"ALTER ROLE CURRENT_USER SET default_transaction_read_only = on",
-		"ALTER ROLE CURRENT_USER SET idle_in_transaction_session_timeout = '1ms'",
-		"ALTER ROLE CURRENT_USER SET statement_timeout = '1ms'",
-		"ALTER ROLE CURRENT_USER SET work_mem = '2000GB'",
-		"ALTER ROLE CURRENT_USER SET search_path = pg_catalog",
-		"ALTER ROLE CURRENT_USER SET client_connection_check_interval = 0",
-		"ALTER ROLE CURRENT_USER IN DATABASE postgres SET default_transaction_read_only = on",
-	)
+	settings := []string{
+		"SET default_transaction_read_only = on",
+		"SET idle_in_transaction_session_timeout = '1ms'",
+		"SET statement_timeout = '1ms'",
+		"SET work_mem = '2000GB'",
+		"SET search_path = pg_catalog",
+		"SET client_connection_check_interval = 0",
+	}
+	// A run that sets them is refused and rolled back (see
+	// testOutbound); settings on the role from anywhere else change
+	// nothing either: the connection pins its own.
+	var alter []string
+	for _, set := range settings {
+		alter = append(alter, "ALTER ROLE CURRENT_USER "+set)
+	}
+	c := e.begin(ctx, t, g)
+	c.must(ctx, alter...)
+	require.ErrorIs(t, c.end(ctx, true), ErrRoleChanged, "a run that set its role's settings")
+	var left []string
+	for _, set := range settings {
+		left = append(left, "ALTER ROLE "+role+" "+set)
+	}
+	left = append(left, "ALTER ROLE "+role+" IN DATABASE postgres SET default_transaction_read_only = on")
+	e.superExec(t, left...)
 	check := func(t *testing.T, e *env) {
 		t.Helper()
 		c := e.begin(ctx, t, g)
