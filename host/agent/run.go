@@ -67,7 +67,7 @@ func runFrom(ctx context.Context) *run {
 	return r
 }
 
-func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions, emit func(RunUpdate) bool) (*run, error) {
+func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions, emit func(RunUpdate) bool) (_ *run, err error) {
 	if s == nil {
 		return nil, fmt.Errorf("agent: run: %w: nil session", ErrConfig)
 	}
@@ -84,6 +84,15 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 		emit:    emit,
 		txn:     txn.New(),
 	}
+	// Every plugin call of the run joins its transaction, from the first:
+	// what a plugin writes while the run loads history (provide), asks for
+	// context or answers open calls commits with the run or not at all.
+	ctx = txn.With(ctx, r.txn)
+	defer func() {
+		if err != nil {
+			r.rollback(ctx)
+		}
+	}()
 	if o.Store != nil {
 		r.store = o.Store
 	}
@@ -262,11 +271,7 @@ func (r *run) execute(ctx context.Context) (res *RunResult, err error) {
 	ctx = txn.With(context.WithValue(ctx, runKey{}, r), r.txn)
 	// Whatever the plugins wrote since the last commit goes with a failed
 	// run (after a commit the Txn is empty and this does nothing).
-	defer func() {
-		if rerr := r.txn.Rollback(ctx); rerr != nil {
-			r.a.log.Warn("agent: rolling back the run's database work failed", "session", r.work.SessionID, "error", rerr)
-		}
-	}()
+	defer r.rollback(ctx)
 	res = &RunResult{Resumed: r.resumedCalls}
 	// A stream shows the answers to the calls an earlier run left open
 	// first, as they are sent first. A consumer that stops there stops
@@ -340,6 +345,14 @@ func (r *run) execute(ctx context.Context) (res *RunResult, err error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// rollback drops whatever the run's plugins wrote since the last commit
+// (after a commit the Txn is empty and this does nothing).
+func (r *run) rollback(ctx context.Context) {
+	if err := r.txn.Rollback(ctx); err != nil {
+		r.a.log.Warn("agent: rolling back the run's database work failed", "session", r.work.SessionID, "error", err)
+	}
 }
 
 // serviceConversation handles a conversation id from the service when the
@@ -416,7 +429,10 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 				r.work.PendingToolCalls = trailingCalls(res.Messages)
 			}
 		}
-		if changed {
+		// What plugins wrote since the last commit (provide before the
+		// first call, or before a call a streaming consumer abandoned)
+		// belongs to a run that succeeded: it commits.
+		if changed || len(r.txn.Targets()) > 0 {
 			return r.commit(ctx)
 		}
 		return nil
