@@ -437,28 +437,37 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 		}
 		return nil
 	}
+	// Per-run storage keeps the trailing tool results of a terminated
+	// loop: with them the stored history replays as call/result pairs.
+	// Calls left unanswered (a consumer that stopped, the iteration bound)
+	// are removed.
+	produced := reducer.StripOrphanCalls(res.Messages)
+	// Open calls an earlier run left were answered (or dropped, when
+	// nothing held them any more).
+	var open []session.PendingToolCall
+	if res.ConversationID != "" {
+		// Unless the service keeps the conversation: it keeps the last
+		// response as it was, and refuses to continue from it until each
+		// of its calls is answered. Those calls stay open, with what their
+		// tools returned, for the next run to send; that run stores the
+		// results, after the calls stored here, as per-service-call
+		// persistence does. Stored now too, they would be stored twice.
+		if open = trailingCalls(res.Messages); len(open) > 0 {
+			last := lastResponse(res.Messages)
+			produced = concat(reducer.StripOrphanCalls(res.Messages[:last]), res.Messages[last:last+1])
+		}
+	}
 	for _, pc := range r.a.cfg.Providers {
 		if r.clearLoaders && !pc.SkipLoad {
 			continue
 		}
-		// Per-run storage keeps the trailing tool results of a terminated
-		// loop: with them the stored history replays as call/result pairs.
-		// Calls left unanswered (a consumer that stopped, the iteration
-		// bound) are removed.
-		if err := r.storeInto(ctx, pc, r.resumed, r.pendingInputsAll(), nil, reducer.StripOrphanCalls(res.Messages)); err != nil {
+		if err := r.storeInto(ctx, pc, r.resumed, r.pendingInputsAll(), nil, produced); err != nil {
 			return err
 		}
 	}
-	// Open calls an earlier run left were answered (or dropped, when
-	// nothing held them any more).
-	r.work.PendingToolCalls = nil
+	r.work.PendingToolCalls = open
 	if res.ConversationID != "" {
 		r.work.ServiceSessionID = res.ConversationID
-		// The service keeps the last response as it was: calls the loop
-		// left without sending their results (the iteration bound, a tool
-		// that ended the loop) must be answered by the next run, or the
-		// service refuses to continue from it.
-		r.work.PendingToolCalls = trailingCalls(res.Messages)
 	}
 	return r.commit(ctx)
 }
