@@ -55,8 +55,9 @@ func requirePaired(t *testing.T, msgs []abi.Message) {
 	}
 }
 
-// TestOpenEndStoredOnce: a tool loop that a tool terminated, or that
-// reached MaxIterations with a call pending, then a next turn. For Chat
+// TestOpenEndStoredOnce: a tool loop that a tool terminated, that reached
+// MaxIterations with a call pending, or whose streaming consumer stopped at
+// a tool's result, then a next turn. For Chat
 // Completions (the provider loads) and Responses (the service keeps the
 // conversation, the provider stores a copy), per run and per service
 // call, with the in-memory and the SQLite plugin, the stored history holds
@@ -80,7 +81,7 @@ func TestOpenEndStoredOnce(t *testing.T) {
 	const paired = "user:q1 call:c1 result:c1 user:q2 asst:ok"
 	for _, api := range []string{"chat", "responses"} {
 		for _, perCall := range []bool{false, true} {
-			for _, end := range []string{"terminated", "max-iterations"} {
+			for _, end := range []string{"terminated", "max-iterations", "stream-stopped"} {
 				// The stored history after the next turn. Only a
 				// per-run Chat Completions run at the iteration bound
 				// drops the unanswered call: nothing holds it, and the
@@ -103,9 +104,10 @@ func TestOpenEndStoredOnce(t *testing.T) {
 							Providers:                        []agent.ProviderConfig{{Provider: pl.p.Provider("history"), SkipLoad: api == "responses"}},
 							RequirePerServiceCallPersistence: perCall,
 						}
-						if end == "max-iterations" {
+						switch end {
+						case "max-iterations":
 							cfg.MaxIterations = 1
-						} else {
+						case "terminated":
 							cfg.Tools[0].Func = func(ctx context.Context, args json.RawMessage) (any, error) {
 								agent.TerminateLoop(ctx)
 								return tool.Func(ctx, args)
@@ -116,8 +118,20 @@ func TestOpenEndStoredOnce(t *testing.T) {
 						s := session.New()
 
 						srv.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "clock", Arguments: `{}`}))
-						_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "q1")}, nil)
-						require.NoError(t, err)
+						q1 := []abi.Message{abi.NewMessage(abi.RoleUser, "q1")}
+						if end == "stream-stopped" {
+							// The consumer stops at the tool's result, before
+							// the call that would carry it.
+							for u, err := range a.RunStream(ctx, s, q1, nil) {
+								require.NoError(t, err)
+								if u.Message != nil && u.Message.Role == abi.RoleTool {
+									break
+								}
+							}
+						} else {
+							_, err = a.Run(ctx, s, q1, nil)
+							require.NoError(t, err)
+						}
 						requirePaired(t, storedMessages(t, pl.p, s, "history"))
 
 						srv.Enqueue(openaitest.Text("ok"))
