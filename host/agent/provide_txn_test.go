@@ -5,13 +5,17 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/agent/model"
+	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
@@ -143,4 +147,52 @@ func TestProvideWritesCommitWithoutStoring(t *testing.T) {
 	require.NoError(t, db.QueryRow(`SELECT count(*) FROM seen`).Scan(&n))
 	require.Equal(t, 1, n)
 	require.EqualValues(t, 1, rig.revision(t, "s"))
+}
+
+// writerModel echoes; while probe is set it first tries to take the write
+// lock of the SQLite file db from another connection, as another session's
+// commit would, and records the error.
+type writerModel struct {
+	echoModel
+	db    string
+	probe bool
+	err   error
+}
+
+func (m *writerModel) Complete(ctx context.Context, req model.Request) (*model.Response, error) {
+	if m.probe {
+		db, err := sql.Open("sqlite", "file:"+m.db+"?_pragma=busy_timeout(200)")
+		if err == nil {
+			_, err = db.Exec("BEGIN IMMEDIATE; ROLLBACK")
+			db.Close()
+		}
+		m.err = err
+	}
+	return m.echoModel.Complete(ctx, req)
+}
+
+// TestProvideHoldsNoLockWithoutWrites: the sqlite plugin's provide on a
+// fresh instance checks its schema under the write lock and writes
+// nothing; the run then holds no lock across its model call, so another
+// writer of the file is not kept waiting for the model.
+func TestProvideHoldsNoLockWithoutWrites(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "history.db")
+	wasm := sdktest.BuildPlugin(t, "../../plugins/sqlite")
+	m := &writerModel{db: db}
+	s := session.New()
+	for turn := range 2 {
+		// A new host each turn: a fresh instance, as a new process has.
+		h, err := host.New(ctx, host.Config{})
+		require.NoError(t, err)
+		p, err := h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})}})
+		require.NoError(t, err)
+		a, err := agent.New(agent.Config{Model: m, Providers: []agent.ProviderConfig{{Provider: p.Provider("history")}}})
+		require.NoError(t, err)
+		m.probe = turn == 1
+		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, fmt.Sprint("line ", turn))}, nil)
+		require.NoError(t, err)
+		require.NoError(t, h.Close(ctx))
+	}
+	require.NoError(t, m.err, "another writer during the model call")
 }
