@@ -126,10 +126,12 @@ func TestProvideWritesCommitWithoutStoring(t *testing.T) {
 	h, err := host.New(ctx, host.Config{})
 	require.NoError(t, err)
 	defer h.Close(ctx)
-	rig := newCommitRig(t, h, sdktest.BuildPlugin(t, sqlhostile), storeKinds[0].open)
-	p, err := h.Load(ctx, host.File(sdktest.BuildPlugin(t, sqlhostile)), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: rig.db})}})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "history.db")
+	p, err := h.Load(ctx, host.File(sdktest.BuildPlugin(t, sqlhostile)), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})}})
 	require.NoError(t, err)
 	defer p.Close(ctx)
+	rig := &commitRig{store: storeKinds[0].open(t, dir, db), db: db, model: &switchModel{}}
 	rig.agent, err = agent.New(agent.Config{
 		Model:                            rig.model,
 		Providers:                        []agent.ProviderConfig{{Provider: p.Provider("history")}},
@@ -140,11 +142,11 @@ func TestProvideWritesCommitWithoutStoring(t *testing.T) {
 	require.NoError(t, err)
 	_, err = rig.turn(t, "s", sqlLine(t, "CREATE TABLE seen (x text)", "INSERT INTO seen VALUES ('provide')"), "run-1")
 	require.NoError(t, err)
-	db, err := sql.Open("sqlite", "file:"+rig.db+"?mode=ro")
+	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
 	require.NoError(t, err)
-	defer db.Close()
+	defer conn.Close()
 	var n int
-	require.NoError(t, db.QueryRow(`SELECT count(*) FROM seen`).Scan(&n))
+	require.NoError(t, conn.QueryRow(`SELECT count(*) FROM seen`).Scan(&n))
 	require.Equal(t, 1, n)
 	require.EqualValues(t, 1, rig.revision(t, "s"))
 }
