@@ -234,8 +234,11 @@ type RunUpdate struct {
 // run's request messages (without those loaded from history, and without
 // context-provider messages unless StoreContextMessages) plus every message
 // the run produced, including the tool results of a loop a tool
-// terminated. Then the clone replaces the caller's session, with Revision
-// one higher. A failing run changes nothing.
+// terminated (unless the service keeps the conversation: then those
+// results answer calls the session keeps open, and the next run stores
+// them as it sends them). Then the clone replaces the caller's session,
+// with Revision one higher. A failing run changes nothing, in the session
+// or in the databases its plugins wrote, provide included.
 //
 // With RequirePerServiceCallPersistence, the agent wraps the model client
 // with PersistPerServiceCall: after each successful model call, the

@@ -132,12 +132,7 @@ func openCalls(msgs []abi.Message) []session.PendingToolCall {
 // trailingCalls returns the calls of the last model response among msgs,
 // with the results its tools returned after it: no model was sent those.
 func trailingCalls(msgs []abi.Message) []session.PendingToolCall {
-	last := -1
-	for i, m := range msgs {
-		if m.Role == abi.RoleAssistant {
-			last = i
-		}
-	}
+	last := lastResponse(msgs)
 	if last < 0 {
 		return nil
 	}
@@ -156,6 +151,18 @@ func trailingCalls(msgs []abi.Message) []session.PendingToolCall {
 		}
 	}
 	return calls
+}
+
+// lastResponse returns the index of the last model response among msgs,
+// or -1.
+func lastResponse(msgs []abi.Message) int {
+	last := -1
+	for i, m := range msgs {
+		if m.Role == abi.RoleAssistant {
+			last = i
+		}
+	}
+	return last
 }
 
 // recordComputed fills in the pending calls of the working session with

@@ -73,7 +73,7 @@ func runFrom(ctx context.Context) *run {
 	return r
 }
 
-func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions, emit func(RunUpdate) bool) (*run, error) {
+func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions, emit func(RunUpdate) bool) (_ *run, err error) {
 	if s == nil {
 		return nil, fmt.Errorf("agent: run: %w: nil session", ErrConfig)
 	}
@@ -90,6 +90,15 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 		emit:    emit,
 		txn:     txn.New(),
 	}
+	// Every plugin call of the run joins its transaction, from the first:
+	// what a plugin writes while the run loads history (provide), asks for
+	// context or answers open calls commits with the run or not at all.
+	ctx = txn.With(ctx, r.txn)
+	defer func() {
+		if err != nil {
+			r.rollback(ctx)
+		}
+	}()
 	if o.Store != nil {
 		r.store = o.Store
 	}
@@ -268,11 +277,7 @@ func (r *run) execute(ctx context.Context) (res *RunResult, err error) {
 	ctx = txn.With(context.WithValue(ctx, runKey{}, r), r.txn)
 	// Whatever the plugins wrote since the last commit goes with a failed
 	// run (after a commit the Txn is empty and this does nothing).
-	defer func() {
-		if rerr := r.txn.Rollback(ctx); rerr != nil {
-			r.a.log.Warn("agent: rolling back the run's database work failed", "session", r.work.SessionID, "error", rerr)
-		}
-	}()
+	defer r.rollback(ctx)
 	res = &RunResult{Resumed: r.resumedCalls}
 	// A stream shows the answers to the calls an earlier run left open
 	// first, as they are sent first. A consumer that stops there stops
@@ -346,6 +351,14 @@ func (r *run) execute(ctx context.Context) (res *RunResult, err error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// rollback drops whatever the run's plugins wrote since the last commit
+// (after a commit the Txn is empty and this does nothing).
+func (r *run) rollback(ctx context.Context) {
+	if err := r.txn.Rollback(ctx); err != nil {
+		r.a.log.Warn("agent: rolling back the run's database work failed", "session", r.work.SessionID, "error", err)
+	}
 }
 
 // serviceConversation handles a conversation id from the service when the
@@ -423,33 +436,45 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 				r.work.PendingToolCalls = trailingCalls(res.Messages)
 			}
 		}
-		if changed {
+		// What plugins wrote since the last commit (provide before the
+		// first call, or before a call a streaming consumer abandoned)
+		// belongs to a run that succeeded: it commits.
+		if changed || len(r.txn.Targets()) > 0 {
 			return r.commit(ctx)
 		}
 		return nil
+	}
+	// Per-run storage keeps the trailing tool results of a terminated
+	// loop: with them the stored history replays as call/result pairs.
+	// Calls left unanswered (a consumer that stopped, the iteration bound)
+	// are removed.
+	produced := reducer.StripOrphanCalls(res.Messages)
+	// Open calls an earlier run left were answered (or dropped, when
+	// nothing held them any more).
+	var open []session.PendingToolCall
+	if res.ConversationID != "" {
+		// Unless the service keeps the conversation: it keeps the last
+		// response as it was, and refuses to continue from it until each
+		// of its calls is answered. Those calls stay open, with what their
+		// tools returned, for the next run to send; that run stores the
+		// results, after the calls stored here, as per-service-call
+		// persistence does. Stored now too, they would be stored twice.
+		if open = trailingCalls(res.Messages); len(open) > 0 {
+			last := lastResponse(res.Messages)
+			produced = concat(reducer.StripOrphanCalls(res.Messages[:last]), res.Messages[last:last+1])
+		}
 	}
 	for _, pc := range r.a.cfg.Providers {
 		if r.clearLoaders && !pc.SkipLoad {
 			continue
 		}
-		// Per-run storage keeps the trailing tool results of a terminated
-		// loop: with them the stored history replays as call/result pairs.
-		// Calls left unanswered (a consumer that stopped, the iteration
-		// bound) are removed.
-		if err := r.storeInto(ctx, pc, r.resumed, r.pendingInputsAll(), nil, reducer.StripOrphanCalls(res.Messages)); err != nil {
+		if err := r.storeInto(ctx, pc, r.resumed, r.pendingInputsAll(), nil, produced); err != nil {
 			return err
 		}
 	}
-	// Open calls an earlier run left were answered (or dropped, when
-	// nothing held them any more).
-	r.work.PendingToolCalls = nil
+	r.work.PendingToolCalls = open
 	if res.ConversationID != "" {
 		r.work.ServiceSessionID = res.ConversationID
-		// The service keeps the last response as it was: calls the loop
-		// left without sending their results (the iteration bound, a tool
-		// that ended the loop) must be answered by the next run, or the
-		// service refuses to continue from it.
-		r.work.PendingToolCalls = trailingCalls(res.Messages)
 	}
 	return r.commit(ctx)
 }

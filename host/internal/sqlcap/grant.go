@@ -96,4 +96,8 @@ type session struct {
 	savepoint bool
 	turn      chan struct{}
 	ended     bool
+	// mark is what the connection had changed when the call that began
+	// the transaction started (nil if it could not be read): a call that
+	// took the write lock and changed nothing ends like one that read.
+	mark *changeMark
 }

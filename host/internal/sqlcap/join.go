@@ -59,6 +59,9 @@ func (s *session) StartCall(ctx context.Context) error {
 	}
 	s.joined = true
 	s.laterCall = s.began
+	if !s.began {
+		s.mark = s.changes(ctx)
+	}
 	if s.began && s.failed == nil {
 		if err := s.hostExec(ctx, "SAVEPOINT "+savepoint); err != nil {
 			<-s.turn
@@ -104,12 +107,62 @@ func (s *session) EndCall(ctx context.Context, ok bool) (pending bool, err error
 	if !ok || s.failed != nil {
 		return false, s.End(ctx, ok)
 	}
-	if s.wrote() {
+	if s.wrote() && !s.unchanged(ctx) {
 		return true, nil
 	}
-	// Read only: end it now, so that no snapshot is held across the model
-	// call that follows and a later write starts from the newest data.
+	// Read only, or the write lock taken with nothing written (a plugin's
+	// write batch that only checked a schema version): end it now, so that
+	// no snapshot or lock is held across the model call that follows and a
+	// later write starts from the newest data.
 	return false, s.End(ctx, true)
+}
+
+// changeMark is what a connection has changed: rows (total_changes64,
+// counted over the connection's life), and the schema, user and
+// application versions of its database.
+type changeMark struct{ rows, schema, user, app int64 }
+
+// changes reads the connection's mark, or nil if it cannot.
+func (s *session) changes(ctx context.Context) *changeMark {
+	var m changeMark
+	err := s.conn.Raw(func(dc any) error {
+		c := dc.(*conn)
+		tls := libc.NewTLS()
+		m.rows = sqlite3.Xsqlite3_total_changes64(tls, c.handle)
+		tls.Close()
+		rows, err := c.inner.QueryContext(ctx, `SELECT (SELECT schema_version FROM pragma_schema_version), (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id)`, nil)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		vals := make([]driver.Value, 3)
+		if err := rows.Next(vals); err != nil {
+			return err
+		}
+		for i, dst := range []*int64{&m.schema, &m.user, &m.app} {
+			v, ok := vals[i].(int64)
+			if !ok {
+				return fmt.Errorf("pragma value of type %T", vals[i])
+			}
+			*dst = v
+		}
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	return &m
+}
+
+// unchanged reports whether the transaction changed nothing since the
+// call began it: no row written and no schema or header version moved.
+// Unsure (no mark) counts as changed.
+func (s *session) unchanged(ctx context.Context) bool {
+	if s.mark == nil {
+		return false
+	}
+	now := s.changes(ctx)
+	return now != nil && *now == *s.mark
 }
 
 // wrote reports whether the open transaction holds writes (or the write

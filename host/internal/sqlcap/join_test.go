@@ -139,3 +139,46 @@ func TestHostTablesOutOfReach(t *testing.T) {
 	require.NoError(t, tx2.Rollback(ctx))
 	checkIntegrity(t, p)
 }
+
+// TestTxnLockWithoutWrite: a call of a Txn that took the write lock
+// (a write batch) and changed nothing leaves the Txn at once, as a call
+// that only read does, so no lock is held across what follows; one that
+// changed rows, the schema or a header version stays in it.
+func TestTxnLockWithoutWrite(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Limits{})
+	p := dbPath(t, "lock.db")
+	oneCall(t, s, p, "CREATE TABLE t(x INTEGER)")
+	tests := []struct {
+		name    string
+		stmts   []string
+		pending bool
+	}{
+		{"write batch that reads", []string{"SELECT 1", "SELECT count(*) FROM t"}, false},
+		{"write that changes no row", []string{"DELETE FROM t WHERE x = 42"}, false},
+		{"insert", []string{"INSERT INTO t VALUES (1)"}, true},
+		{"create table", []string{"CREATE TABLE IF NOT EXISTS u(x)"}, true},
+		{"user version", []string{"PRAGMA user_version = 7"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tx := txn.New()
+			c := beginIn(t, s, p, tx)
+			req := abi.SQLRequest{Write: true}
+			for _, q := range tt.stmts {
+				req.Statements = append(req.Statements, abi.SQLStatement{SQL: q})
+			}
+			_, err := c.do(ctx, req)
+			require.NoError(t, err)
+			c.end(ctx, true)
+			if !tt.pending {
+				assert.Empty(t, tx.Targets(), "the call holds the write lock with nothing written")
+				// Another writer gets the lock at once.
+				oneCall(t, s, p, "INSERT INTO t VALUES (0)", "DELETE FROM t WHERE x = 0")
+				return
+			}
+			require.Len(t, tx.Targets(), 1, "the call's change stays in the Txn")
+			require.NoError(t, tx.Rollback(ctx))
+		})
+	}
+}
