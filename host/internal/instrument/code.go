@@ -235,11 +235,20 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 			count.charge += callUnits
 		}
 		// The depth is the caller's again once a call of the module's own
-		// functions returns; a tail call gives up its caller's frame.
+		// functions returns; a tail call gives up its caller's frame. A
+		// function of the host's may run long, whatever it is charged: the
+		// flag is read once it returns (see checker.flagCheck).
+		imported := op == 0x10 && (&wasmbin.Reader{B: r.B, Off: at + 1}).U32() < x.shape.importedFuncs
 		switch {
-		case op == 0x11 || (op == 0x10 && (&wasmbin.Reader{B: r.B, Off: at + 1}).U32() >= x.shape.importedFuncs):
+		case op == 0x11 || op == 0x10 && !imported:
 			out = append(append(out, r.B[from:at]...), x.check.save(saved)...)
 			out = append(append(out, r.B[at:r.Off]...), x.check.restore(saved)...)
+			if op == 0x11 {
+				out = append(out, x.check.flagCheck()...)
+			}
+			from = r.Off
+		case imported:
+			out = append(append(out, r.B[from:r.Off]...), x.check.flagCheck()...)
 			from = r.Off
 		case op == 0x12 || op == 0x13:
 			out = append(append(out, r.B[from:at]...), x.check.enter(-frame)...)

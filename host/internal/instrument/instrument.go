@@ -63,7 +63,7 @@ func FrameUnits(codeBytes int, paramsAndLocals uint64) int32 {
 
 // Version changes whenever the rewrite does, so that rewritten modules kept
 // by an earlier version are not used.
-const Version = 15
+const Version = 16
 
 // Budget is how many units of code (see cost) run between two visits to
 // the host: a unit is a byte of code, 16 bytes of a memory instruction or
@@ -450,6 +450,19 @@ func (c checker) code(charge uint32) []byte {
 	w.op(0x41, 0x00, 0x40, 0x00, 0x1a).i32(Budget).global(0x24, c.counter)
 	w.global(0x23, c.flag).op(0x04, 0x40, 0x00, 0x0b)
 	return w.op(0x0b).b
+}
+
+// flagCheck is the code after a call that may reach a function of the
+// host's (a call of an import, call_indirect): it traps if the flag is
+// set. Such a function runs in Go, where the Go scheduler can stop it,
+// but for as long as its work takes (filling 32 MiB with random bytes
+// takes 90 ms, clearing them 3 ms), which a charge cannot know; without
+// it, a loop of them ran Budget / callUnits of them between two visits.
+//
+//	global.get $flag  if  unreachable  end
+func (c checker) flagCheck() []byte {
+	var w asm
+	return w.global(0x23, c.flag).op(0x04, 0x40, 0x00, 0x0b).b
 }
 
 // enter is the code that opens a function of FrameUnits units: it adds
