@@ -116,10 +116,6 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 		return nil, fmt.Errorf("%w: locals: %v", wasmbin.ErrMalformed, f.Err)
 	}
 	code := f.B[f.Off:]
-	scan, err := scanFunc(code, x.globals)
-	if err != nil {
-		return nil, err
-	}
 	if int(i) >= len(x.shape.funcTypes) || int(x.shape.funcTypes[i]) >= len(x.shape.typeParams) {
 		return nil, fmt.Errorf("%w: function %d has no type", wasmbin.ErrMalformed, i)
 	}
@@ -129,6 +125,10 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 	own := uint64(x.shape.typeParams[x.shape.funcTypes[i]]) + locals
 	if own >= 1<<31 {
 		return nil, fmt.Errorf("%w: %d locals", wasmbin.ErrMalformed, own)
+	}
+	scan, err := scanFunc(code, x.shape, uint32(own))
+	if err != nil {
+		return nil, err
 	}
 	saved, length, added := uint32(own), uint32(own), uint32(0)
 	if scan.calls {
@@ -235,11 +235,20 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 			count.charge += callUnits
 		}
 		// The depth is the caller's again once a call of the module's own
-		// functions returns; a tail call gives up its caller's frame.
+		// functions returns; a tail call gives up its caller's frame. A
+		// function of the host's may run long, whatever it is charged: the
+		// flag is read once it returns (see checker.flagCheck).
+		imported := op == 0x10 && (&wasmbin.Reader{B: r.B, Off: at + 1}).U32() < x.shape.importedFuncs
 		switch {
-		case op == 0x11 || (op == 0x10 && (&wasmbin.Reader{B: r.B, Off: at + 1}).U32() >= x.shape.importedFuncs):
+		case op == 0x11 || op == 0x10 && !imported:
 			out = append(append(out, r.B[from:at]...), x.check.save(saved)...)
 			out = append(append(out, r.B[at:r.Off]...), x.check.restore(saved)...)
+			if op == 0x11 {
+				out = append(out, x.check.flagCheck()...)
+			}
+			from = r.Off
+		case imported:
+			out = append(append(out, r.B[from:r.Off]...), x.check.flagCheck()...)
 			from = r.Off
 		case op == 0x12 || op == 0x13:
 			out = append(append(out, r.B[from:at]...), x.check.enter(-frame)...)
@@ -317,16 +326,27 @@ func errGlobal(g uint32) error {
 	return fmt.Errorf("%w: global %d does not exist", wasmbin.ErrMalformed, g)
 }
 
+// errIndex is the error for a reference to a type, function or local the
+// module does not have: the rewrite adds some, so such a module would
+// become valid (a call of an added function, a read of an added local).
+func errIndex(what string, i uint32) error {
+	return fmt.Errorf("%w: %s %d does not exist", wasmbin.ErrMalformed, what, i)
+}
+
 // constExpr skips a constant expression, refusing references to globals
-// the module does not have.
-func constExpr(r *wasmbin.Reader, globals uint32) error {
+// and functions the module does not have.
+func (m *shape) constExpr(r *wasmbin.Reader) error {
 	for r.Err == nil {
 		switch op := r.Byte(); op {
 		case 0x0b:
 			return nil
 		case 0x23:
-			if g := r.U32(); g >= globals && r.Err == nil {
+			if g := r.U32(); g >= m.globals && r.Err == nil {
 				return errGlobal(g)
+			}
+		case 0xd2:
+			if f := r.U32(); f >= m.funcs() && r.Err == nil {
+				return errIndex("function", f)
 			}
 		default:
 			if err := skipImmediates(r, op); err != nil {
@@ -349,8 +369,9 @@ type funcScan struct {
 }
 
 // scanFunc decodes code once, following its structure. A loop no branch
-// targets runs its body once.
-func scanFunc(code []byte, globals uint32) (funcScan, error) {
+// targets runs its body once. Code that names a global, function, type or
+// local (of locals) that the module does not have is malformed.
+func scanFunc(code []byte, m *shape, locals uint32) (funcScan, error) {
 	var s funcScan
 	// Each open block, loop or if: the loop's number, or -1.
 	var frames []int
@@ -365,10 +386,14 @@ func scanFunc(code []byte, globals uint32) (funcScan, error) {
 	for r.Off < len(r.B) && r.Err == nil {
 		switch op := r.Byte(); op {
 		case 0x02, 0x04: // block, if
-			r.BlockType()
+			if err := blockType(r, m); err != nil {
+				return s, err
+			}
 			frames = append(frames, -1)
 		case 0x03: // loop
-			r.BlockType()
+			if err := blockType(r, m); err != nil {
+				return s, err
+			}
 			frames = append(frames, len(s.repeats))
 			s.repeats = append(s.repeats, false)
 		case 0x0b: // end: of a frame, or (the last) of the function
@@ -383,9 +408,24 @@ func scanFunc(code []byte, globals uint32) (funcScan, error) {
 				target(r.U32())
 			}
 		case 0x23, 0x24: // global.get, global.set
-			if g := r.U32(); g >= globals && r.Err == nil {
+			if g := r.U32(); g >= m.globals && r.Err == nil {
 				return s, errGlobal(g)
 			}
+		case 0x20, 0x21, 0x22: // local.get, local.set, local.tee
+			if l := r.U32(); l >= locals && r.Err == nil {
+				return s, errIndex("local", l)
+			}
+		case 0x10, 0x12, 0xd2: // call, return_call, ref.func
+			s.calls = s.calls || op != 0xd2
+			if f := r.U32(); f >= m.funcs() && r.Err == nil {
+				return s, errIndex("function", f)
+			}
+		case 0x11, 0x13: // call_indirect, return_call_indirect: type, table
+			s.calls = true
+			if t := r.U32(); t >= m.types() && r.Err == nil {
+				return s, errIndex("type", t)
+			}
+			r.U32()
 		default:
 			if isCall(op) {
 				s.calls = true
@@ -405,6 +445,28 @@ func scanFunc(code []byte, globals uint32) (funcScan, error) {
 		return s, fmt.Errorf("%w: %v", wasmbin.ErrMalformed, r.Err)
 	}
 	return s, nil
+}
+
+// blockType skips the block type of a block, loop or if, refusing a type
+// index the module does not have.
+func blockType(r *wasmbin.Reader, m *shape) error {
+	at := r.Off
+	r.BlockType()
+	if r.Err != nil || r.Off == at+1 && (r.B[at] == 0x40 || wasmbin.SimpleType(r.B[at])) {
+		return nil
+	}
+	// A type index: a signed 33-bit number, of at most 5 bytes.
+	var v int64
+	for i, b := range r.B[at:r.Off] {
+		v |= int64(b&0x7f) << (7 * i)
+	}
+	if n := r.Off - at; n < 5 && r.B[r.Off-1]&0x40 != 0 {
+		v -= 1 << (7 * n) // negative: not a type index
+	}
+	if v < 0 || v >= int64(m.types()) {
+		return errIndex("type", uint32(v))
+	}
+	return nil
 }
 
 // skipImmediates skips what follows op in the code. The rewrite does not

@@ -63,7 +63,7 @@ func FrameUnits(codeBytes int, paramsAndLocals uint64) int32 {
 
 // Version changes whenever the rewrite does, so that rewritten modules kept
 // by an earlier version are not used.
-const Version = 14
+const Version = 16
 
 // Budget is how many units of code (see cost) run between two visits to
 // the host: a unit is a byte of code, 16 bytes of a memory instruction or
@@ -102,7 +102,7 @@ func Module(wasm []byte) ([]byte, error) {
 		case wasmbin.SectionType:
 			err = m.readTypes(r)
 		case wasmbin.SectionImport:
-			m.readImports(r)
+			err = m.readImports(r)
 		case wasmbin.SectionFunction:
 			m.readFunctions(r)
 		case wasmbin.SectionTable:
@@ -241,10 +241,19 @@ type shape struct {
 	unsupported    string
 }
 
-func (m *shape) readImports(r *wasmbin.Reader) {
+// types and funcs are how many types and functions (imported and
+// defined) the module has: the rewrite adds some after them, which code
+// of the module must not name.
+func (m *shape) types() uint32 { return uint32(len(m.typeParams)) }
+func (m *shape) funcs() uint32 { return m.importedFuncs + uint32(len(m.funcTypes)) }
+
+func (m *shape) readImports(r *wasmbin.Reader) error {
 	for _, im := range wasmbin.Imports(r) {
 		switch im.Kind {
 		case wasmbin.KindFunc:
+			if im.Type >= m.types() {
+				return errIndex("type", im.Type)
+			}
 			m.importedFuncs++
 		case wasmbin.KindTable:
 			m.tables = append(m.tables, im.Ref)
@@ -254,6 +263,7 @@ func (m *shape) readImports(r *wasmbin.Reader) {
 			m.globals++
 		}
 	}
+	return nil
 }
 
 // readTypes reads how many parameters each function type has.
@@ -303,6 +313,9 @@ func (m *shape) readExports(r *wasmbin.Reader) error {
 		if kind == wasmbin.KindGlobal && index >= m.globals && r.Err == nil {
 			return errGlobal(index)
 		}
+		if kind == wasmbin.KindFunc && index >= m.funcs() && r.Err == nil {
+			return errIndex("function", index)
+		}
 	}
 	return nil
 }
@@ -314,7 +327,7 @@ func (m *shape) readGlobals(r *wasmbin.Reader) error {
 	for i := uint32(0); i < n && r.Err == nil; i++ {
 		r.Byte() // value type
 		r.Byte() // mutability
-		if err := constExpr(r, m.globals); err != nil {
+		if err := m.constExpr(r); err != nil {
 			return err
 		}
 		m.globals++
@@ -327,7 +340,8 @@ var readWhole = map[byte]bool{wasmbin.SectionType: true, wasmbin.SectionImport: 
 	wasmbin.SectionFunction: true, wasmbin.SectionTable: true, wasmbin.SectionGlobal: true,
 	wasmbin.SectionExport: true, wasmbin.SectionElement: true, wasmbin.SectionData: true}
 
-// readElements checks the offsets and initial values of element segments.
+// readElements checks the offsets, functions and initial values of
+// element segments.
 func (m *shape) readElements(r *wasmbin.Reader) error {
 	n := r.U32()
 	for i := uint32(0); i < n && r.Err == nil; i++ {
@@ -339,7 +353,7 @@ func (m *shape) readElements(r *wasmbin.Reader) error {
 			if flags&2 != 0 {
 				r.U32()
 			}
-			if err := constExpr(r, m.globals); err != nil {
+			if err := m.constExpr(r); err != nil {
 				return err
 			}
 		}
@@ -349,8 +363,10 @@ func (m *shape) readElements(r *wasmbin.Reader) error {
 		count := r.U32()
 		for j := uint32(0); j < count && r.Err == nil; j++ {
 			if flags&4 == 0 {
-				r.U32() // a function index
-			} else if err := constExpr(r, m.globals); err != nil {
+				if f := r.U32(); f >= m.funcs() && r.Err == nil {
+					return errIndex("function", f)
+				}
+			} else if err := m.constExpr(r); err != nil {
 				return err
 			}
 		}
@@ -367,7 +383,7 @@ func (m *shape) readData(r *wasmbin.Reader) error {
 			if flags == 2 {
 				r.U32()
 			}
-			if err := constExpr(r, m.globals); err != nil {
+			if err := m.constExpr(r); err != nil {
 				return err
 			}
 		case 1: // passive
@@ -434,6 +450,19 @@ func (c checker) code(charge uint32) []byte {
 	w.op(0x41, 0x00, 0x40, 0x00, 0x1a).i32(Budget).global(0x24, c.counter)
 	w.global(0x23, c.flag).op(0x04, 0x40, 0x00, 0x0b)
 	return w.op(0x0b).b
+}
+
+// flagCheck is the code after a call that may reach a function of the
+// host's (a call of an import, call_indirect): it traps if the flag is
+// set. Such a function runs in Go, where the Go scheduler can stop it,
+// but for as long as its work takes (filling 32 MiB with random bytes
+// takes 90 ms, clearing them 3 ms), which a charge cannot know; without
+// it, a loop of them ran Budget / callUnits of them between two visits.
+//
+//	global.get $flag  if  unreachable  end
+func (c checker) flagCheck() []byte {
+	var w asm
+	return w.global(0x23, c.flag).op(0x04, 0x40, 0x00, 0x0b).b
 }
 
 // enter is the code that opens a function of FrameUnits units: it adds

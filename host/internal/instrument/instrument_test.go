@@ -213,7 +213,8 @@ func TestCustomSections(t *testing.T) {
 
 // TestRefusesMalformed: a module the rewrite would turn from invalid into
 // valid is refused, above all one that refers to the globals the rewrite
-// adds (it could reset its own countdown).
+// adds (it could reset its own countdown), but also one that names the
+// locals, functions or types it adds.
 func TestRefusesMalformed(t *testing.T) {
 	resets := sum
 	resets.Code = append([]byte{0x41, 0x64, 0x24, 0x00}, sum.Code...) // i32.const 100  global.set 0
@@ -236,6 +237,24 @@ func TestRefusesMalformed(t *testing.T) {
 		}
 	}
 	trailing := rebuild(t, testModule(), appendTo(wasmbin.SectionCode, 0x01))
+	// The rewrite adds locals to a function that calls or has a memory
+	// bulk instruction, and a function and types for a bulk instruction.
+	fill := []byte{0x41, 0, 0x41, 0, 0x41, 0, 0xfc, 11, 0} // memory.fill of 0 bytes at 0
+	alone := func(code []byte) wasmtest.Module {
+		return wasmtest.Module{Funcs: []wasmtest.Func{{Code: code}}, Memory: true}
+	}
+	exportsHelper := alone(fill)
+	exportsHelper.Exports = []wasmtest.Export{{Name: "h", Kind: 0x00, Index: 1}}
+	indirect := alone(slices.Concat([]byte{0x41, 0, 0x41, 0, 0x41, 0, 0x41, 0, 0x11, 0x01, 0x00}, fill)) // call_indirect (type 1)
+	indirect.Table = []byte{1, 0x70, 0x00, 0x01}
+	invalid := map[string][]byte{
+		"local.get of a local it lacks":    alone([]byte{0x20, 0x00, 0x1a, 0x10, 0x00}).Bytes(),
+		"local.set of a local it lacks":    alone(append([]byte{0x41, 0x05, 0x21, 0x00}, fill...)).Bytes(),
+		"call of a function it lacks":      alone(slices.Concat([]byte{0x41, 0, 0x41, 0, 0x41, 0, 0x10, 0x01}, fill)).Bytes(),
+		"export of a function it lacks":    exportsHelper.Bytes(),
+		"block of a type it lacks":         alone(slices.Concat([]byte{0x41, 0, 0x41, 0, 0x41, 0, 0x02, 0x01, 0x1a, 0x1a, 0x1a, 0x0b}, fill)).Bytes(),
+		"call_indirect of a type it lacks": indirect.Bytes(),
+	}
 	junk := rebuild(t, testModule(), appendTo(wasmbin.SectionExport, 0x13))
 	tests := map[string][]byte{
 		"bytes after the exports":            junk,
@@ -245,6 +264,14 @@ func TestRefusesMalformed(t *testing.T) {
 		"export of a global it lacks":        exportsGlobal.Bytes(),
 		"sections out of order":              withFuncs(wasmtest.Section{ID: 1, Body: []byte{0}}).Bytes(),
 		"bytes after the last function":      trailing,
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	for name, wasm := range invalid {
+		_, err := rt.CompileModule(ctx, wasm)
+		require.Error(t, err, "%s: the runtime refuses the module as it is", name)
+		tests[name] = wasm
 	}
 	for name, wasm := range tests {
 		t.Run(name, func(t *testing.T) {

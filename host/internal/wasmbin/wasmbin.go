@@ -232,7 +232,8 @@ const (
 type Import struct {
 	Module, Name string
 	Kind         byte
-	Ref          byte // a table's reference type
+	Ref          byte   // a table's reference type
+	Type         uint32 // a function's type index
 }
 
 // Imports decodes the body of an import section; an import of an unknown
@@ -244,7 +245,7 @@ func Imports(r *Reader) []Import {
 		im := Import{Module: r.Name(), Name: r.Name(), Kind: r.Byte()}
 		switch im.Kind {
 		case KindFunc: // type index
-			r.U32()
+			im.Type = r.U32()
 		case KindTable: // reference type, limits
 			im.Ref = r.Byte()
 			r.Limits()

@@ -264,3 +264,75 @@ func FuzzDeadlineBound(f *testing.F) {
 		assert.LessOrEqual(t, gc, boundLate, "collection: %s", mixName)
 	})
 }
+
+// hostCallModule returns a module that imports "reset" and "alloc" of the
+// kernel and "random_get" of WASI, and whose export "attack" grows its
+// memory to the limit, then runs body in a loop for ever. Its table holds
+// alloc, for call_indirect.
+func hostCallModule(body []byte) []byte {
+	sec := func(out []byte, id byte, b []byte) []byte {
+		return append(wasmbin.AppendU32(append(out, id), uint32(len(b))), b...)
+	}
+	out := slices.Clone(wasmbin.Header)
+	// Types: () -> (), (i64) -> (i64), (i32 i32) -> (i32).
+	out = sec(out, wasmbin.SectionType, []byte{3, 0x60, 0, 0, 0x60, 1, 0x7e, 1, 0x7e, 0x60, 2, 0x7f, 0x7f, 1, 0x7f})
+	imports := []byte{3}
+	for _, im := range []struct {
+		module, name string
+		typ          byte
+	}{{kernelModule, "reset", 0}, {kernelModule, "alloc", 1}, {"wasi_snapshot_preview1", "random_get", 2}} {
+		imports = wasmbin.AppendName(wasmbin.AppendName(imports, im.module), im.name)
+		imports = append(imports, 0x00, im.typ)
+	}
+	out = sec(out, wasmbin.SectionImport, imports)
+	out = sec(out, wasmbin.SectionFunction, []byte{1, 0})
+	out = sec(out, wasmbin.SectionTable, []byte{1, 0x70, 0x00, 1})
+	out = sec(out, wasmbin.SectionMemory, []byte{1, 0x00, 1})
+	exports := wasmbin.AppendName([]byte{2}, "attack")
+	exports = append(exports, 0x00, hostCallAttack)
+	exports = append(wasmbin.AppendName(exports, "memory"), 0x02, 0)
+	out = sec(out, wasmbin.SectionExport, exports)
+	out = sec(out, wasmbin.SectionElement, []byte{1, 0x00, 0x41, 0x00, 0x0b, 1, hostCallAlloc})
+	attack := cat([]byte{0}, constI32(attackPages-1), []byte{0x40, 0, 0x1a}, // no locals, memory.grow to the limit
+		[]byte{0x03, 0x40}, body, []byte{0x0c, 0x00, 0x0b, 0x0b})
+	return sec(out, wasmbin.SectionCode, cat([]byte{1}, wasmbin.AppendU32(nil, uint32(len(attack))), attack))
+}
+
+// Function indices of hostCallModule.
+const (
+	hostCallReset     = 0
+	hostCallAlloc     = 1
+	hostCallRandomGet = 2
+	hostCallAttack    = 3
+)
+
+// TestDeadlineHoldsForHostCalls: a function of the host's does work in
+// proportion to its operands, in Go, which the guest's charges cannot
+// know: the kernel's alloc clears the block it returns (3 ms for 32 MiB),
+// WASI's random_get fills its buffer (90 ms for 32 MiB). A loop of them,
+// called directly or through a table, is held to the bound all the same.
+func TestDeadlineHoldsForHostCalls(t *testing.T) {
+	// reset, then alloc of the whole kernel memory, dropped.
+	alloc := cat([]byte{0x10, hostCallReset, 0x42}, wasmbin.AppendS32(nil, attackMemory-(1<<16)))
+	tests := []struct {
+		name string
+		body []byte
+	}{
+		{"kernel alloc", cat(alloc, []byte{0x10, hostCallAlloc, 0x1a})},
+		{"kernel alloc through the table", cat(alloc, constI32(0), []byte{0x11, 1, 0, 0x1a})},
+		{"WASI random_get", cat(constI32(0), constI32(attackMemory), []byte{0x10, hostCallRandomGet, 0x1a})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wasm := hostCallModule(tt.body)
+			ctx := context.Background()
+			m, err := newEngine(t, userCache(t)).Compile(ctx, sha256.Sum256(wasm), wasm, attackPages)
+			require.NoError(t, err)
+			t.Cleanup(func() { m.Release(ctx) })
+			require.True(t, m.compiled.interruptible, "the attack is compiled rewritten")
+			late, gc := withinBound(t, m, 200*time.Millisecond)
+			assert.LessOrEqual(t, late, boundLate, "how late after its deadline the call ended")
+			assert.LessOrEqual(t, gc, boundLate, "how long a collection waited")
+		})
+	}
+}

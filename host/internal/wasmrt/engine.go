@@ -20,7 +20,6 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/instrument"
@@ -320,7 +319,7 @@ func compileIn(ctx context.Context, cache *Cache, funcs []capability.Func, wasm 
 			rt.Close(ctx)
 		}
 	}()
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+	if err := instantiateWASI(ctx, rt); err != nil {
 		return nil, fmt.Errorf("instantiate WASI: %w", err)
 	}
 	if err := instantiateKernel(ctx, rt); err != nil {
