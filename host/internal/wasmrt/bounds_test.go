@@ -274,13 +274,15 @@ func hostCallModule(body []byte) []byte {
 		return append(wasmbin.AppendU32(append(out, id), uint32(len(b))), b...)
 	}
 	out := slices.Clone(wasmbin.Header)
-	// Types: () -> (), (i64) -> (i64), (i32 i32) -> (i32).
-	out = sec(out, wasmbin.SectionType, []byte{3, 0x60, 0, 0, 0x60, 1, 0x7e, 1, 0x7e, 0x60, 2, 0x7f, 0x7f, 1, 0x7f})
-	imports := []byte{3}
+	// Types: () -> (), (i64) -> (i64), (i32 i32) -> (i32), (i32 i32 i32 i32) -> (i32).
+	out = sec(out, wasmbin.SectionType, []byte{4, 0x60, 0, 0, 0x60, 1, 0x7e, 1, 0x7e, 0x60, 2, 0x7f, 0x7f, 1, 0x7f,
+		0x60, 4, 0x7f, 0x7f, 0x7f, 0x7f, 1, 0x7f})
+	imports := []byte{4}
 	for _, im := range []struct {
 		module, name string
 		typ          byte
-	}{{kernelModule, "reset", 0}, {kernelModule, "alloc", 1}, {"wasi_snapshot_preview1", "random_get", 2}} {
+	}{{kernelModule, "reset", 0}, {kernelModule, "alloc", 1}, {"wasi_snapshot_preview1", "random_get", 2},
+		{"wasi_snapshot_preview1", "fd_write", 3}} {
 		imports = wasmbin.AppendName(wasmbin.AppendName(imports, im.module), im.name)
 		imports = append(imports, 0x00, im.typ)
 	}
@@ -293,7 +295,7 @@ func hostCallModule(body []byte) []byte {
 	exports = append(wasmbin.AppendName(exports, "memory"), 0x02, 0)
 	out = sec(out, wasmbin.SectionExport, exports)
 	out = sec(out, wasmbin.SectionElement, []byte{1, 0x00, 0x41, 0x00, 0x0b, 1, hostCallAlloc})
-	attack := cat([]byte{0}, constI32(attackPages-1), []byte{0x40, 0, 0x1a}, // no locals, memory.grow to the limit
+	attack := cat([]byte{1, 1, 0x7f}, constI32(attackPages-1), []byte{0x40, 0, 0x1a}, // a local i32, memory.grow to the limit
 		[]byte{0x03, 0x40}, body, []byte{0x0c, 0x00, 0x0b, 0x0b})
 	return sec(out, wasmbin.SectionCode, cat([]byte{1}, wasmbin.AppendU32(nil, uint32(len(attack))), attack))
 }
@@ -303,13 +305,25 @@ const (
 	hostCallReset     = 0
 	hostCallAlloc     = 1
 	hostCallRandomGet = 2
-	hostCallAttack    = 3
+	hostCallFdWrite   = 3
+	hostCallAttack    = 4
 )
+
+// iovecs is the code that writes n WASI iovecs of one byte each from
+// address 0, {0, 1}, with local 0 as its counter.
+func iovecs(n int32) []byte {
+	return cat(constI32(0), []byte{0x21, 0}, // i = 0
+		[]byte{0x03, 0x40}, // loop
+		[]byte{0x20, 0, 0x42, 0x80, 0x80, 0x80, 0x80, 0x10, 0x37, 0x03, 0}, // i64.store [i] 1<<32
+		[]byte{0x20, 0}, constI32(8), []byte{0x6a, 0x22, 0}, // i += 8 (tee)
+		constI32(n*8), []byte{0x49, 0x0d, 0, 0x0b}) // br_if loop (i < n*8) end
+}
 
 // TestDeadlineHoldsForHostCalls: a function of the host's does work in
 // proportion to its operands, in Go, which the guest's charges cannot
 // know: the kernel's alloc clears the block it returns (3 ms for 32 MiB),
-// WASI's random_get fills its buffer (90 ms for 32 MiB). A loop of them,
+// WASI's random_get fills its buffer (90 ms for 32 MiB), WASI's fd_write
+// writes each of its iovecs (4 million of them). A loop of them,
 // called directly or through a table, is held to the bound all the same.
 func TestDeadlineHoldsForHostCalls(t *testing.T) {
 	// reset, then alloc of the whole kernel memory, dropped.
@@ -321,6 +335,9 @@ func TestDeadlineHoldsForHostCalls(t *testing.T) {
 		{"kernel alloc", cat(alloc, []byte{0x10, hostCallAlloc, 0x1a})},
 		{"kernel alloc through the table", cat(alloc, constI32(0), []byte{0x11, 1, 0, 0x1a})},
 		{"WASI random_get", cat(constI32(0), constI32(attackMemory), []byte{0x10, hostCallRandomGet, 0x1a})},
+		// Four million one-byte writes to stderr in one call.
+		{"WASI fd_write", cat(iovecs(attackMemory/8-1), constI32(2), constI32(0), constI32(attackMemory/8-1), constI32(0),
+			[]byte{0x10, hostCallFdWrite, 0x1a})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -51,6 +52,10 @@ type Instance struct {
 	// (nil otherwise): set, it stops the guest at its next check. fire
 	// sets it when a call's context ends, then signals fired.
 	interrupt api.MutableGlobal
+	// stopped is set with the interrupt flag: the guest's writes to
+	// stdout and stderr then fail, so that one fd_write of millions of
+	// iovecs ends at the next one.
+	stopped *atomic.Bool
 	// depth counts the stack of the guest's calls in flight
 	// (instrument.MaxDepth); each call starts it at zero.
 	depth api.MutableGlobal
@@ -73,11 +78,12 @@ func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance,
 	c := m.compiled
 	limit := uint64(limitPages) * PageSize
 	mem := newMemoryTracker(limit)
-	stderr := &capBuffer{max: stderrKeep}
+	stopped := new(atomic.Bool)
+	stderr := &capBuffer{max: stderrKeep, stopped: stopped}
 	// wazero's defaults are a fixed-seed random source and fake clocks,
 	// which make every instance draw the same "random" keys. The host
 	// calls no start function (SPEC section 2.4).
-	cfg := wazero.NewModuleConfig().WithStderr(stderr).
+	cfg := wazero.NewModuleConfig().WithStderr(stderr).WithStdout(discard{stopped}).
 		WithRandSource(rand.Reader).WithSysWalltime().WithSysNanotime().
 		WithStartFunctions().
 		WithName("main_" + strconv.FormatUint(c.instances.Add(1), 10))
@@ -104,8 +110,9 @@ func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance,
 			in.Close(ctx)
 			return nil, errors.New("instantiate: the depth counter is missing")
 		}
-		in.interrupt, in.depth, in.fired = g, depth, make(chan struct{}, 1)
+		in.interrupt, in.depth, in.fired, in.stopped = g, depth, make(chan struct{}, 1), stopped
 		in.fire = func() {
+			stopped.Store(true)
 			g.Set(1)
 			in.fired <- struct{}{}
 		}
@@ -166,6 +173,7 @@ func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]by
 		// then clear it, in case the guest returned before it looked.
 		<-in.fired
 		in.interrupt.Set(0)
+		in.stopped.Store(false)
 	}
 	return out, err
 }
@@ -298,16 +306,33 @@ func firstLine(s string) string {
 // capBuffer keeps the first max bytes written to it and drops the rest, so a
 // guest cannot grow host memory through stderr.
 type capBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
+	mu      sync.Mutex
+	max     int
+	buf     bytes.Buffer
+	stopped *atomic.Bool
 }
 
+// errStopped fails a guest's write once its call's context has ended.
+var errStopped = errors.New("the call's context ended")
+
 func (b *capBuffer) Write(p []byte) (int, error) {
+	if b.stopped.Load() {
+		return 0, errStopped
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if room := b.max - b.buf.Len(); room > 0 {
 		b.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// discard is the guest's stdout: nothing is kept.
+type discard struct{ stopped *atomic.Bool }
+
+func (d discard) Write(p []byte) (int, error) {
+	if d.stopped.Load() {
+		return 0, errStopped
 	}
 	return len(p), nil
 }
