@@ -237,13 +237,14 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 		// The depth is the caller's again once a call of the module's own
 		// functions returns; a tail call gives up its caller's frame. A
 		// function of the host's may run long, whatever it is charged: the
-		// flag is read once it returns (see checker.flagCheck).
+		// flag is read once it returns (see checker.flagCheck), and after
+		// a call_indirect where a table may hold one.
 		imported := op == 0x10 && (&wasmbin.Reader{B: r.B, Off: at + 1}).U32() < x.shape.importedFuncs
 		switch {
 		case op == 0x11 || op == 0x10 && !imported:
 			out = append(append(out, r.B[from:at]...), x.check.save(saved)...)
 			out = append(append(out, r.B[at:r.Off]...), x.check.restore(saved)...)
-			if op == 0x11 {
+			if op == 0x11 && x.shape.indirectImports {
 				out = append(out, x.check.flagCheck()...)
 			}
 			from = r.Off
@@ -345,9 +346,11 @@ func (m *shape) constExpr(r *wasmbin.Reader) error {
 				return errGlobal(g)
 			}
 		case 0xd2:
-			if f := r.U32(); f >= m.funcs() && r.Err == nil {
+			f := r.U32()
+			if f >= m.funcs() && r.Err == nil {
 				return errIndex("function", f)
 			}
+			m.nameFunc(wasmbin.KindFunc, f)
 		default:
 			if err := skipImmediates(r, op); err != nil {
 				return err

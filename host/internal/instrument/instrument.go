@@ -63,7 +63,7 @@ func FrameUnits(codeBytes int, paramsAndLocals uint64) int32 {
 
 // Version changes whenever the rewrite does, so that rewritten modules kept
 // by an earlier version are not used.
-const Version = 16
+const Version = 17
 
 // Budget is how many units of code (see cost) run between two visits to
 // the host: a unit is a byte of code, 16 bytes of a memory instruction or
@@ -230,15 +230,19 @@ func Module(wasm []byte) ([]byte, error) {
 
 // shape is what Module needs to know of a module before rewriting it.
 type shape struct {
-	globals        uint32   // imported and defined: the index of the next one
-	typeParams     []uint32 // how many parameters each function type has
-	importedFuncs  uint32
-	funcTypes      []uint32 // the type index of each function defined
-	tables         []byte   // the reference type of each table, imported first
-	memory         bool     // imported or defined
-	importedMemory bool
-	dataCount      bool // a data count section
-	unsupported    string
+	globals       uint32   // imported and defined: the index of the next one
+	typeParams    []uint32 // how many parameters each function type has
+	importedFuncs uint32
+	// indirectImports: an imported function is named outside code (in an
+	// element segment, a constant expression or an export), so a table
+	// may hold it and call_indirect reach it.
+	indirectImports bool
+	funcTypes       []uint32 // the type index of each function defined
+	tables          []byte   // the reference type of each table, imported first
+	memory          bool     // imported or defined
+	importedMemory  bool
+	dataCount       bool // a data count section
+	unsupported     string
 }
 
 // types and funcs are how many types and functions (imported and
@@ -316,8 +320,17 @@ func (m *shape) readExports(r *wasmbin.Reader) error {
 		if kind == wasmbin.KindFunc && index >= m.funcs() && r.Err == nil {
 			return errIndex("function", index)
 		}
+		m.nameFunc(kind, index)
 	}
 	return nil
+}
+
+// nameFunc notes a function named outside code, which a table may then
+// hold.
+func (m *shape) nameFunc(kind byte, f uint32) {
+	if kind == wasmbin.KindFunc && f < m.importedFuncs {
+		m.indirectImports = true
+	}
 }
 
 // readGlobals counts the module's own globals, and checks that their
@@ -363,9 +376,11 @@ func (m *shape) readElements(r *wasmbin.Reader) error {
 		count := r.U32()
 		for j := uint32(0); j < count && r.Err == nil; j++ {
 			if flags&4 == 0 {
-				if f := r.U32(); f >= m.funcs() && r.Err == nil {
+				f := r.U32()
+				if f >= m.funcs() && r.Err == nil {
 					return errIndex("function", f)
 				}
+				m.nameFunc(wasmbin.KindFunc, f)
 			} else if err := m.constExpr(r); err != nil {
 				return err
 			}

@@ -413,3 +413,37 @@ func FuzzModule(f *testing.F) {
 		}
 	})
 }
+
+// TestFlagReadAfterIndirectCallsThatMayReachTheHost: call_indirect reads
+// the flag after it returns only where a table may hold an imported
+// function, one named outside code (here in a declarative element
+// segment, which lets code take its reference).
+func TestFlagReadAfterIndirectCallsThatMayReachTheHost(t *testing.T) {
+	build := func(elems []byte) []byte {
+		sec := func(out []byte, id byte, body []byte) []byte {
+			return append(wasmbin.AppendU32(append(out, id), uint32(len(body))), body...)
+		}
+		out := slices.Clone(wasmbin.Header)
+		out = sec(out, wasmbin.SectionType, []byte{1, 0x60, 0, 0})
+		out = sec(out, wasmbin.SectionImport, append(wasmbin.AppendName(wasmbin.AppendName([]byte{1}, "env"), "f"), 0x00, 0))
+		out = sec(out, wasmbin.SectionFunction, []byte{1, 0})
+		out = sec(out, wasmbin.SectionTable, []byte{1, 0x70, 0x00, 1})
+		out = sec(out, wasmbin.SectionMemory, []byte{1, 0x00, 1})
+		if elems != nil {
+			out = sec(out, wasmbin.SectionElement, elems)
+		}
+		// i32.const 0  call_indirect type 0 table 0
+		code := []byte{0, 0x41, 0, 0x11, 0, 0, 0x0b}
+		return sec(out, wasmbin.SectionCode, append([]byte{1, byte(len(code))}, code...))
+	}
+	// global.get $flag (global 1: the module has none of its own)  if  unreachable  end
+	read := []byte{0x23, 0x01, 0x04, 0x40, 0x00, 0x0b}
+	reads := func(wasm []byte) int {
+		out, err := instrument.Module(wasm)
+		require.NoError(t, err)
+		return bytes.Count(out, read)
+	}
+	// A declarative segment naming the import: flags 3, elemkind 0, one index.
+	named, plain := reads(build([]byte{1, 0x03, 0x00, 1, 0})), reads(build(nil))
+	assert.Equal(t, plain+1, named, "a flag read after the call_indirect only where the import is named")
+}
