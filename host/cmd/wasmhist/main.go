@@ -218,7 +218,15 @@ func oneLine(s string) string {
 // repeating it: --db names an SQLite file and --session a file or an id,
 // so such a value is a mistake that would leave a password in ps, shell
 // history, a session's provenance and every message naming the value.
-func refuseConnStrings(fs *flags, cmd string) error {
+func refuseConnStrings(fs *flags, cmd string, positional []string) error {
+	if strings.HasPrefix(cmd, "session") || cmd == "history" {
+		// Their arguments are session files or ids, as --session is.
+		for _, a := range positional {
+			if looksLikeConnString(a) {
+				return usagef(cmd, "a session argument takes no connection string (ps and shell history would show its password): it names a session file or, with --store, a session's id; to keep sessions in PostgreSQL put the connection string in $%s and pass --store postgres", postgresDSNEnv)
+			}
+		}
+	}
 	for _, name := range []string{"db", "session"} {
 		f := fs.Lookup(name)
 		if f == nil || !looksLikeConnString(f.Value.String()) {
@@ -306,10 +314,11 @@ func parse(fs *flags, cmd string, args []string) ([]string, error) {
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return positional, refuseConnStrings(fs, cmd)
+			return positional, refuseConnStrings(fs, cmd, positional)
 		}
 		if args[0] == "--" {
-			return append(positional, args[1:]...), refuseConnStrings(fs, cmd)
+			positional = append(positional, args[1:]...)
+			return positional, refuseConnStrings(fs, cmd, positional)
 		}
 		positional = append(positional, args[0])
 		args = args[1:]

@@ -49,7 +49,11 @@ func runSession(ctx context.Context, e *env, args []string) error {
 				return c.run(ctx, e, args[1:])
 			}
 		}
-		return usagef("session", "unknown subcommand %q: use one of %s (see 'wasmhist session --help')", args[0], sessionCommandNames())
+		name := args[0]
+		if looksLikeConnString(name) {
+			name = "(a connection string)"
+		}
+		return usagef("session", "unknown subcommand %q: use one of %s (see 'wasmhist session --help')", name, sessionCommandNames())
 	}
 	fs := flagSet(e, "session", "<subcommand> [flags] [arguments]", sessionHelp())
 	pos, err := parse(fs, "session", args)

@@ -363,3 +363,31 @@ func TestChatRetriesAStaleRevision(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionArgumentsRefuseConnectionStrings: a session given as an
+// argument (a file or, with --store, an id) is refused like --session when
+// it looks like a connection string, without repeating it; so is an
+// unknown subcommand that looks like one.
+func TestSessionArgumentsRefuseConnectionStrings(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cr3tpw"
+	spec := "postgres://admin:" + secret + "@127.0.0.1/chat"
+	for name, args := range map[string][]string{
+		"session show":          {"session", "show", spec},
+		"session delete":        {"session", "delete", "--force", spec},
+		"session export":        {"session", "export", spec},
+		"session validate":      {"session", "validate", spec},
+		"session show --store":  {"session", "show", "--store", "sessions.db", spec},
+		"unknown subcommand":    {"session", spec},
+		"session list with one": {"session", "list", "--store", "sessions.db", spec},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			res := invocation{dir: dir}.wasmhist(t, args...)
+			require.Equal(t, exitUsage, res.code, "stderr: %s\nstdout: %s", res.stderr, res.stdout)
+			assert.NotContains(t, res.stderr+res.stdout, secret, "the refusal repeats the password")
+			assert.Empty(t, filesIn(t, dir), "files were written")
+		})
+	}
+}
