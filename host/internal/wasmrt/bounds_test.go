@@ -71,6 +71,11 @@ var gadgets = []gadget{
 	{"division", divisions(100)},
 }
 
+// section appends a section of id with body to out.
+func section(out []byte, id byte, body []byte) []byte {
+	return append(wasmbin.AppendU32(append(out, id), uint32(len(body))), body...)
+}
+
 // Function indices of the attack module.
 const (
 	funcAttack = 0
@@ -109,9 +114,6 @@ func deepest(code []byte) int32 {
 // attackModule returns a module whose export "attack" first grows its
 // memory and table to the limits, then runs body in a loop for ever.
 func attackModule(body []byte) []byte {
-	sec := func(out []byte, id byte, body []byte) []byte {
-		return append(wasmbin.AppendU32(append(out, id), uint32(len(body))), body...)
-	}
 	fn := func(code []byte) []byte {
 		f := append([]byte{0}, code...) // no locals
 		f = append(f, 0x0b)
@@ -126,23 +128,23 @@ func attackModule(body []byte) []byte {
 		divisions(25), []byte{0x0b})
 
 	out := slices.Clone(wasmbin.Header)
-	out = sec(out, wasmbin.SectionType, []byte{2, 0x60, 0, 0, 0x60, 1, 0x7f, 0})
-	out = sec(out, wasmbin.SectionFunction, []byte{5, 0, 0, 1, 1, 1})
-	out = sec(out, wasmbin.SectionTable, []byte{1, 0x70, 0x00, 0})
-	out = sec(out, wasmbin.SectionMemory, []byte{1, 0x00, 1})
+	out = section(out, wasmbin.SectionType, []byte{2, 0x60, 0, 0, 0x60, 1, 0x7f, 0})
+	out = section(out, wasmbin.SectionFunction, []byte{5, 0, 0, 1, 1, 1})
+	out = section(out, wasmbin.SectionTable, []byte{1, 0x70, 0x00, 0})
+	out = section(out, wasmbin.SectionMemory, []byte{1, 0x00, 1})
 	exports := wasmbin.AppendName([]byte{2}, "attack")
 	exports = append(exports, 0x00, funcAttack)
 	exports = append(wasmbin.AppendName(exports, "memory"), 0x02, 0)
-	out = sec(out, wasmbin.SectionExport, exports)
+	out = section(out, wasmbin.SectionExport, exports)
 	elems := wasmbin.AppendU32([]byte{1, 0x01, 0x00}, attackElems) // passive, funcref
 	for range attackElems {
 		elems = append(elems, funcDivide)
 	}
-	out = sec(out, wasmbin.SectionElement, elems)
-	out = sec(out, wasmbin.SectionDataCount, []byte{1})
-	out = sec(out, wasmbin.SectionCode, cat([]byte{5}, fn(attack), fn(divisions(100)), fn(fork), fn(deepCode), fn(deepShortCode)))
+	out = section(out, wasmbin.SectionElement, elems)
+	out = section(out, wasmbin.SectionDataCount, []byte{1})
+	out = section(out, wasmbin.SectionCode, cat([]byte{5}, fn(attack), fn(divisions(100)), fn(fork), fn(deepCode), fn(deepShortCode)))
 	data := wasmbin.AppendU32([]byte{1, 0x01}, attackData) // passive
-	out = sec(out, wasmbin.SectionData, append(data, make([]byte, attackData)...))
+	out = section(out, wasmbin.SectionData, append(data, make([]byte, attackData)...))
 	return out
 }
 
@@ -270,12 +272,9 @@ func FuzzDeadlineBound(f *testing.F) {
 // memory to the limit, then runs body in a loop for ever. Its table holds
 // alloc, for call_indirect.
 func hostCallModule(body []byte) []byte {
-	sec := func(out []byte, id byte, b []byte) []byte {
-		return append(wasmbin.AppendU32(append(out, id), uint32(len(b))), b...)
-	}
 	out := slices.Clone(wasmbin.Header)
 	// Types: () -> (), (i64) -> (i64), (i32 i32) -> (i32), (i32 i32 i32 i32) -> (i32).
-	out = sec(out, wasmbin.SectionType, []byte{4, 0x60, 0, 0, 0x60, 1, 0x7e, 1, 0x7e, 0x60, 2, 0x7f, 0x7f, 1, 0x7f,
+	out = section(out, wasmbin.SectionType, []byte{4, 0x60, 0, 0, 0x60, 1, 0x7e, 1, 0x7e, 0x60, 2, 0x7f, 0x7f, 1, 0x7f,
 		0x60, 4, 0x7f, 0x7f, 0x7f, 0x7f, 1, 0x7f})
 	imports := []byte{4}
 	for _, im := range []struct {
@@ -286,18 +285,18 @@ func hostCallModule(body []byte) []byte {
 		imports = wasmbin.AppendName(wasmbin.AppendName(imports, im.module), im.name)
 		imports = append(imports, 0x00, im.typ)
 	}
-	out = sec(out, wasmbin.SectionImport, imports)
-	out = sec(out, wasmbin.SectionFunction, []byte{1, 0})
-	out = sec(out, wasmbin.SectionTable, []byte{1, 0x70, 0x00, 1})
-	out = sec(out, wasmbin.SectionMemory, []byte{1, 0x00, 1})
+	out = section(out, wasmbin.SectionImport, imports)
+	out = section(out, wasmbin.SectionFunction, []byte{1, 0})
+	out = section(out, wasmbin.SectionTable, []byte{1, 0x70, 0x00, 1})
+	out = section(out, wasmbin.SectionMemory, []byte{1, 0x00, 1})
 	exports := wasmbin.AppendName([]byte{2}, "attack")
 	exports = append(exports, 0x00, hostCallAttack)
 	exports = append(wasmbin.AppendName(exports, "memory"), 0x02, 0)
-	out = sec(out, wasmbin.SectionExport, exports)
-	out = sec(out, wasmbin.SectionElement, []byte{1, 0x00, 0x41, 0x00, 0x0b, 1, hostCallAlloc})
+	out = section(out, wasmbin.SectionExport, exports)
+	out = section(out, wasmbin.SectionElement, []byte{1, 0x00, 0x41, 0x00, 0x0b, 1, hostCallAlloc})
 	attack := cat([]byte{1, 1, 0x7f}, constI32(attackPages-1), []byte{0x40, 0, 0x1a}, // a local i32, memory.grow to the limit
 		[]byte{0x03, 0x40}, body, []byte{0x0c, 0x00, 0x0b, 0x0b})
-	return sec(out, wasmbin.SectionCode, cat([]byte{1}, wasmbin.AppendU32(nil, uint32(len(attack))), attack))
+	return section(out, wasmbin.SectionCode, cat([]byte{1}, wasmbin.AppendU32(nil, uint32(len(attack))), attack))
 }
 
 // Function indices of hostCallModule.

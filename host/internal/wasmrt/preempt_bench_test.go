@@ -2,7 +2,6 @@ package wasmrt
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,9 +30,7 @@ func BenchmarkPreemption(b *testing.B) {
 		wasm        []byte
 		closeOnDone bool
 	}{{"rewritten", rewritten, false}, {"wazero", wasm, true}, {"none", wasm, false}}
-	text := strings.Repeat("lorem ipsum dolor sit amet ", 18)
-	msg := `{"role":"user","contents":[{"type":"text","text":"` + text + `"}]}`
-	input := []byte(`{"session":{"session_id":"bench","state_key":"history"},"request_messages":[` + msg + `],"response_messages":[` + msg + `]}`)
+	input := storeInput()
 	ins := make([]*Instance, len(variants))
 	for i, v := range variants {
 		c, err := compileIn(ctx, cache, nil, v.wasm, testPages, v.closeOnDone)

@@ -15,14 +15,19 @@ import (
 // instructions, which a busy machine does not change (BENCHMARKS.md,
 // "Preemption"): run it under valgrind with -test.benchtime=2000x and 1x,
 // and divide the difference.
+// storeInput is the input of a store of two messages of about 500 bytes.
+func storeInput() []byte {
+	text := strings.Repeat("lorem ipsum dolor sit amet ", 18)
+	msg := `{"role":"user","contents":[{"type":"text","text":"` + text + `"}]}`
+	return []byte(`{"session":{"session_id":"bench","state_key":"history"},"request_messages":[` + msg + `],"response_messages":[` + msg + `]}`)
+}
+
 func BenchmarkStore(b *testing.B) {
 	ctx := context.Background()
 	wasm := pluginWasm(b)
 	rewritten, err := instrument.Module(wasm)
 	require.NoError(b, err)
-	text := strings.Repeat("lorem ipsum dolor sit amet ", 18)
-	msg := `{"role":"user","contents":[{"type":"text","text":"` + text + `"}]}`
-	input := []byte(`{"session":{"session_id":"bench","state_key":"history"},"request_messages":[` + msg + `],"response_messages":[` + msg + `]}`)
+	input := storeInput()
 	for _, v := range []struct {
 		name string
 		wasm []byte
