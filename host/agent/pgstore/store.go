@@ -151,11 +151,8 @@ func (s *Store) Target() string {
 	if s.name == "" {
 		return ""
 	}
-	return TargetPrefix + s.name
+	return hostrows.PostgresTarget(s.name)
 }
-
-// TargetPrefix starts every PostgreSQL txn target.
-const TargetPrefix = "postgres:"
 
 // Close closes the connection pool.
 func (s *Store) Close() error {

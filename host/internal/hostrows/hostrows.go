@@ -137,6 +137,11 @@ func SQLiteSelect(table string) string {
 	return `SELECT revision, data FROM ` + table + ` WHERE id = ?`
 }
 
+// PostgresTarget is the txn target naming the PostgreSQL database of a
+// grant or session store called name, the same for both, so that a
+// session store in the grant's database joins its transaction.
+func PostgresTarget(name string) string { return "postgres:" + name }
+
 // SQLiteTarget is the txn target naming the SQLite database at path, the
 // same for the sql capability's grant and for a session store on that file.
 func SQLiteTarget(path string) (string, error) {

@@ -17,9 +17,6 @@ const Engine = "postgres"
 // store's, host/agent/pgstore's default).
 const DefaultHostSchema = "wasmhist"
 
-// TargetPrefix starts the txn target of a grant: "postgres:<name>".
-const TargetPrefix = "postgres:"
-
 // Config is one grant of the sql capability on PostgreSQL.
 type Config struct {
 	// Name names the database in txn targets and messages; never a secret.

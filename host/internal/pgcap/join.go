@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/hostrows"
 	"github.com/wasmhist/wasmhist/host/txn"
 )
 
@@ -22,7 +23,7 @@ var (
 )
 
 // Target is the txn target of the PostgreSQL database named name.
-func Target(name string) string { return TargetPrefix + name }
+func Target(name string) string { return hostrows.PostgresTarget(name) }
 
 // Target implements capability.Joiner: one target per named database, so
 // that the session store on that database (host/agent/pgstore with the
