@@ -20,6 +20,11 @@ const (
 // memory offsets, like the kernel's own imports.
 const CapabilityModule = "wasmhist:host/v1"
 
+// ExtismKernel is the release of the Extism go-sdk whose kernel imports
+// and semantics the host provides to plugins (the extism:host/env module),
+// and which the tests run plugins under as the reference host.
+const ExtismKernel = "v1.7.1"
+
 // PluginInfo is what describe returns.
 type PluginInfo struct {
 	// Name identifies the plugin, e.g. "inmemory". Lower case, digits, '-' and '_'.

@@ -11,7 +11,7 @@ import (
 
 // TestLinksOnlyWhatItImports: SQLite comes with the sql capability's
 // package, not with the host, so a program importing only host does not
-// link it. The capability package is the control that the check can fail.
+// link it; no program links go-sdk. The capability package is the control that the check can fail.
 func TestLinksOnlyWhatItImports(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -29,6 +29,10 @@ func TestLinksOnlyWhatItImports(t *testing.T) {
 			require.NoError(t, err, "%s", out)
 			deps := strings.Fields(string(out))
 			require.Contains(t, deps, "github.com/wasmhist/wasmhist/host")
+			// The host provides go-sdk's kernel itself; go-sdk (and the
+			// protobuf and observe-sdk it brings) is the tests' reference
+			// host only.
+			assert.NotContains(t, deps, "github.com/extism/go-sdk")
 			if tt.sqlite {
 				assert.Contains(t, deps, "modernc.org/sqlite")
 			} else {

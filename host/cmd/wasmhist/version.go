@@ -11,13 +11,12 @@ import (
 
 // Modules whose versions a bug report needs besides the command's own.
 const (
-	wazeroModule    = "github.com/tetratelabs/wazero"
-	extismSDKModule = "github.com/extism/go-sdk"
+	wazeroModule = "github.com/tetratelabs/wazero"
 )
 
 func runVersion(_ context.Context, e *env, args []string) error {
 	const cmd = "version"
-	fs := flagSet(e, cmd, "", "Prints the versions of wasmhist, the plugin ABI it speaks, Go, wazero and the Extism go-sdk.")
+	fs := flagSet(e, cmd, "", "Prints the versions of wasmhist, the plugin ABI it speaks, Go, wazero and the Extism go-sdk whose kernel it provides.")
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
@@ -48,6 +47,6 @@ func runVersion(_ context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "abi:       %s\n", abi.Version)
 	fmt.Fprintf(e.stdout, "go:        %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(e.stdout, "wazero:    %s\n", orUnknown(deps[wazeroModule]))
-	fmt.Fprintf(e.stdout, "go-sdk:    %s\n", orUnknown(deps[extismSDKModule]))
+	fmt.Fprintf(e.stdout, "go-sdk:    %s (the Extism kernel it provides)\n", abi.ExtismKernel)
 	return nil
 }

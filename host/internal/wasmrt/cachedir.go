@@ -5,14 +5,14 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/wasmhist/wasmhist/abi"
 )
 
-// Versions the compiled code depends on, used when the binary carries no
-// module information (for example a stripped build). They match go.mod.
-const (
-	fallbackWazeroVersion = "v1.9.0"
-	fallbackExtismVersion = "v1.7.1"
-)
+// fallbackWazeroVersion is the wazero the compiled code depends on, used
+// when the binary carries no module information (for example a stripped
+// build). It matches go.mod.
+const fallbackWazeroVersion = "v1.9.0"
 
 // CacheKey names the subdirectory of the compilation cache for this
 // binary. Compiled machine code is only valid for the compiler that wrote
@@ -21,18 +21,16 @@ const (
 // cache; kept so that existing caches stay valid).
 // An upgrade then starts an empty directory instead of loading stale code.
 func CacheKey() string {
-	wz, ex := fallbackWazeroVersion, fallbackExtismVersion
+	// The host does not link go-sdk: the kernel it follows is a constant.
+	wz, ex := fallbackWazeroVersion, abi.ExtismKernel
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
 			v := d.Version
 			if d.Replace != nil {
 				v = d.Replace.Version + "-replaced"
 			}
-			switch d.Path {
-			case "github.com/tetratelabs/wazero":
+			if d.Path == "github.com/tetratelabs/wazero" {
 				wz = v
-			case "github.com/extism/go-sdk":
-				ex = v
 			}
 		}
 	}
