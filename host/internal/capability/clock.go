@@ -65,9 +65,14 @@ type clock struct {
 
 func (c *clock) Done() <-chan struct{} { return c.done }
 
+// Err is the clock's error; a running clock past its end has run out even
+// before its timer fires (a call with a deadline of 1 ns must not start).
 func (c *clock) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.err == nil && c.paused == 0 && !time.Now().Before(c.end) {
+		c.closeLocked(context.DeadlineExceeded)
+	}
 	return c.err
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -157,6 +158,12 @@ func (in *Instance) Close(ctx context.Context) error {
 // Output is not limited here beyond the kernel memory cap; the caller
 // checks its size before decoding.
 func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
+	// A deadline already past never starts a call, even before its
+	// context's timer has fired (a 1 ns timeout would otherwise let a
+	// short call run to its end).
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return nil, hosterr.ErrTimeout
+	}
 	if in.interrupt == nil {
 		return in.call(ctx, export, input)
 	}
