@@ -71,15 +71,23 @@ func pgRows(t testing.TB, dsn, schema string) []string {
 	return rows
 }
 
-// TestRunCommitsOncePostgres is TestRunCommitsOnce with the plugin's data in
-// PostgreSQL: the session in the same database (one transaction) and in a
-// session file (the journal protocol).
-func TestRunCommitsOncePostgres(t *testing.T) {
+// postgresHost starts a PostgreSQL server for the test and returns its
+// DSN and a host closed with the test.
+func postgresHost(t *testing.T) (string, *host.Host) {
+	t.Helper()
 	ctx := context.Background()
 	dsn := pgtest.Start(t).DSN("postgres")
 	h, err := host.New(ctx, host.Config{})
 	require.NoError(t, err)
-	defer h.Close(ctx)
+	t.Cleanup(func() { h.Close(ctx) })
+	return dsn, h
+}
+
+// TestRunCommitsOncePostgres is TestRunCommitsOnce with the plugin's data in
+// PostgreSQL: the session in the same database (one transaction) and in a
+// session file (the journal protocol).
+func TestRunCommitsOncePostgres(t *testing.T) {
+	dsn, h := postgresHost(t)
 	wasm := sdktest.BuildPlugin(t, "../../plugins/sqlite")
 	n := 0
 	for _, kind := range []struct {

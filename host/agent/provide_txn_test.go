@@ -17,7 +17,6 @@ import (
 	"github.com/wasmhist/wasmhist/host/agent/model"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
-	"github.com/wasmhist/wasmhist/internal/pgtest"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -94,10 +93,7 @@ func TestProvideWritesBelongToTheRun(t *testing.T) {
 // in a session file.
 func TestProvideWritesBelongToTheRunPostgres(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.Start(t).DSN("postgres")
-	h, err := host.New(ctx, host.Config{})
-	require.NoError(t, err)
-	defer h.Close(ctx)
+	dsn, h := postgresHost(t)
 	wasm := sdktest.BuildPlugin(t, sqlhostile)
 	for n, kind := range []struct {
 		name   string

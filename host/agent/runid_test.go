@@ -11,7 +11,6 @@ import (
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
-	"github.com/wasmhist/wasmhist/internal/pgtest"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -112,11 +111,7 @@ func TestRunIDWindow(t *testing.T) {
 // TestRunIDWindowPostgres is TestRunIDWindow with the sqlite plugin's data
 // in PostgreSQL: the sessions in the same database and in a session file.
 func TestRunIDWindowPostgres(t *testing.T) {
-	ctx := context.Background()
-	dsn := pgtest.Start(t).DSN("postgres")
-	h, err := host.New(ctx, host.Config{})
-	require.NoError(t, err)
-	defer h.Close(ctx)
+	dsn, h := postgresHost(t)
 	wasm := sdktest.BuildPlugin(t, "../../plugins/sqlite")
 	for n, kind := range []struct {
 		name   string

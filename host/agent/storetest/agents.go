@@ -65,15 +65,24 @@ func history(s *session.Session) (string, error) {
 	return b.String(), nil
 }
 
-func caseAgentsAlternate(ctx context.Context, open func() agent.SessionStore) error {
-	const id = "alternate"
-	hosts := [2]*host{}
+// twoHosts returns two hosts, each with a store open will give it.
+func twoHosts(open func() agent.SessionStore) ([2]*host, error) {
+	var hosts [2]*host
 	for i := range hosts {
 		h, err := newHost(open(), nil)
 		if err != nil {
-			return err
+			return hosts, err
 		}
 		hosts[i] = h
+	}
+	return hosts, nil
+}
+
+func caseAgentsAlternate(ctx context.Context, open func() agent.SessionStore) error {
+	const id = "alternate"
+	hosts, err := twoHosts(open)
+	if err != nil {
+		return err
 	}
 	// Each host answers from what the other one stored: the offline model
 	// keeps nothing between calls.
@@ -229,13 +238,9 @@ func stored(ctx context.Context, st agent.SessionStore, id string) (int64, strin
 
 func caseRunIDsRecognised(ctx context.Context, open func() agent.SessionStore) error {
 	const id = "runids"
-	hosts := [2]*host{}
-	for i := range hosts {
-		h, err := newHost(open(), nil)
-		if err != nil {
-			return err
-		}
-		hosts[i] = h
+	hosts, err := twoHosts(open)
+	if err != nil {
+		return err
 	}
 	first, _, err := hosts[0].run(ctx, id, "I like cake.", "r3")
 	if err != nil {
