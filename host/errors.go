@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
-	"github.com/wasmhist/wasmhist/host/txn"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // Errors the host detects itself, distinct from what a plugin reports.

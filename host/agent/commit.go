@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
-	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // TxnSaver is a SessionSaver that takes part in a run's commit when the

@@ -11,7 +11,7 @@ import (
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/agent/model"
 	"github.com/wasmhist/wasmhist/host/agent/reducer"
-	"github.com/wasmhist/wasmhist/host/txn"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // localConversationID is the sentinel conversation id PersistPerServiceCall

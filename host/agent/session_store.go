@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
-	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // Errors of session stores, for errors.Is.

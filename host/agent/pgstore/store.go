@@ -25,9 +25,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wasmhist/wasmhist/host/agent"
-	"github.com/wasmhist/wasmhist/host/internal/hostrows"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
-	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // DefaultSchema is the schema a zero Config.Schema means.
@@ -36,7 +35,7 @@ const DefaultSchema = "wasmhist"
 // schemaVersion is the layout of the tables this version writes. Open
 // records it in the store_version table so that a later version knows
 // what to migrate, and refuses a schema a later version has migrated.
-const schemaVersion = hostrows.PostgresSessionsLayout
+const schemaVersion = txn.PostgresSessionsLayout
 
 // Config says where the store lives. Its zero value, with a DSN, is the
 // common case.
@@ -98,9 +97,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	// CREATE ... IF NOT EXISTS is not safe against itself: two hosts
 	// opening a new schema at once could both try to create it. They take
 	// turns on the schema's host lock, a row no plugin role may lock (see
-	// hostrows), held until the transaction ends; stores in other schemas
+	// package txn), held until the transaction ends; stores in other schemas
 	// do not wait.
-	if err := hostrows.PostgresBootstrapRun(ctx, qs, func(ctx context.Context, q string) error {
+	if err := txn.PostgresBootstrapRun(ctx, qs, func(ctx context.Context, q string) error {
 		_, err := s.pool.Exec(ctx, q)
 		return err
 	}); err != nil {
@@ -111,13 +110,13 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fail(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, hostrows.PostgresLock(qs)); err != nil {
+	if _, err := tx.Exec(ctx, txn.PostgresLock(qs)); err != nil {
 		return fail(err)
 	}
 	version := pgx.Identifier{s.schema, "store_version"}.Sanitize()
 	// The layout is shared with the sql capability (host/pggrant), which
 	// writes a run's session row in the plugin's transaction.
-	for _, q := range hostrows.PostgresSessions(qs) {
+	for _, q := range txn.PostgresSessions(qs) {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			return fail(err)
 		}
@@ -141,7 +140,7 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // Target returns "postgres:<Config.Name>", the txn target (package
-// host/txn) under which a grant of host/pggrant with the same Name keeps a
+// host/internal/txn) under which a grant of host/pggrant with the same Name keeps a
 // run's transaction, or "" when the store has no Name. When a run's Txn
 // holds that target, the agent writes the session row through the Txn
 // (txn.Sessions; the table is this store's sessions table when both use
@@ -151,7 +150,7 @@ func (s *Store) Target() string {
 	if s.name == "" {
 		return ""
 	}
-	return hostrows.PostgresTarget(s.name)
+	return txn.PostgresTarget(s.name)
 }
 
 // Close closes the connection pool.

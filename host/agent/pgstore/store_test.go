@@ -14,8 +14,8 @@ import (
 	"github.com/wasmhist/wasmhist/host/agent/storetest"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/pgcap"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
-	"github.com/wasmhist/wasmhist/host/txn"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 )
 

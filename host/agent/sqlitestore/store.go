@@ -24,16 +24,15 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/wasmhist/wasmhist/host/agent"
-	"github.com/wasmhist/wasmhist/host/internal/hostrows"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
-	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // Table names are prefixed: the file may hold other tables (a provider's,
 // say), and the sql capability keeps plugins away from the prefix.
 const (
-	sessionsTable = hostrows.SessionsTable
-	versionTable  = hostrows.VersionTable
+	sessionsTable = txn.SessionsTable
+	versionTable  = txn.VersionTable
 )
 
 // schemaVersion is the layout of the tables this version writes. Open
@@ -81,7 +80,7 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	target, err := hostrows.SQLiteTarget(path)
+	target, err := txn.SQLiteTarget(path)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlitestore: open: %w", err)
@@ -113,7 +112,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	defer tx.Rollback()
 	stmts := []string{
 		`CREATE TABLE IF NOT EXISTS ` + versionTable + ` (version INTEGER NOT NULL) STRICT`,
-		hostrows.SQLiteCreate(sessionsTable),
+		txn.SQLiteCreate(sessionsTable),
 	}
 	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
@@ -218,7 +217,7 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, s.busy(err))
 	}
-	res, err := own.ExecContext(ctx, hostrows.SQLiteUpsert(sessionsTable),
+	res, err := own.ExecContext(ctx, txn.SQLiteUpsert(sessionsTable),
 		sess.SessionID, sess.Revision, time.Now().UnixMicro(), string(data))
 	var n int64
 	if err == nil {

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
-	"github.com/wasmhist/wasmhist/host/txn"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"

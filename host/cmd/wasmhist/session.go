@@ -18,9 +18,9 @@ import (
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
-	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // sessionCommand is one subcommand of 'wasmhist session'.

@@ -11,8 +11,8 @@ import (
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/agent/pgstore"
 	"github.com/wasmhist/wasmhist/host/agent/sqlitestore"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
-	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // postgresDSNEnv is where --store postgres reads its connection string.

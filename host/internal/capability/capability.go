@@ -25,7 +25,7 @@ import (
 	"sync"
 
 	"github.com/wasmhist/wasmhist/abi"
-	"github.com/wasmhist/wasmhist/host/txn"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // Func is one capability host function.

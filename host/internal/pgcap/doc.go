@@ -35,7 +35,7 @@
 // the host schema explicitly, the connections pin the settings the host
 // relies on in their startup parameters (see runtimeParams), and hosts
 // serialize on a row of the host schema no plugin role may lock
-// (hostrows.PostgresLock).
+// (txn.PostgresLock).
 //
 // Joined to a txn.Txn, a session keeps its transaction across the calls of
 // a run and the host writes its session row in it, through SECURITY

@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
-	"github.com/wasmhist/wasmhist/host/internal/hostrows"
-	"github.com/wasmhist/wasmhist/host/txn"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // A session joins a txn.Txn as its grant's Joinable, as on SQLite: its
@@ -23,7 +22,7 @@ var (
 )
 
 // Target is the txn target of the PostgreSQL database named name.
-func Target(name string) string { return hostrows.PostgresTarget(name) }
+func Target(name string) string { return txn.PostgresTarget(name) }
 
 // Target implements capability.Joiner: one target per named database, so
 // that the session store on that database (host/agent/pgstore with the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
-	"github.com/wasmhist/wasmhist/host/txn"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 )
 

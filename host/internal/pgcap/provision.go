@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/wasmhist/wasmhist/host/internal/hostrows"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // The host schema holds, next to the session store's tables (shared with
@@ -37,10 +37,10 @@ import (
 //     statement text), before doing anything.
 func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key string, err error) {
 	qs := pgx.Identifier{schema}.Sanitize()
-	if _, err := tx.Exec(ctx, hostrows.PostgresLock(qs)); err != nil {
+	if _, err := tx.Exec(ctx, txn.PostgresLock(qs)); err != nil {
 		return "", err
 	}
-	stmts := append(hostrows.PostgresSessions(qs),
+	stmts := append(txn.PostgresSessions(qs),
 		`REVOKE ALL ON SCHEMA `+qs+` FROM PUBLIC`,
 		`CREATE TABLE IF NOT EXISTS `+qs+`.host_key (
 			one boolean PRIMARY KEY DEFAULT true CHECK (one),
@@ -180,11 +180,11 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 	}
 	switch {
 	case v == nil:
-		if _, err := tx.Exec(ctx, `INSERT INTO `+qs+`.store_version (version) VALUES ($1)`, hostrows.PostgresSessionsLayout); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+qs+`.store_version (version) VALUES ($1)`, txn.PostgresSessionsLayout); err != nil {
 			return "", err
 		}
-	case *v > hostrows.PostgresSessionsLayout:
-		return "", fmt.Errorf("the sessions tables are at version %d, newer than this program's %d: upgrade the program", *v, hostrows.PostgresSessionsLayout)
+	case *v > txn.PostgresSessionsLayout:
+		return "", fmt.Errorf("the sessions tables are at version %d, newer than this program's %d: upgrade the program", *v, txn.PostgresSessionsLayout)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO `+qs+`.host_key (key) VALUES ($1) ON CONFLICT DO NOTHING`, freshKey); err != nil {
 		return "", err
@@ -213,7 +213,7 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 	// different roles update the same catalog rows (the database's and the
 	// host schema's privileges), and hosts starting together would otherwise
 	// fail with "tuple concurrently updated" or a deadlock.
-	if _, err := tx.Exec(ctx, hostrows.PostgresLock(qh)); err != nil {
+	if _, err := tx.Exec(ctx, txn.PostgresLock(qh)); err != nil {
 		return err
 	}
 	var exists bool

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
-	"github.com/wasmhist/wasmhist/host/txn"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 )
 

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/wasmhist/wasmhist/host/internal/hostrows"
 	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // Limits bound what one sql request may do, the same as the SQLite
@@ -164,7 +164,7 @@ func (db *database) init(ctx context.Context) {
 	}
 	var fresh [32]byte
 	rand.Read(fresh[:])
-	err = hostrows.PostgresBootstrapRun(ctx, pgx.Identifier{db.hostSchema}.Sanitize(), func(ctx context.Context, q string) error {
+	err = txn.PostgresBootstrapRun(ctx, pgx.Identifier{db.hostSchema}.Sanitize(), func(ctx context.Context, q string) error {
 		_, err := db.admin.Exec(ctx, q)
 		return err
 	})

@@ -7,7 +7,7 @@ import (
 
 	sqlite "modernc.org/sqlite"
 
-	"github.com/wasmhist/wasmhist/host/internal/hostrows"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // policy is the authorizer of one connection. It applies the plugin rules
@@ -137,10 +137,10 @@ func (p *policy) check(action sqlite.AuthorizerActionCode, arg1, arg2, dbName st
 
 // hostTable refuses the tables the host keeps in the plugin's database
 // (the sessions and the commit journal): their names start with
-// hostrows.Prefix, which a plugin may neither use nor reach.
+// txn.Prefix, which a plugin may neither use nor reach.
 func hostTable(name string) string {
-	if strings.HasPrefix(strings.ToLower(name), hostrows.Prefix) {
-		return "names starting with " + quote(hostrows.Prefix) + " are the host's: " + quote(name) + " is not accessible"
+	if strings.HasPrefix(strings.ToLower(name), txn.Prefix) {
+		return "names starting with " + quote(txn.Prefix) + " are the host's: " + quote(name) + " is not accessible"
 	}
 	return ""
 }

@@ -13,8 +13,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
-	"github.com/wasmhist/wasmhist/host/internal/hostrows"
-	"github.com/wasmhist/wasmhist/host/txn"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // A session joins a txn.Txn as the grant's Joinable: its transaction stays
@@ -29,7 +28,7 @@ var (
 // Target is the txn target naming the SQLite database at path: the session
 // stores name their database the same way to find its transaction.
 func Target(path string) (string, error) {
-	t, err := hostrows.SQLiteTarget(path)
+	t, err := txn.SQLiteTarget(path)
 	if err != nil {
 		return "", fmt.Errorf("sqlcap: %w", err)
 	}
@@ -186,19 +185,19 @@ func (s *session) Rollback(ctx context.Context) error { return s.End(ctx, false)
 
 // Put implements txn.Participant.
 func (s *session) Put(ctx context.Context, t txn.Table, id string, rev int64, data []byte) error {
-	table, err := hostrows.SQLiteTable(t)
+	table, err := txn.SQLiteTable(t)
 	if err != nil {
 		return err
 	}
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := s.hostExec(ctx, hostrows.SQLiteCreate(table)); err != nil {
+	if err := s.hostExec(ctx, txn.SQLiteCreate(table)); err != nil {
 		return fmt.Errorf("sqlcap: %s: create %s: %w", s.db.path, table, err)
 	}
 	var n int64
 	err = s.conn.Raw(func(dc any) error {
-		res, err := dc.(*conn).inner.ExecContext(ctx, hostrows.SQLiteUpsert(table), []driver.NamedValue{
+		res, err := dc.(*conn).inner.ExecContext(ctx, txn.SQLiteUpsert(table), []driver.NamedValue{
 			{Ordinal: 1, Value: id}, {Ordinal: 2, Value: rev}, {Ordinal: 3, Value: time.Now().UnixMicro()}, {Ordinal: 4, Value: string(data)},
 		})
 		if err != nil {
@@ -219,7 +218,7 @@ func (s *session) Put(ctx context.Context, t txn.Table, id string, rev int64, da
 
 // Get implements txn.Participant.
 func (s *session) Get(ctx context.Context, t txn.Table, id string) (int64, []byte, error) {
-	table, err := hostrows.SQLiteTable(t)
+	table, err := txn.SQLiteTable(t)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -232,7 +231,7 @@ func (s *session) Get(ctx context.Context, t txn.Table, id string) (int64, []byt
 		found bool
 	)
 	err = s.conn.Raw(func(dc any) error {
-		rows, err := dc.(*conn).inner.QueryContext(ctx, hostrows.SQLiteSelect(table), []driver.NamedValue{{Ordinal: 1, Value: id}})
+		rows, err := dc.(*conn).inner.QueryContext(ctx, txn.SQLiteSelect(table), []driver.NamedValue{{Ordinal: 1, Value: id}})
 		if err != nil {
 			return err
 		}
@@ -268,7 +267,7 @@ func (s *session) Get(ctx context.Context, t txn.Table, id string) (int64, []byt
 
 // Delete implements txn.Participant.
 func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
-	table, err := hostrows.SQLiteTable(t)
+	table, err := txn.SQLiteTable(t)
 	if err != nil {
 		return err
 	}
@@ -276,7 +275,7 @@ func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
 		return err
 	}
 	err = s.conn.Raw(func(dc any) error {
-		_, err := dc.(*conn).inner.ExecContext(ctx, hostrows.SQLiteDelete(table), []driver.NamedValue{{Ordinal: 1, Value: id}})
+		_, err := dc.(*conn).inner.ExecContext(ctx, txn.SQLiteDelete(table), []driver.NamedValue{{Ordinal: 1, Value: id}})
 		return err
 	})
 	if err != nil && !strings.Contains(err.Error(), "no such table") {

@@ -14,9 +14,8 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
-	"github.com/wasmhist/wasmhist/host/internal/hostrows"
 	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
-	"github.com/wasmhist/wasmhist/host/txn"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -253,9 +252,9 @@ func mayAlter(sql string) bool {
 	return false
 }
 
-// hostNames lists the schema objects named with hostrows.Prefix.
+// hostNames lists the schema objects named with txn.Prefix.
 func hostNames(ctx context.Context, c sqlite.ExecQuerierContext) (map[string]bool, error) {
-	rows, err := c.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE name LIKE '`+strings.ReplaceAll(hostrows.Prefix, "_", `\_`)+`%' ESCAPE '\'`, nil)
+	rows, err := c.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE name LIKE '`+strings.ReplaceAll(txn.Prefix, "_", `\_`)+`%' ESCAPE '\'`, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +288,7 @@ func checkRenames(ctx context.Context, c sqlite.ExecQuerierContext, before map[s
 	}
 	for name := range after {
 		if !before[name] {
-			return &denial{reason: "names starting with " + quote(hostrows.Prefix) + " are the host's: a table cannot be renamed to " + quote(name), ran: true}
+			return &denial{reason: "names starting with " + quote(txn.Prefix) + " are the host's: a table cannot be renamed to " + quote(name), ran: true}
 		}
 	}
 	return nil

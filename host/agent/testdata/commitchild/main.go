@@ -30,10 +30,10 @@ import (
 	"github.com/wasmhist/wasmhist/host/agent/model"
 	"github.com/wasmhist/wasmhist/host/agent/pgstore"
 	"github.com/wasmhist/wasmhist/host/agent/sqlitestore"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/pggrant"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
-	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 type echo struct{}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhist/wasmhist/host/txn"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // part records what a Txn did to it.

@@ -1,19 +1,18 @@
-// Package hostrows is the layout of the rows the host keeps in a database
+// This file is the layout of the rows the host keeps in a database
 // next to a plugin's data: the session store's sessions and the commit
 // journal. The session stores and the sql capabilities both write them, so
 // a run's session row and its plugin writes can commit in one transaction.
 //
 // The tables' names start with "wasmhist_", a prefix the sql capability
 // keeps from plugins: a plugin's statements can neither read nor write them.
-package hostrows
+
+package txn
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
-
-	"github.com/wasmhist/wasmhist/host/txn"
 )
 
 // Prefix starts the name of every host table; plugins may not use it.
@@ -100,11 +99,11 @@ const (
 )
 
 // SQLiteTable is the SQLite table of t.
-func SQLiteTable(t txn.Table) (string, error) {
+func SQLiteTable(t Table) (string, error) {
 	switch t {
-	case txn.Sessions:
+	case Sessions:
 		return SessionsTable, nil
-	case txn.Journal:
+	case Journal:
 		return JournalTable, nil
 	}
 	return "", fmt.Errorf("hostrows: unknown table %q", t)
