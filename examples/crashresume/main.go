@@ -21,12 +21,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/wasmhist/wasmhist/host/agent"
-	"github.com/wasmhist/wasmhist/host/session"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/session"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
@@ -166,7 +167,7 @@ func resume(ctx context.Context, pluginPath, sessions string) error {
 		return err
 	}
 	s, err := store.Load(ctx, sessionID)
-	if errors.Is(err, agent.ErrSessionNotFound) {
+	if errors.Is(err, session.ErrNotFound) {
 		fmt.Println("  resume: no session was saved; the whole turn is lost")
 		return nil
 	}

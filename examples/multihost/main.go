@@ -120,7 +120,7 @@ type turnResponse struct {
 // load returns the stored session, or a new one with that id.
 func (s *server) load(ctx context.Context, id string) (*session.Session, error) {
 	sess, err := s.store.Load(ctx, id)
-	if errors.Is(err, agent.ErrSessionNotFound) {
+	if errors.Is(err, session.ErrNotFound) {
 		sess, err = session.New(), nil
 		sess.SessionID = id
 	}
@@ -141,13 +141,13 @@ func (s *server) turn(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		res, err := s.agent.Run(r.Context(), sess, []abi.Message{abi.NewMessage(abi.RoleUser, req.Text)}, &agent.RunOptions{RunID: req.RunID})
-		if errors.Is(err, agent.ErrStaleRevision) && attempt < 5 {
+		if errors.Is(err, session.ErrStaleRevision) && attempt < 5 {
 			// Another host committed this session meanwhile: run the
 			// turn again on its version.
 			time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
 			continue
 		}
-		if errors.Is(err, agent.ErrStaleRevision) {
+		if errors.Is(err, session.ErrStaleRevision) {
 			http.Error(w, "the session kept changing under this turn; send it again", http.StatusConflict)
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -266,6 +267,7 @@ type Agent struct {
 	log         *slog.Logger
 	warnedMu    sync.Mutex
 	warned      map[string]bool
+	fault       func(txn.Step) error // commit fault injector, set by tests (export_test.go)
 }
 
 // New validates cfg and returns an agent. Configuration errors wrap

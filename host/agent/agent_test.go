@@ -640,7 +640,7 @@ func TestAgentRefusesCommitPastMaxRevision(t *testing.T) {
 	before := mustJSON(t, s)
 	_, err = a.Run(context.Background(), s, []abi.Message{abi.NewMessage(abi.RoleUser, "q")}, nil)
 	require.ErrorIs(t, err, session.ErrRevisionExhausted)
-	require.NotErrorIs(t, err, ErrStaleRevision)
+	require.NotErrorIs(t, err, session.ErrStaleRevision)
 	require.Empty(t, saved, "nothing is saved")
 	require.Equal(t, before, mustJSON(t, s), "the session is unchanged")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/agent/pgstore"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/pggrant"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
@@ -35,7 +36,7 @@ func newPGCommitRig(t *testing.T, h *host.Host, wasm, dsn string, n int, sameDB 
 		st, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Name: name, Schema: hostSchema})
 		require.NoError(t, err)
 		t.Cleanup(func() { st.Close() })
-		require.Equal(t, pggrant.Target(name), st.Target())
+		require.Equal(t, txn.PostgresTarget(name), st.Target())
 		rig.store = st
 	} else {
 		rig.store, err = agent.NewFileStore(filepath.Join(t.TempDir(), "sessions"))

@@ -16,6 +16,7 @@ import (
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/agent/model"
 	"github.com/wasmhist/wasmhist/host/agent/sqlitestore"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
@@ -94,7 +95,7 @@ func newCommitRig(t testing.TB, h *host.Host, wasm string, open func(t testing.T
 func (rig *commitRig) turn(t testing.TB, id, line, runID string) (*agent.RunResult, error) {
 	t.Helper()
 	s, err := rig.store.Load(context.Background(), id)
-	if errors.Is(err, agent.ErrSessionNotFound) {
+	if errors.Is(err, session.ErrNotFound) {
 		s, err = session.New(), nil
 		s.SessionID = id
 	}
@@ -163,16 +164,16 @@ func TestRunCommitsOnce(t *testing.T) {
 }
 
 // commitFaults are the points TestRunCommitsOnce breaks a commit at.
-var commitFaults = []agent.CommitStep{
-	agent.StepBeforeSessionSave, agent.StepAfterSessionSave, agent.StepBeforeSQLCommit,
-	agent.StepAfterSQLCommit, agent.StepBeforeSessionDone, agent.StepAfterSessionDone,
+var commitFaults = []txn.Step{
+	txn.StepBeforeSessionSave, txn.StepAfterSessionSave, txn.StepBeforeSQLCommit,
+	txn.StepAfterSQLCommit, txn.StepBeforeSessionDone, txn.StepAfterSessionDone,
 	"model", // the model call fails: nothing reaches the commit
 }
 
 // checkFault runs a turn, then a second one failing at fault, checks the
 // database and the session, and repeats the second turn with its run id
 // until acknowledged: the turn is then stored exactly once.
-func checkFault(t *testing.T, rig *commitRig, fault agent.CommitStep) {
+func checkFault(t *testing.T, rig *commitRig, fault txn.Step) {
 	before := []string{"user:one", "assistant:echo one"}
 	after := append(before, "user:two", "assistant:echo two")
 	_, err := rig.turn(t, "s", "one", "run-1")
@@ -185,18 +186,18 @@ func checkFault(t *testing.T, rig *commitRig, fault agent.CommitStep) {
 		res, err = rig.turn(t, "s", "two", "run-2")
 		rig.model.fail = false
 	} else {
-		restore := agent.SetCommitHook(func(step agent.CommitStep) error {
+		agent.SetCommitFault(rig.agent, func(step txn.Step) error {
 			if step == fault {
 				return errors.New("crash")
 			}
 			return nil
 		})
 		res, err = rig.turn(t, "s", "two", "run-2")
-		restore()
+		agent.SetCommitFault(rig.agent, nil)
 	}
 	// The commit point is the database's COMMIT (the session
 	// row's too, in the same-database store).
-	committed := fault == agent.StepAfterSQLCommit || fault == agent.StepBeforeSessionDone || fault == agent.StepAfterSessionDone
+	committed := fault == txn.StepAfterSQLCommit || fault == txn.StepBeforeSessionDone || fault == txn.StepAfterSessionDone
 	if committed {
 		require.Equal(t, after, rig.rows(t), "the database after a fault past the commit point")
 	} else {
@@ -211,7 +212,7 @@ func checkFault(t *testing.T, rig *commitRig, fault agent.CommitStep) {
 	var acked *agent.RunResult
 	for attempt := 0; attempt < 3 && acked == nil; attempt++ {
 		res, err := rig.turn(t, "s", "two", "run-2")
-		if errors.Is(err, agent.ErrStaleRevision) {
+		if errors.Is(err, session.ErrStaleRevision) {
 			continue // the store was brought up to date: run again
 		}
 		require.NoError(t, err)
@@ -249,7 +250,7 @@ func TestStaleRunLeavesNoRows(t *testing.T) {
 			_, err = rig.turn(t, "s", "two", "")
 			require.NoError(t, err)
 			_, err = rig.agent.Run(ctx, stale, []abi.Message{abi.NewMessage(abi.RoleUser, "lost")}, nil)
-			require.ErrorIs(t, err, agent.ErrStaleRevision)
+			require.ErrorIs(t, err, session.ErrStaleRevision)
 			require.Equal(t, []string{"user:one", "assistant:echo one", "user:two", "assistant:echo two"}, rig.rows(t))
 			require.EqualValues(t, 2, rig.revision(t, "s"))
 		})

@@ -183,7 +183,7 @@ func ExampleFileStore() {
 	fmt.Println("stored revision", loaded.Revision)
 
 	_, err = a.Run(ctx, stale, []abi.Message{abi.NewMessage(abi.RoleUser, "I like coffee")}, nil)
-	fmt.Println(errors.Is(err, agent.ErrStaleRevision), "revision", stale.Revision)
+	fmt.Println(errors.Is(err, session.ErrStaleRevision), "revision", stale.Revision)
 	// Output:
 	// stored revision 1
 	// true revision 0

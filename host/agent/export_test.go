@@ -1,9 +1,6 @@
 package agent
 
-// SetCommitHook installs a fault injector at the steps of a commit, for
-// tests; the returned function removes it.
-func SetCommitHook(f func(CommitStep) error) (restore func()) {
-	old := commitHook
-	commitHook = f
-	return func() { commitHook = old }
-}
+import "github.com/wasmhist/wasmhist/host/internal/txn"
+
+// SetCommitFault installs a fault injector at the steps of a's commits.
+func SetCommitFault(a *Agent, f func(txn.Step) error) { a.fault = f }

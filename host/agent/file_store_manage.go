@@ -7,6 +7,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/wasmhist/wasmhist/host/session"
 )
 
 var _ SessionManager = (*FileStore)(nil)
@@ -30,7 +32,7 @@ func (f *FileStore) List(ctx context.Context) ([]SessionInfo, error) {
 			continue // not a name Save would have written
 		}
 		s, err := sf.Load(ctx)
-		if errors.Is(err, ErrSessionNotFound) {
+		if errors.Is(err, session.ErrNotFound) {
 			continue // deleted since ReadDir
 		}
 		if err != nil {
@@ -68,7 +70,7 @@ func (f *FileStore) Delete(ctx context.Context, id string, revision int64) error
 	}
 	if old.Revision != revision {
 		return fmt.Errorf("agent: file store: delete %q at revision %d: stored revision is %d: %w",
-			id, revision, old.Revision, ErrStaleRevision)
+			id, revision, old.Revision, session.ErrStaleRevision)
 	}
 	if err := os.Remove(sf.Path()); err != nil {
 		return fmt.Errorf("agent: file store: delete %q: %w", id, err)

@@ -81,7 +81,7 @@ func TestSessionFileModes(t *testing.T) {
 // TestSessionFileOneWriterWins: writers that loaded the same revision,
 // each through its own SessionFile (its own lock on the directory, as
 // separate processes have), race to save the next one: exactly one wins,
-// the others get ErrStaleRevision.
+// the others get session.ErrStaleRevision.
 func TestSessionFileOneWriterWins(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.json")
@@ -110,7 +110,7 @@ func TestSessionFileOneWriterWins(t *testing.T) {
 			switch {
 			case err == nil:
 				won++
-			case !errors.Is(err, ErrStaleRevision):
+			case !errors.Is(err, session.ErrStaleRevision):
 				t.Fatalf("round %d: unexpected error %v", round, err)
 			}
 		}

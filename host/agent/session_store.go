@@ -15,20 +15,10 @@ import (
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
-// Errors of session stores, for errors.Is.
-var (
-	// ErrStaleRevision reports a save of a session whose stored copy has
-	// the same or a newer revision: someone else committed since this copy
-	// was loaded, and writing it would lose their update.
-	ErrStaleRevision = errors.New("agent: session store: stale revision")
-	// ErrSessionNotFound reports a load of a session the store does not hold.
-	ErrSessionNotFound = errors.New("agent: session store: session not found")
-)
-
 // SessionSaver persists committed sessions. Config.Saver takes one.
 type SessionSaver interface {
 	// Save stores s. It must refuse, with an error wrapping
-	// ErrStaleRevision, a session whose stored copy's Revision is not
+	// session.ErrStaleRevision, a session whose stored copy's Revision is not
 	// lower than s.Revision.
 	Save(ctx context.Context, s *session.Session) error
 }
@@ -37,7 +27,7 @@ type SessionSaver interface {
 type SessionStore interface {
 	SessionSaver
 	// Load returns the stored session, or an error wrapping
-	// ErrSessionNotFound.
+	// session.ErrNotFound.
 	Load(ctx context.Context, sessionID string) (*session.Session, error)
 }
 
@@ -51,9 +41,9 @@ type SessionManager interface {
 	List(ctx context.Context) ([]SessionInfo, error)
 	// Delete removes a session if its stored revision is revision, the
 	// one the caller last saw; otherwise it removes nothing and returns an
-	// error wrapping ErrStaleRevision, so a delete never loses a commit
+	// error wrapping session.ErrStaleRevision, so a delete never loses a commit
 	// the deleter has not seen. A missing session is an error wrapping
-	// ErrSessionNotFound.
+	// session.ErrNotFound.
 	Delete(ctx context.Context, sessionID string, revision int64) error
 }
 
@@ -74,7 +64,7 @@ type FileStore struct {
 
 var (
 	_ SessionStore = (*FileStore)(nil)
-	_ TxnSaver     = (*FileStore)(nil)
+	_ txn.Stager   = (*FileStore)(nil)
 )
 
 // NewFileStore returns a store writing into dir, creating it if needed.
@@ -101,8 +91,8 @@ func (f *FileStore) Load(ctx context.Context, id string) (*session.Session, erro
 	return sf.Load(ctx)
 }
 
-// PrepareSave implements TxnSaver.
-func (f *FileStore) PrepareSave(ctx context.Context, tx *txn.Txn, s *session.Session) (PreparedSave, error) {
+// PrepareSave implements txn.Stager.
+func (f *FileStore) PrepareSave(ctx context.Context, tx *txn.Txn, s *session.Session) (txn.Prepared, error) {
 	sf, err := f.file(s.SessionID)
 	if err != nil {
 		return nil, err
@@ -126,7 +116,7 @@ func (f *FileStore) Save(ctx context.Context, s *session.Session) error {
 // the old one, then the directory is synced), so a crash leaves the old or
 // the new session, never a torn one. Save refuses stale revisions: of two
 // writers that loaded the same revision, the second to save gets
-// ErrStaleRevision, whether they are in one process or in several on one
+// session.ErrStaleRevision, whether they are in one process or in several on one
 // machine (the check and the rename run under an exclusive lock on the
 // directory). A file without write permission is the owner's "do not
 // change this": Save refuses it rather than replacing it, and a replaced
@@ -140,7 +130,7 @@ type SessionFile struct {
 	mu   sync.Mutex
 }
 
-var _ TxnSaver = (*SessionFile)(nil)
+var _ txn.Stager = (*SessionFile)(nil)
 
 // NewSessionFile returns the session file at path. Nothing is read or
 // created until Load or Save.
@@ -149,12 +139,12 @@ func NewSessionFile(path string) *SessionFile { return &SessionFile{path: path} 
 // Path is where the session is kept.
 func (f *SessionFile) Path() string { return f.path }
 
-// Load reads the session, or returns an error wrapping ErrSessionNotFound
+// Load reads the session, or returns an error wrapping session.ErrNotFound
 // when the file does not exist.
 func (f *SessionFile) Load(_ context.Context) (*session.Session, error) {
 	b, err := os.ReadFile(f.path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("agent: session file %s: %w", f.path, ErrSessionNotFound)
+		return nil, fmt.Errorf("agent: session file %s: %w", f.path, session.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("agent: session file %s: %w", f.path, err)
@@ -175,10 +165,10 @@ func (f *SessionFile) Save(ctx context.Context, s *session.Session) error {
 	return p.Commit(ctx)
 }
 
-// PrepareSave implements TxnSaver: it takes the directory's lock, checks
+// PrepareSave implements txn.Stager: it takes the directory's lock, checks
 // the revision and writes the new file beside the old one, synced; Commit
 // renames it over the old one. Between the two no other writer can save.
-func (f *SessionFile) PrepareSave(ctx context.Context, _ *txn.Txn, s *session.Session) (PreparedSave, error) {
+func (f *SessionFile) PrepareSave(ctx context.Context, _ *txn.Txn, s *session.Session) (txn.Prepared, error) {
 	return f.prepare(ctx, s)
 }
 
@@ -211,12 +201,12 @@ func (f *SessionFile) prepare(ctx context.Context, s *session.Session) (_ *prepa
 	}
 	old, err := f.Load(ctx)
 	switch {
-	case errors.Is(err, ErrSessionNotFound):
+	case errors.Is(err, session.ErrNotFound):
 	case err != nil:
 		return nil, err
 	case old.Revision >= s.Revision:
 		return nil, fmt.Errorf("agent: session file %s: save %q at revision %d: stored revision is %d: %w",
-			f.path, s.SessionID, s.Revision, old.Revision, ErrStaleRevision)
+			f.path, s.SessionID, s.Revision, old.Revision, session.ErrStaleRevision)
 	}
 	tmp, err := writeTemp(f.path, data, mode)
 	if err != nil {

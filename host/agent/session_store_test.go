@@ -22,7 +22,7 @@ func TestFileStoreRoundTrip(t *testing.T) {
 	fs, err := NewFileStore(t.TempDir())
 	require.NoError(t, err)
 	_, err = fs.Load(ctx, "nope")
-	require.ErrorIs(t, err, ErrSessionNotFound)
+	require.ErrorIs(t, err, session.ErrNotFound)
 	s := session.New()
 	s.Revision = 1
 	s.ServiceSessionID = "conv-1"
@@ -66,7 +66,7 @@ func TestFileStoreTwoWriters(t *testing.T) {
 	require.NoError(t, err)
 	before := mustJSON(t, w2)
 	_, err = a.Run(ctx, w2, []abi.Message{abi.NewMessage(abi.RoleUser, "from w2")}, nil)
-	require.ErrorIs(t, err, ErrStaleRevision)
+	require.ErrorIs(t, err, session.ErrStaleRevision)
 	require.Equal(t, before, mustJSON(t, w2), "the refused writer's session changed")
 	onDisk, _ := fs.Load(ctx, base.SessionID)
 	require.Equal(t, "user:first asst:a user:from w1 asst:a", stored(t, p, onDisk))
@@ -92,7 +92,7 @@ func TestFileStoreHammer(t *testing.T) {
 			switch {
 			case err == nil:
 				wins++
-			case errors.Is(err, ErrStaleRevision):
+			case errors.Is(err, session.ErrStaleRevision):
 				stale++
 			default:
 				assert.NoError(t, err)

@@ -116,7 +116,3 @@ func New(cfg Config) host.Grant {
 	})
 	return capability.Seal(g).(host.Grant)
 }
-
-// Target returns the txn target of the database named name,
-// "postgres:<name>", the same string as pgstore.Store.Target.
-func Target(name string) string { return pgcap.Target(name) }

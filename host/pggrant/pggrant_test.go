@@ -15,6 +15,7 @@ import (
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/internal/pgcap"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/pggrant"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
@@ -180,5 +181,5 @@ func TestPostgreSQL(t *testing.T) {
 		_, err = runSQL(t.Context(), t, p, false, "SELECT 1")
 		require.ErrorContains(t, err, "no Name")
 	})
-	assert.Equal(t, "postgres:main", pggrant.Target("main"))
+	assert.Equal(t, "postgres:main", txn.PostgresTarget("main"))
 }

@@ -10,7 +10,7 @@
 // state slot's bytes come back as they were stored; jsonb would reorder
 // keys and respace them) and its revision in a column of its own, which
 // Save checks in the statement that writes: of two writers that loaded
-// one revision, the second is refused with agent.ErrStaleRevision.
+// one revision, the second is refused with session.ErrStaleRevision.
 //
 // It is a package of its own so that a program that imports only
 // host/agent links no PostgreSQL driver.
@@ -63,7 +63,7 @@ type Store struct {
 
 var (
 	_ agent.SessionManager = (*Store)(nil)
-	_ agent.TxnSaver       = (*Store)(nil)
+	_ txn.Stager           = (*Store)(nil)
 )
 
 // Open connects to the database at dsn and opens the store in
@@ -169,7 +169,7 @@ func (s *Store) Load(ctx context.Context, id string) (*session.Session, error) {
 	)
 	err := s.pool.QueryRow(ctx, `SELECT revision, data FROM `+s.sessions+` WHERE id = $1`, id).Scan(&rev, &data)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("pgstore: load %q: %w", id, agent.ErrSessionNotFound)
+		return nil, fmt.Errorf("pgstore: load %q: %w", id, session.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: load %q: %w", id, err)
@@ -198,17 +198,17 @@ func (s *Store) Save(ctx context.Context, sess *session.Session) error {
 	return p.Commit(ctx)
 }
 
-// PrepareSave implements agent.TxnSaver. When tx holds a run's transaction
+// PrepareSave implements txn.Stager. When tx holds a run's transaction
 // on the store's database (a grant of host/pggrant with the store's Name
 // wrote during the run), the row is written into it, through the host's
 // functions, and commits with the plugin's writes. Otherwise the row is
 // written in a transaction of the store's own, which holds the row's lock
 // until Commit.
-func (s *Store) PrepareSave(ctx context.Context, tx *txn.Txn, sess *session.Session) (agent.PreparedSave, error) {
+func (s *Store) PrepareSave(ctx context.Context, tx *txn.Txn, sess *session.Session) (txn.Prepared, error) {
 	return s.prepare(ctx, tx, sess)
 }
 
-func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session) (agent.PreparedSave, error) {
+func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session) (txn.Prepared, error) {
 	data, err := session.Encode(sess)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: save: %w", err)
@@ -219,12 +219,12 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 	if target := s.Target(); tx != nil && target != "" && tx.Participant(target) != nil {
 		err := tx.Put(ctx, target, txn.Sessions, sess.SessionID, sess.Revision, data)
 		if errors.Is(err, txn.ErrStale) {
-			return nil, fmt.Errorf("pgstore: save %q at revision %d: %w: %w", sess.SessionID, sess.Revision, agent.ErrStaleRevision, err)
+			return nil, fmt.Errorf("pgstore: save %q at revision %d: %w: %w", sess.SessionID, sess.Revision, session.ErrStaleRevision, err)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
 		}
-		return &agent.StagedSave{Into: target}, nil
+		return &txn.Staged{Into: target}, nil
 	}
 	own, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -245,9 +245,9 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 		own.QueryRow(ctx, `SELECT revision FROM `+s.sessions+` WHERE id = $1`, sess.SessionID).Scan(&stored)
 		own.Rollback(ctx)
 		return nil, fmt.Errorf("pgstore: save %q at revision %d: stored revision is %d: %w",
-			sess.SessionID, sess.Revision, stored, agent.ErrStaleRevision)
+			sess.SessionID, sess.Revision, stored, session.ErrStaleRevision)
 	}
-	return &agent.StagedSave{
+	return &txn.Staged{
 		OnCommit: func(ctx context.Context) error {
 			if err := own.Commit(context.WithoutCancel(ctx)); err != nil {
 				return fmt.Errorf("pgstore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
@@ -292,9 +292,9 @@ func (s *Store) Delete(ctx context.Context, id string, revision int64) error {
 	var stored int64
 	switch err := s.pool.QueryRow(ctx, `SELECT revision FROM `+s.sessions+` WHERE id = $1`, id).Scan(&stored); {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("pgstore: delete %q: %w", id, agent.ErrSessionNotFound)
+		return fmt.Errorf("pgstore: delete %q: %w", id, session.ErrNotFound)
 	case err != nil:
 		return fmt.Errorf("pgstore: delete %q at revision %d: %w", id, revision, err)
 	}
-	return fmt.Errorf("pgstore: delete %q at revision %d: stored revision is %d: %w", id, revision, stored, agent.ErrStaleRevision)
+	return fmt.Errorf("pgstore: delete %q at revision %d: stored revision is %d: %w", id, revision, stored, session.ErrStaleRevision)
 }

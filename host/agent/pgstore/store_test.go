@@ -212,7 +212,7 @@ func testStore(t *testing.T, srv *pgtest.Server, dsn, superDSN string) {
 			}
 			_, err = st.Load(ctx, "r")
 			if rev == 1 {
-				require.ErrorIs(t, err, agent.ErrSessionNotFound, "visible before the commit")
+				require.ErrorIs(t, err, session.ErrNotFound, "visible before the commit")
 			}
 			if !commit {
 				return tx.Rollback(ctx)

@@ -6,7 +6,7 @@
 // each state slot's bytes come back as they were stored) and its revision
 // in a column of its own, which Save checks in the same statement that
 // writes: of two writers that loaded one revision, the second is refused
-// with agent.ErrStaleRevision, in one process or in several.
+// with session.ErrStaleRevision, in one process or in several.
 //
 // It is a package of its own so that a program that imports only
 // host/agent links no SQLite.
@@ -56,7 +56,7 @@ type Store struct {
 
 var (
 	_ agent.SessionManager = (*Store)(nil)
-	_ agent.TxnSaver       = (*Store)(nil)
+	_ txn.Stager           = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the database at path and the store's
@@ -150,7 +150,7 @@ func (s *Store) Load(ctx context.Context, id string) (*session.Session, error) {
 	)
 	err := s.db.QueryRowContext(ctx, `SELECT revision, data FROM `+sessionsTable+` WHERE id = ?`, id).Scan(&rev, &data)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlitestore: load %q: %w", id, agent.ErrSessionNotFound)
+		return nil, fmt.Errorf("sqlitestore: load %q: %w", id, session.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: load %q: %w", id, err)
@@ -186,16 +186,16 @@ func (s *Store) Save(ctx context.Context, sess *session.Session) error {
 	return p.Commit(ctx)
 }
 
-// PrepareSave implements agent.TxnSaver. When tx holds a transaction on
+// PrepareSave implements txn.Stager. When tx holds a transaction on
 // the store's own database (a plugin granted this file wrote during the
 // run), the row is written into it and commits with the plugin's writes.
 // Otherwise the row is written in a transaction of the store's own that
 // holds SQLite's write lock until Commit.
-func (s *Store) PrepareSave(ctx context.Context, tx *txn.Txn, sess *session.Session) (agent.PreparedSave, error) {
+func (s *Store) PrepareSave(ctx context.Context, tx *txn.Txn, sess *session.Session) (txn.Prepared, error) {
 	return s.prepare(ctx, tx, sess)
 }
 
-func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session) (agent.PreparedSave, error) {
+func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session) (txn.Prepared, error) {
 	data, err := session.Encode(sess)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: save: %w", err)
@@ -206,12 +206,12 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 	if tx != nil && tx.Participant(s.target) != nil {
 		err := tx.Put(ctx, s.target, txn.Sessions, sess.SessionID, sess.Revision, data)
 		if errors.Is(err, txn.ErrStale) {
-			return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w: %w", sess.SessionID, sess.Revision, agent.ErrStaleRevision, err)
+			return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w: %w", sess.SessionID, sess.Revision, session.ErrStaleRevision, err)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
 		}
-		return &agent.StagedSave{Into: s.target}, nil
+		return &txn.Staged{Into: s.target}, nil
 	}
 	own, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -234,9 +234,9 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 		own.QueryRowContext(ctx, `SELECT revision FROM `+sessionsTable+` WHERE id = ?`, sess.SessionID).Scan(&stored)
 		own.Rollback()
 		return nil, fmt.Errorf("sqlitestore: save %q at revision %d: stored revision is %d: %w",
-			sess.SessionID, sess.Revision, stored, agent.ErrStaleRevision)
+			sess.SessionID, sess.Revision, stored, session.ErrStaleRevision)
 	}
-	return &agent.StagedSave{
+	return &txn.Staged{
 		OnCommit: func(context.Context) error {
 			if err := own.Commit(); err != nil {
 				return fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
@@ -299,9 +299,9 @@ func (s *Store) Delete(ctx context.Context, id string, revision int64) error {
 	var stored int64
 	switch err := s.db.QueryRowContext(ctx, `SELECT revision FROM `+sessionsTable+` WHERE id = ?`, id).Scan(&stored); {
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("sqlitestore: delete %q: %w", id, agent.ErrSessionNotFound)
+		return fmt.Errorf("sqlitestore: delete %q: %w", id, session.ErrNotFound)
 	case err != nil:
 		return fmt.Errorf("sqlitestore: delete %q at revision %d: %w", id, revision, err)
 	}
-	return fmt.Errorf("sqlitestore: delete %q at revision %d: stored revision is %d: %w", id, revision, stored, agent.ErrStaleRevision)
+	return fmt.Errorf("sqlitestore: delete %q at revision %d: stored revision is %d: %w", id, revision, stored, session.ErrStaleRevision)
 }

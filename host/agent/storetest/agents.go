@@ -40,7 +40,7 @@ func newHost(store agent.SessionStore, saver agent.SessionSaver) (*host, error) 
 // returns the model's reply.
 func (h *host) turn(ctx context.Context, id, text string) (string, error) {
 	s, err := h.store.Load(ctx, id)
-	if errors.Is(err, agent.ErrSessionNotFound) {
+	if errors.Is(err, session.ErrNotFound) {
 		s = session.New()
 		s.SessionID = id
 	} else if err != nil {
@@ -189,12 +189,12 @@ func caseRacingCommits(ctx context.Context, open func() agent.SessionStore) erro
 		switch {
 		case r.err == nil && winner == nil:
 			winner = r
-		case errors.Is(r.err, agent.ErrStaleRevision) && loser == nil:
+		case errors.Is(r.err, session.ErrStaleRevision) && loser == nil:
 			loser = r
 		}
 	}
 	if winner == nil || loser == nil {
-		return fmt.Errorf("want one commit to win and one to fail with agent.ErrStaleRevision, got %v and %v", racers[0].err, racers[1].err)
+		return fmt.Errorf("want one commit to win and one to fail with session.ErrStaleRevision, got %v and %v", racers[0].err, racers[1].err)
 	}
 	if after, _ := json.Marshal(loser.s); string(after) != string(loser.before) {
 		return fmt.Errorf("the losing agent's session changed:\nbefore %s\nafter  %s", loser.before, after)
@@ -216,7 +216,7 @@ func caseRacingCommits(ctx context.Context, open func() agent.SessionStore) erro
 // run id, returning the result and the session as the run left it.
 func (h *host) run(ctx context.Context, id, text, runID string) (*agent.RunResult, *session.Session, error) {
 	s, err := h.store.Load(ctx, id)
-	if errors.Is(err, agent.ErrSessionNotFound) {
+	if errors.Is(err, session.ErrNotFound) {
 		s = session.New()
 		s.SessionID = id
 	} else if err != nil {

@@ -69,8 +69,8 @@ func same(want, got *session.Session) error {
 func caseLoadMissing(ctx context.Context, open func() agent.SessionStore) error {
 	st := open()
 	s, err := st.Load(ctx, "absent")
-	if !errors.Is(err, agent.ErrSessionNotFound) {
-		return fmt.Errorf("load of a missing session: want agent.ErrSessionNotFound, got session %v, error %v", s, err)
+	if !errors.Is(err, session.ErrNotFound) {
+		return fmt.Errorf("load of a missing session: want session.ErrNotFound, got session %v, error %v", s, err)
 	}
 	return nil
 }
@@ -100,8 +100,8 @@ func caseStaleSave(ctx context.Context, open func() agent.SessionStore) error {
 		return fmt.Errorf("save at revision 2: %w", err)
 	}
 	for _, rev := range []int64{2, 1, 0} {
-		if err := st.Save(ctx, newSession("stale", rev, "stale")); !errors.Is(err, agent.ErrStaleRevision) {
-			return fmt.Errorf("save at revision %d over stored revision 2: want agent.ErrStaleRevision, got %v", rev, err)
+		if err := st.Save(ctx, newSession("stale", rev, "stale")); !errors.Is(err, session.ErrStaleRevision) {
+			return fmt.Errorf("save at revision %d over stored revision 2: want session.ErrStaleRevision, got %v", rev, err)
 		}
 	}
 	got, err := st.Load(ctx, "stale")
@@ -193,8 +193,8 @@ func caseDelete(ctx context.Context, open func() agent.SessionStore) error {
 		return fmt.Errorf("save: %w", err)
 	}
 	for _, rev := range []int64{2, 4} {
-		if err := m.Delete(ctx, "doomed", rev); !errors.Is(err, agent.ErrStaleRevision) {
-			return fmt.Errorf("delete at revision %d of stored revision 3: want agent.ErrStaleRevision, got %v", rev, err)
+		if err := m.Delete(ctx, "doomed", rev); !errors.Is(err, session.ErrStaleRevision) {
+			return fmt.Errorf("delete at revision %d of stored revision 3: want session.ErrStaleRevision, got %v", rev, err)
 		}
 		if _, err := m.Load(ctx, "doomed"); err != nil {
 			return fmt.Errorf("load after a refused Delete: %w", err)
@@ -203,12 +203,12 @@ func caseDelete(ctx context.Context, open func() agent.SessionStore) error {
 	if err := m.Delete(ctx, "doomed", 3); err != nil {
 		return fmt.Errorf("delete at the stored revision: %w", err)
 	}
-	if _, err := m.Load(ctx, "doomed"); !errors.Is(err, agent.ErrSessionNotFound) {
-		return fmt.Errorf("load after Delete: want agent.ErrSessionNotFound, got %v", err)
+	if _, err := m.Load(ctx, "doomed"); !errors.Is(err, session.ErrNotFound) {
+		return fmt.Errorf("load after Delete: want session.ErrNotFound, got %v", err)
 	}
 	for _, id := range []string{"doomed", "absent"} {
-		if err := m.Delete(ctx, id, 3); !errors.Is(err, agent.ErrSessionNotFound) {
-			return fmt.Errorf("delete of missing %q: want agent.ErrSessionNotFound, got %v", id, err)
+		if err := m.Delete(ctx, id, 3); !errors.Is(err, session.ErrNotFound) {
+			return fmt.Errorf("delete of missing %q: want session.ErrNotFound, got %v", id, err)
 		}
 	}
 	infos, err := m.List(ctx)
@@ -277,7 +277,7 @@ func caseHammer(ctx context.Context, open func() agent.SessionStore) error {
 				mark := fmt.Sprintf("w%d.%d", w, done)
 				err = st.Save(ctx, marked(id, s.Revision+1, append(marks, mark)))
 				switch {
-				case errors.Is(err, agent.ErrStaleRevision):
+				case errors.Is(err, session.ErrStaleRevision):
 					continue
 				case err != nil:
 					fail(fmt.Errorf("save: %w", err))

@@ -26,16 +26,16 @@ type Case struct {
 // agent.SessionManager.
 func Cases() []Case {
 	return []Case{
-		{Name: "load_missing", Doc: "loading a session the store does not hold fails with agent.ErrSessionNotFound", Run: caseLoadMissing},
+		{Name: "load_missing", Doc: "loading a session the store does not hold fails with session.ErrNotFound", Run: caseLoadMissing},
 		{Name: "round_trip", Doc: "a saved session loads back equal (its provenance included), from the same handle and from another, with each state slot's raw JSON byte for byte", Run: caseRoundTrip},
-		{Name: "stale_save_refused", Doc: "a save whose revision is not above the stored one fails with agent.ErrStaleRevision and changes nothing", Run: caseStaleSave},
+		{Name: "stale_save_refused", Doc: "a save whose revision is not above the stored one fails with session.ErrStaleRevision and changes nothing", Run: caseStaleSave},
 		{Name: "next_revision_saved", Doc: "a save of a higher revision than the stored one replaces it", Run: caseNextRevision},
 		{Name: "list", Doc: "List returns every stored session once, ordered by id, with its stored revision and when it was saved", Run: caseList},
-		{Name: "delete", Doc: "Delete removes a session only at its stored revision (else agent.ErrStaleRevision), and a missing one is agent.ErrSessionNotFound", Run: caseDelete},
+		{Name: "delete", Doc: "Delete removes a session only at its stored revision (else session.ErrStaleRevision), and a missing one is session.ErrNotFound", Run: caseDelete},
 		{Name: "hammer", Doc: "writers on separate handles that load, change and save one session, retrying stale saves, lose no save that succeeded", Run: caseHammer},
 		{Name: "agents_alternate_turns", Doc: "two agents with their own handles take turns on one session, each seeing the other's turns", Run: caseAgentsAlternate},
 		{Name: "run_ids_recognised", Doc: "a run repeated with one of the session's last session.MaxRecentRuns run ids returns its recorded reply and changes nothing, the same id with another input is refused with agent.ErrRunIDReused, and an id older than the window runs again", Run: caseRunIDsRecognised},
-		{Name: "racing_commits", Doc: "of two agents committing the same loaded revision at once, exactly one wins; the other gets agent.ErrStaleRevision and the store keeps the winner's session", Run: caseRacingCommits},
+		{Name: "racing_commits", Doc: "of two agents committing the same loaded revision at once, exactly one wins; the other gets session.ErrStaleRevision and the store keeps the winner's session", Run: caseRacingCommits},
 	}
 }
 

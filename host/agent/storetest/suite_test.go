@@ -56,7 +56,7 @@ func (m *memStore) Load(_ context.Context, id string) (*session.Session, error) 
 		if m.flaws.notFoundIsNil {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("mem: %q: %w", id, agent.ErrSessionNotFound)
+		return nil, fmt.Errorf("mem: %q: %w", id, session.ErrNotFound)
 	}
 	return session.Decode(row.data)
 }
@@ -84,7 +84,7 @@ func (m *memStore) Save(_ context.Context, s *session.Session) error {
 			return err
 		}
 		if old.Revision >= s.Revision || m.flaws.refuseNewer {
-			return fmt.Errorf("mem: %w", agent.ErrStaleRevision)
+			return fmt.Errorf("mem: %w", session.ErrStaleRevision)
 		}
 		return nil
 	}
@@ -123,14 +123,14 @@ func (m *memStore) Delete(_ context.Context, id string, revision int64) error {
 	defer m.db.mu.Unlock()
 	row, ok := m.db.rows[id]
 	if !ok {
-		return fmt.Errorf("mem: %w", agent.ErrSessionNotFound)
+		return fmt.Errorf("mem: %w", session.ErrNotFound)
 	}
 	s, err := session.Decode(row.data)
 	if err != nil {
 		return err
 	}
 	if s.Revision != revision && !m.flaws.deleteAnyRev {
-		return fmt.Errorf("mem: %w", agent.ErrStaleRevision)
+		return fmt.Errorf("mem: %w", session.ErrStaleRevision)
 	}
 	delete(m.db.rows, id)
 	return nil

@@ -242,7 +242,7 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 		}
 		id := c.session.SessionID
 		switch s, err := st.Load(ctx, id); {
-		case errors.Is(err, agent.ErrSessionNotFound):
+		case errors.Is(err, session.ErrNotFound):
 		case err != nil:
 			return nil, failf(cmd, "loading session %s from %s: %w: check --session (the session's id) and the store", id, store.describe(), err)
 		default:
@@ -435,7 +435,7 @@ func runAdvice(err error, l host.Limits) string {
 		return a
 	}
 	switch {
-	case errors.Is(err, agent.ErrStaleRevision):
+	case errors.Is(err, session.ErrStaleRevision):
 		return fmt.Sprintf("other processes kept saving the session meanwhile (%d attempts): run the command again, or let one chat at a time use the session", staleAttempts)
 	case errors.Is(err, txn.ErrBusy):
 		return fmt.Sprintf("other processes kept the SQLite database locked (%d attempts): run the command again; for many chats at once keep sessions in PostgreSQL (--store postgres)", staleAttempts)
@@ -540,7 +540,7 @@ func newRunID() string {
 const staleAttempts = 5
 
 // run answers one line. When another process committed the session
-// meanwhile (agent.ErrStaleRevision) and this run committed nothing, the
+// meanwhile (session.ErrStaleRevision) and this run committed nothing, the
 // line is run again on the session as now stored, up to staleAttempts
 // times with a short jittered pause, and a note says so.
 func (c *chatSetup) run(ctx context.Context, e *env, cmd, text string) (*agent.RunResult, error) {
@@ -551,7 +551,7 @@ func (c *chatSetup) run(ctx context.Context, e *env, cmd, text string) (*agent.R
 		before := c.session.Revision
 		res, err := c.agent.Run(ctx, c.session, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, opts)
 		busy := errors.Is(err, txn.ErrBusy)
-		if !(busy || errors.Is(err, agent.ErrStaleRevision) && c.reload != nil) || c.session.Revision != before || attempt == staleAttempts {
+		if !(busy || errors.Is(err, session.ErrStaleRevision) && c.reload != nil) || c.session.Revision != before || attempt == staleAttempts {
 			return res, err
 		}
 		if busy {

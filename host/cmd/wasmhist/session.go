@@ -17,7 +17,6 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
-	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
@@ -711,7 +710,7 @@ func runSessionImport(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if err := st.Save(ctx, s); err != nil {
-		if errors.Is(err, agent.ErrStaleRevision) {
+		if errors.Is(err, session.ErrStaleRevision) {
 			old, _, _ := readSessionFile(cmd, path)
 			stored := "its"
 			if old != nil {
@@ -756,14 +755,14 @@ func importIntoStore(ctx context.Context, e *env, cmd string, store *storeFlag, 
 	defer st.close()
 	where := fmt.Sprintf("session %s in %s", s.SessionID, store.describe())
 	switch old, err := st.Load(ctx, s.SessionID); {
-	case errors.Is(err, agent.ErrSessionNotFound):
+	case errors.Is(err, session.ErrNotFound):
 	case err != nil:
 		return failf(cmd, "reading %s: %w: check the store", where, err)
 	case !force:
 		return failf(cmd, "%s exists (revision %d): pass --force to replace it with this session (revision %d; the stored one must be older)", where, old.Revision, s.Revision)
 	}
 	if err := st.Save(ctx, s); err != nil {
-		if errors.Is(err, agent.ErrStaleRevision) {
+		if errors.Is(err, session.ErrStaleRevision) {
 			return failf(cmd, "%s is at least as new as the imported revision %d: keep it, or delete it first ('wasmhist session delete --store %s %s') and import again", where, s.Revision, store.raw, s.SessionID)
 		}
 		return failf(cmd, "writing %s: %w: check the store", where, err)
@@ -863,7 +862,7 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 	if st != nil {
 		// The store refuses the delete if a chat committed meanwhile.
 		if err := st.Delete(ctx, s.SessionID, s.Revision); err != nil {
-			if errors.Is(err, agent.ErrStaleRevision) {
+			if errors.Is(err, session.ErrStaleRevision) {
 				return failf(cmd, "%s changed while it was being deleted (it was at revision %d): run the command again when no chat is using it", path, s.Revision)
 			}
 			return failf(cmd, "deleting %s: %w: its plugins' stored history was cleared; check the store", path, err)

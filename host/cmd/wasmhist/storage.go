@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/wasmhist/wasmhist/host"
-	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/session"
 )
 
 // The storage a chat writes is checked before the first model call: a
@@ -97,7 +97,7 @@ func failurePlace(err error) string {
 	switch {
 	case errors.As(err, &pe):
 		return placePlugin
-	case errors.Is(err, agent.ErrStaleRevision), errors.As(err, &pathErr):
+	case errors.Is(err, session.ErrStaleRevision), errors.As(err, &pathErr):
 		return placeSession
 	}
 	return placeModel

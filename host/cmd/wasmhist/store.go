@@ -123,17 +123,17 @@ type openedStore struct {
 	close func()
 }
 
-// PrepareSave lets the store take part in a run's commit (agent.TxnSaver),
+// PrepareSave lets the store take part in a run's commit (txn.Stager),
 // which every store the command opens does; one that could not would be
 // saved at once, before the plugin's database commits.
-func (o *openedStore) PrepareSave(ctx context.Context, tx *txn.Txn, s *session.Session) (agent.PreparedSave, error) {
-	if ts, ok := o.SessionManager.(agent.TxnSaver); ok {
+func (o *openedStore) PrepareSave(ctx context.Context, tx *txn.Txn, s *session.Session) (txn.Prepared, error) {
+	if ts, ok := o.SessionManager.(txn.Stager); ok {
 		return ts.PrepareSave(ctx, tx, s)
 	}
 	if err := o.Save(ctx, s); err != nil {
 		return nil, err
 	}
-	return &agent.StagedSave{}, nil
+	return &txn.Staged{}, nil
 }
 
 // open opens the store; the caller closes it.

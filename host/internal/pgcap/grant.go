@@ -8,6 +8,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // Engine is the capability.Kind engine of PostgreSQL grants.
@@ -123,7 +124,7 @@ func (g *grant) Begin(ctx context.Context, b capability.Backend) (capability.Ses
 	if err != nil {
 		return nil, err
 	}
-	s := &session{db: db, role: r, conn: c, pc: c.Conn().PgConn(), limits: g.cfg.Limits, turn: make(chan struct{}, 1)}
+	s := &session{db: db, role: r, conn: c, pc: c.Conn().PgConn(), limits: g.cfg.Limits, calls: txn.NewCalls()}
 	s.deadline, _ = ctx.Deadline()
 	return s, nil
 }

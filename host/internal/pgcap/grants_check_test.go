@@ -247,7 +247,7 @@ func testShared(t *testing.T, e *env) {
 		c := e.begin(tctx, t, g)
 		c.must(tctx, "INSERT INTO secret VALUES ('more')", "GRANT SELECT ON secret TO PUBLIC")
 		require.NoError(t, c.end(tctx, true))
-		require.NoError(t, tx.Put(ctx, Target("main"), txn.Sessions, "bridged", 1, []byte(`{}`)))
+		require.NoError(t, tx.Put(ctx, txn.PostgresTarget("main"), txn.Sessions, "bridged", 1, []byte(`{}`)))
 		require.ErrorIs(t, tx.Commit(ctx), ErrShared)
 		assert.Equal(t, "<no row>", e.adminValue(t, "SELECT id FROM wasmhist.sessions WHERE id = 'bridged'"))
 		assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM bridge__a.secret"))

@@ -21,9 +21,6 @@ var (
 	_ capability.Acceptor = (*session)(nil)
 )
 
-// Target is the txn target of the PostgreSQL database named name.
-func Target(name string) string { return txn.PostgresTarget(name) }
-
 // Target implements capability.Joiner: one target per named database, so
 // that the session store on that database (host/agent/pgstore with the
 // same Name) finds the run's transaction.
@@ -31,7 +28,7 @@ func (g *grant) Target(ctx context.Context) (string, error) {
 	if err := g.cfg.Check(); err != nil {
 		return "", err
 	}
-	return Target(g.cfg.Name), nil
+	return txn.PostgresTarget(g.cfg.Name), nil
 }
 
 // Accept implements capability.Acceptor: one transaction runs as one role,
@@ -39,7 +36,7 @@ func (g *grant) Target(ctx context.Context) (string, error) {
 func (s *session) Accept(ctx context.Context, g capability.Grant) error {
 	pg, ok := g.(*grant)
 	if !ok {
-		return fmt.Errorf("pgcap: %s is held by a PostgreSQL transaction; a grant of type %T cannot join it", Target(s.db.name), g)
+		return fmt.Errorf("pgcap: %s is held by a PostgreSQL transaction; a grant of type %T cannot join it", txn.PostgresTarget(s.db.name), g)
 	}
 	schema, err := pg.cfg.schema(ctx)
 	if err != nil {
@@ -47,69 +44,52 @@ func (s *session) Accept(ctx context.Context, g capability.Grant) error {
 	}
 	if schema != s.role.schema || pg.cfg.AdminDSN != s.db.dsn {
 		return fmt.Errorf("pgcap: %s: this run's transaction is schema %q's; schema %q cannot join it: give the grants on different schemas different names",
-			Target(s.db.name), s.role.schema, schema)
+			txn.PostgresTarget(s.db.name), s.role.schema, schema)
 	}
 	return nil
 }
 
 // StartCall implements capability.Joinable.
-func (s *session) StartCall(ctx context.Context) error {
-	select {
-	case s.turn <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("pgcap: %s: waiting for another call's use: %w", s.db.name, ctx.Err())
-	}
-	s.joined = true
-	s.deadline, _ = ctx.Deadline()
-	s.laterCall = s.began
-	if s.began && s.failed == nil {
-		if err := s.host(ctx, "SAVEPOINT "+callSavepoint); err != nil {
-			<-s.turn
-			return fmt.Errorf("pgcap: %s: savepoint: %w", s.db.name, err)
-		}
-		s.savepoint = true
-	}
-	return nil
-}
+func (s *session) StartCall(ctx context.Context) error { return s.calls.Start(ctx, s) }
 
 // EndCall implements capability.Joinable.
 func (s *session) EndCall(ctx context.Context, ok bool) (pending bool, err error) {
-	ctx = context.WithoutCancel(ctx)
-	defer func() { <-s.turn }()
-	if !s.began {
-		return false, s.End(ctx, ok)
-	}
-	if s.laterCall {
-		s.laterCall, s.savepoint = false, false
-		switch {
-		case s.failed != nil:
-			return true, s.failed
-		case ok:
-			s.deadline = time.Time{}
-			if err := s.host(ctx, "RELEASE SAVEPOINT "+callSavepoint); err != nil {
-				s.failed = err
-				return true, fmt.Errorf("pgcap: %s: release savepoint: %w", s.db.name, err)
-			}
-		default:
-			if err := s.host(ctx, "ROLLBACK TO SAVEPOINT "+callSavepoint+"; RELEASE SAVEPOINT "+callSavepoint); err != nil {
-				s.failed = err
-				return true, fmt.Errorf("pgcap: %s: roll back a failed call: %w", s.db.name, err)
-			}
-		}
-		return true, nil
-	}
-	if !ok || s.failed != nil {
-		return false, s.End(ctx, ok)
-	}
-	if s.wrote {
-		// The Txn commits it, within the run's remaining time.
-		s.deadline = time.Time{}
-		return true, nil
-	}
-	// Read only: end it now, so that no snapshot or lock is held across
-	// the model call that follows.
-	return false, s.End(ctx, true)
+	return s.calls.End(ctx, s, ok)
 }
+
+// The session is the txn.Conn of its Calls.
+var _ txn.Conn = (*session)(nil)
+
+// Where implements txn.Conn.
+func (s *session) Where() string { return "pgcap: " + s.db.name }
+
+// Began implements txn.Conn.
+func (s *session) Began() bool { return s.began }
+
+// Failed implements txn.Conn.
+func (s *session) Failed() error { return s.failed }
+
+// Fail implements txn.Conn.
+func (s *session) Fail(err error) {
+	if s.failed == nil {
+		s.failed = err
+	}
+}
+
+// HostExec implements txn.Conn.
+func (s *session) HostExec(ctx context.Context, q string) error { return s.host(ctx, q) }
+
+// CallStarts implements txn.Conn: the host's statements of the call end by
+// the call's deadline.
+func (s *session) CallStarts(ctx context.Context) { s.deadline, _ = ctx.Deadline() }
+
+// CallKept implements txn.Conn: from here the Txn commits the call's work,
+// within the run's remaining time rather than the call's.
+func (s *session) CallKept() { s.deadline = time.Time{} }
+
+// Pending implements txn.Conn: a read-only transaction ends at once, so
+// that no snapshot or lock is held across the model call that follows.
+func (s *session) Pending(context.Context) bool { return s.wrote }
 
 // Commit implements txn.Participant.
 func (s *session) Commit(ctx context.Context) error { return s.End(ctx, true) }

@@ -510,7 +510,7 @@ func testTxn(t *testing.T, e *env) {
 	ctx := context.Background()
 	g := e.grant("runs", Limits{})
 	e.oneCall(t, g, "CREATE TABLE m (x integer)")
-	target := Target("main")
+	target := txn.PostgresTarget("main")
 	count := func(t *testing.T) string { return e.adminValue(t, "SELECT count(*)::text FROM runs.m") }
 	sessionRow := func(t *testing.T, id string) string {
 		return e.adminValue(t, "SELECT revision || ' ' || data FROM wasmhist.sessions WHERE id = '"+id+"'")

@@ -84,7 +84,7 @@ func testShadowing(t *testing.T, e *env) {
 			c := e.begin(tctx, t, g)
 			c.must(tctx, setPath, "INSERT INTO t VALUES (3)")
 			require.NoError(t, c.end(tctx, true))
-			require.NoError(t, tx.Put(ctx, Target("main"), txn.Sessions, "shadow", 1, []byte(`{}`)))
+			require.NoError(t, tx.Put(ctx, txn.PostgresTarget("main"), txn.Sessions, "shadow", 1, []byte(`{}`)))
 			// A later call of the run, after the host's rows: its COMMIT
 			// must not pass either.
 			c = e.begin(tctx, t, g)
@@ -176,7 +176,7 @@ func testBoundedCommit(t *testing.T, e *env) {
 				require.NoError(t, err)
 				// Fails in the step before the session row, or (work the
 				// plugin deferred again) in the COMMIT.
-				err = tx.Put(cctx, Target("main"), txn.Sessions, "bounded", 1, []byte(`{}`))
+				err = tx.Put(cctx, txn.PostgresTarget("main"), txn.Sessions, "bounded", 1, []byte(`{}`))
 				if err != nil {
 					assert.Contains(t, err.Error(), "deferred triggers")
 					require.Error(t, tx.Commit(cctx))

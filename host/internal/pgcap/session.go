@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // session is one export call's (or, joined to a txn.Txn, one run's) use of
@@ -50,17 +51,11 @@ type session struct {
 
 	abandoned bool
 
-	joined    bool
-	laterCall bool
-	savepoint bool
-	turn      chan struct{}
-	ended     bool
+	calls txn.Calls // of the txn.Txn the session joined (join.go)
+	ended bool
 }
 
-const (
-	stmtSavepoint = "wasmhist_stmt"
-	callSavepoint = "wasmhist_call"
-)
+const stmtSavepoint = "wasmhist_stmt"
 
 // Request implements capability.Requester: it serves one request of the
 // export call.

@@ -18,7 +18,7 @@ import (
 func createHostTables(t *testing.T, s *Store, path string) {
 	t.Helper()
 	ctx := context.Background()
-	target, err := Target(path)
+	target, err := txn.SQLiteTarget(path)
 	require.NoError(t, err)
 	tx := txn.New()
 	c := beginIn(t, s, path, tx)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // PathFunc chooses the database file of one export call, e.g. per tenant
@@ -53,7 +54,7 @@ func (g *grant) Begin(ctx context.Context, b capability.Backend) (capability.Ses
 		store.done(db)
 		return nil, fmt.Errorf("sqlcap: connect %s: %w", db.path, err)
 	}
-	return &session{store: store, db: db, limits: store.limits(g.limits), conn: c, turn: make(chan struct{}, 1)}, nil
+	return &session{store: store, db: db, limits: store.limits(g.limits), conn: c, calls: txn.NewCalls()}, nil
 }
 
 // Kind is the sql capability as a Host registers it: the host function and
@@ -88,14 +89,8 @@ type session struct {
 	// End rolls back even when the export call succeeded.
 	failed error
 
-	// joined: the session belongs to a txn.Txn (see join.go); savepoint:
-	// the current call runs inside one; turn: held by the call using the
-	// session, so the calls of a Txn take turns.
-	joined    bool
-	laterCall bool // the transaction was open when the call started
-	savepoint bool
-	turn      chan struct{}
-	ended     bool
+	calls txn.Calls // of the txn.Txn the session joined (join.go)
+	ended bool
 	// mark is what the connection had changed when the call that began
 	// the transaction started (nil if it could not be read): a call that
 	// took the write lock and changed nothing ends like one that read.

@@ -25,16 +25,6 @@ var (
 	_ capability.Joinable = (*session)(nil)
 )
 
-// Target is the txn target naming the SQLite database at path: the session
-// stores name their database the same way to find its transaction.
-func Target(path string) (string, error) {
-	t, err := txn.SQLiteTarget(path)
-	if err != nil {
-		return "", fmt.Errorf("sqlcap: %w", err)
-	}
-	return t, nil
-}
-
 // Target implements capability.Joiner.
 func (g *grant) Target(ctx context.Context) (string, error) {
 	path, err := g.path(ctx)
@@ -44,77 +34,60 @@ func (g *grant) Target(ctx context.Context) (string, error) {
 	if path == "" {
 		return "", errors.New("sqlcap: the grant names no database file")
 	}
-	return Target(path)
+	t, err := txn.SQLiteTarget(path)
+	if err != nil {
+		return "", fmt.Errorf("sqlcap: %w", err)
+	}
+	return t, nil
 }
-
-const savepoint = "wasmhist_call"
 
 // StartCall implements capability.Joinable.
-func (s *session) StartCall(ctx context.Context) error {
-	select {
-	case s.turn <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("sqlcap: waiting for another call's use of %s: %w", s.db.path, ctx.Err())
-	}
-	s.joined = true
-	s.laterCall = s.began
-	if !s.began {
-		s.mark = s.changes(ctx)
-	}
-	if s.began && s.failed == nil {
-		if err := s.hostExec(ctx, "SAVEPOINT "+savepoint); err != nil {
-			<-s.turn
-			return fmt.Errorf("sqlcap: savepoint in %s: %w", s.db.path, err)
-		}
-		s.savepoint = true
-	}
-	return nil
-}
+func (s *session) StartCall(ctx context.Context) error { return s.calls.Start(ctx, s) }
 
 // EndCall implements capability.Joinable.
 func (s *session) EndCall(ctx context.Context, ok bool) (pending bool, err error) {
-	ctx = context.WithoutCancel(ctx)
-	defer func() { <-s.turn }()
-	if !s.began {
-		return false, s.End(ctx, ok)
-	}
-	if s.laterCall {
-		// A later call of the Txn: its part goes or stays, the earlier
-		// calls' writes stay pending either way.
-		s.laterCall, s.savepoint = false, false
-		switch {
-		case s.failed != nil:
-			return true, s.failed
-		case ok:
-			if err := s.hostExec(ctx, "RELEASE "+savepoint); err != nil {
-				s.failed = err
-				return true, fmt.Errorf("sqlcap: release savepoint in %s: %w", s.db.path, err)
-			}
-		default:
-			if err := s.hostExec(ctx, "ROLLBACK TO "+savepoint); err != nil {
-				s.failed = err
-				return true, fmt.Errorf("sqlcap: roll back a failed call in %s: %w", s.db.path, err)
-			}
-			if err := s.hostExec(ctx, "RELEASE "+savepoint); err != nil {
-				s.failed = err
-				return true, fmt.Errorf("sqlcap: release savepoint in %s: %w", s.db.path, err)
-			}
-		}
-		return true, nil
-	}
-	// The call that began the transaction.
-	if !ok || s.failed != nil {
-		return false, s.End(ctx, ok)
-	}
-	if s.wrote() && !s.unchanged(ctx) {
-		return true, nil
-	}
-	// Read only, or the write lock taken with nothing written (a plugin's
-	// write batch that only checked a schema version): end it now, so that
-	// no snapshot or lock is held across the model call that follows and a
-	// later write starts from the newest data.
-	return false, s.End(ctx, true)
+	return s.calls.End(ctx, s, ok)
 }
+
+// The session is the txn.Conn of its Calls.
+var _ txn.Conn = (*session)(nil)
+
+// Where implements txn.Conn.
+func (s *session) Where() string { return "sqlcap: " + s.db.path }
+
+// Began implements txn.Conn.
+func (s *session) Began() bool { return s.began }
+
+// Failed implements txn.Conn.
+func (s *session) Failed() error { return s.failed }
+
+// Fail implements txn.Conn.
+func (s *session) Fail(err error) {
+	if s.failed == nil {
+		s.failed = err
+	}
+}
+
+// HostExec implements txn.Conn.
+func (s *session) HostExec(ctx context.Context, q string) error { return s.hostExec(ctx, q) }
+
+// CallStarts implements txn.Conn: the call that will begin the transaction
+// marks what the connection had changed.
+func (s *session) CallStarts(ctx context.Context) {
+	if !s.began {
+		s.mark = s.changes(ctx)
+	}
+}
+
+// CallKept implements txn.Conn.
+func (s *session) CallKept() {}
+
+// Pending implements txn.Conn: the transaction holds writes, or took the
+// write lock and changed something. A call that took the lock and wrote
+// nothing (a plugin's write batch that only checked a schema version) ends
+// like a read, so that no lock is held across the model call that follows
+// and a later write starts from the newest data.
+func (s *session) Pending(ctx context.Context) bool { return s.wrote() && !s.unchanged(ctx) }
 
 // changeMark is what a connection has changed: rows (total_changes64,
 // counted over the connection's life), and the schema, user and

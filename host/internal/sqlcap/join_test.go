@@ -30,7 +30,7 @@ func TestTxnSpansCalls(t *testing.T) {
 	s := newStore(t, Limits{})
 	p := dbPath(t, "txn.db")
 	oneCall(t, s, p, "CREATE TABLE t(x INTEGER)")
-	target, err := Target(p)
+	target, err := txn.SQLiteTarget(p)
 	require.NoError(t, err)
 
 	tx := txn.New()
@@ -88,7 +88,7 @@ func TestHostTablesOutOfReach(t *testing.T) {
 	s := newStore(t, Limits{})
 	p := dbPath(t, "host.db")
 	oneCall(t, s, p, "CREATE TABLE t(x INTEGER)")
-	target, err := Target(p)
+	target, err := txn.SQLiteTarget(p)
 	require.NoError(t, err)
 	tx := txn.New()
 	c := beginIn(t, s, p, tx)

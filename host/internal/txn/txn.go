@@ -1,27 +1,3 @@
-// Package txn makes the database work of several plugin calls commit once.
-//
-// An agent run calls its plugins several times (provide, store, perhaps again
-// after each model call) and then saves the session. A plugin granted a
-// database writes into it during those calls; without a Txn each call
-// commits when it returns, before the session is saved, so a run that fails
-// afterwards leaves its writes behind. With a Txn in the calls' context, the
-// capability keeps each database's transaction open across the calls (each
-// call inside a savepoint, so a failed call still changes nothing) and the
-// owner of the Txn commits or rolls back all of them at the end:
-//
-//	tx := txn.New()
-//	ctx := txn.With(ctx, tx)
-//	... plugin calls with ctx ...
-//	if err := tx.Put(ctx, target, txn.Sessions, id, rev, data); ... // the session row, same transaction
-//	err := tx.Commit(ctx) // or tx.Rollback(ctx)
-//
-// A database a call only read from leaves the Txn when the call returns, so
-// a run holds no read snapshot across a model call and takes the write lock
-// only from its first write to its commit.
-//
-// The package has no dependencies: the agent uses it without linking the
-// plugin runtime or a database driver, and a capability joins a Txn through
-// the Participant interface.
 package txn
 
 import (
@@ -85,11 +61,11 @@ type Participant interface {
 // Txn is the open database work of one unit (an agent's run up to its
 // commit). It is safe for concurrent use by the calls of that unit.
 type Txn struct {
-	mu      sync.Mutex
-	parts   map[string]Participant
-	order   []string // targets in the order they joined
-	failed  error
-	onEvent func(Event, string) error
+	mu     sync.Mutex
+	parts  map[string]Participant
+	order  []string // targets in the order they joined
+	failed error
+	fault  func(Step) error // CommitSession's fault injector, for one Commit
 }
 
 // New returns an empty Txn.
@@ -192,38 +168,20 @@ func (t *Txn) part(target string) (Participant, error) {
 	return p, nil
 }
 
-// Event is a step of Commit, for fault injection in tests.
-type Event int
-
-const (
-	// BeforeCommit is before target's COMMIT.
-	BeforeCommit Event = iota
-	// AfterCommit is after target's COMMIT succeeded.
-	AfterCommit
-)
-
-// OnEvent installs a hook Commit calls at each step; an error from it
-// fails Commit there, as a crash at that point would. For tests.
-func (t *Txn) OnEvent(f func(e Event, target string) error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.onEvent = f
-}
-
 // held is what a Txn held when it was emptied.
 type held struct {
 	order  []string
 	parts  map[string]Participant
 	failed error
-	hook   func(Event, string) error
+	fault  func(Step) error
 }
 
 // take empties the Txn for its next unit and returns what it held.
 func (t *Txn) take() held {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h := held{t.order, t.parts, t.failed, t.onEvent}
-	t.order, t.parts, t.failed = nil, map[string]Participant{}, nil
+	h := held{t.order, t.parts, t.failed, t.fault}
+	t.order, t.parts, t.failed, t.fault = nil, map[string]Participant{}, nil, nil
 	return h
 }
 
@@ -246,26 +204,23 @@ func (t *Txn) Commit(ctx context.Context) error {
 	}
 	ctx = context.WithoutCancel(ctx)
 	h := t.take()
-	order, parts, failed, hook := h.order, h.parts, h.failed, h.hook
+	order, parts, failed, fault := h.order, h.parts, h.failed, h.fault
+	if fault == nil {
+		fault = func(Step) error { return nil }
+	}
 	if failed != nil {
 		return errors.Join(fmt.Errorf("txn: rolled back: %w", failed), rollbackAll(ctx, order, parts))
 	}
 	for i, target := range order {
-		var err error
-		if hook != nil {
-			err = hook(BeforeCommit, target)
-		}
-		if err != nil {
+		if err := fault(StepBeforeSQLCommit); err != nil {
 			return &CommitError{Target: target, Committed: slices.Clone(order[:i]), Err: errors.Join(err, rollbackAll(ctx, order[i:], parts))}
 		}
 		if err := parts[target].Commit(cctx); err != nil {
 			// A failed COMMIT ends its own transaction.
 			return &CommitError{Target: target, Committed: slices.Clone(order[:i]), Err: errors.Join(err, rollbackAll(ctx, order[i+1:], parts))}
 		}
-		if hook != nil {
-			if err := hook(AfterCommit, target); err != nil {
-				return &CommitError{Target: target, Committed: slices.Clone(order[:i+1]), Err: errors.Join(err, rollbackAll(ctx, order[i+1:], parts))}
-			}
+		if err := fault(StepAfterSQLCommit); err != nil {
+			return &CommitError{Target: target, Committed: slices.Clone(order[:i+1]), Err: errors.Join(err, rollbackAll(ctx, order[i+1:], parts))}
 		}
 	}
 	return nil

@@ -80,14 +80,14 @@ func TestFailedTxnRollsBack(t *testing.T) {
 	assert.NoError(t, tx.Err(), "the next unit starts clean")
 }
 
-func TestEventHookStopsCommit(t *testing.T) {
+func TestFaultStopsCommit(t *testing.T) {
 	ctx := context.Background()
 	var log []string
 	tx := txn.New()
 	require.NoError(t, tx.Join("a", &part{"a", &log, nil}))
 	require.NoError(t, tx.Join("b", &part{"b", &log, nil}))
-	tx.OnEvent(func(e txn.Event, target string) error {
-		if e == txn.AfterCommit && target == "a" {
+	txn.SetFault(tx, func(s txn.Step) error {
+		if s == txn.StepAfterSQLCommit {
 			return errors.New("crash")
 		}
 		return nil

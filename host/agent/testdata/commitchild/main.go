@@ -95,7 +95,7 @@ func run() error {
 	}
 	turn := func(i int) error {
 		s, err := st.Load(ctx, *id)
-		if errors.Is(err, agent.ErrSessionNotFound) {
+		if errors.Is(err, session.ErrNotFound) {
 			s, err = session.New(), nil
 			s.SessionID = *id
 		}
@@ -142,7 +142,7 @@ func run() error {
 // database locked past the host's wait; either way nothing of the turn
 // was committed, and running it again is what the errors advise.
 func retryable(err error) bool {
-	return errors.Is(err, agent.ErrStaleRevision) || errors.Is(err, txn.ErrBusy)
+	return errors.Is(err, session.ErrStaleRevision) || errors.Is(err, txn.ErrBusy)
 }
 
 func openStore(ctx context.Context, spec string) (agent.SessionStore, error) {
