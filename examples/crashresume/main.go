@@ -26,6 +26,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
 
@@ -132,7 +134,7 @@ func child(ctx context.Context, mode, pluginPath, sessions string) error {
 		return err
 	}
 	defer h.Close(ctx)
-	store, err := agent.NewFileStore(sessions)
+	dir, err := store.NewDir(sessions)
 	if err != nil {
 		return err
 	}
@@ -147,7 +149,7 @@ func child(ctx context.Context, mode, pluginPath, sessions string) error {
 		Tools:                            []agent.Tool{calculator},
 		Providers:                        []agent.ProviderConfig{{Provider: p.Provider(stateKey)}},
 		RequirePerServiceCallPersistence: mode == "per-service-call",
-		Saver:                            store,
+		Saver:                            dir,
 	})
 	if err != nil {
 		return err
@@ -162,11 +164,11 @@ func child(ctx context.Context, mode, pluginPath, sessions string) error {
 // resume opens what the killed child committed and, if anything was,
 // continues the conversation in this process.
 func resume(ctx context.Context, pluginPath, sessions string) error {
-	store, err := agent.NewFileStore(sessions)
+	dir, err := store.NewDir(sessions)
 	if err != nil {
 		return err
 	}
-	s, err := store.Load(ctx, sessionID)
+	s, err := dir.Load(ctx, sessionID)
 	if errors.Is(err, session.ErrNotFound) {
 		fmt.Println("  resume: no session was saved; the whole turn is lost")
 		return nil
@@ -192,7 +194,7 @@ func resume(ctx context.Context, pluginPath, sessions string) error {
 		Tools:                            tools,
 		Providers:                        []agent.ProviderConfig{{Provider: p.Provider(stateKey)}},
 		RequirePerServiceCallPersistence: true,
-		Saver:                            store,
+		Saver:                            dir,
 	})
 	if err != nil {
 		return err

@@ -1,6 +1,6 @@
 // Command multihost is a stateless chat host: any number of them, on any
 // number of machines, serve the same conversations through one PostgreSQL
-// database, which holds both the sessions (host/agent/pgstore) and the
+// database, which holds both the sessions (host/store/pgstore) and the
 // plugin's messages (host/pggrant), committed in one transaction per turn.
 //
 //	make plugins
@@ -39,9 +39,9 @@ import (
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/agent/model/offline"
-	"github.com/wasmhist/wasmhist/host/agent/pgstore"
 	"github.com/wasmhist/wasmhist/host/pggrant"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/store/pgstore"
 )
 
 // dbName names the database in the session store and in the grant: the

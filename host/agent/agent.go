@@ -10,6 +10,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/store"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/agent/model"
@@ -96,7 +97,7 @@ type Config struct {
 	// the caller's *session.Session is updated; an error fails the commit and
 	// leaves the caller's session as it was. With per-service-call
 	// persistence it runs after every model call.
-	Saver SessionSaver
+	Saver store.Saver
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/store"
 )
 
 // saveSession commits next with the databases the run's plugins wrote, in
@@ -23,9 +24,9 @@ func (r *run) saveSession(ctx context.Context, next *session.Session) error {
 // loadStored reads the saver's copy of a session, if the saver can read.
 func (r *run) loadStored(ctx context.Context, id string) (*session.Session, error) {
 	switch s := r.a.cfg.Saver.(type) {
-	case SessionStore:
+	case store.Store:
 		return s.Load(ctx, id)
-	case *SessionFile:
+	case *store.File:
 		stored, err := s.Load(ctx)
 		if err == nil && stored.SessionID != id {
 			return nil, fmt.Errorf("agent: session file %s holds session %q, not %q: %w", s.Path(), stored.SessionID, id, session.ErrNotFound)

@@ -7,15 +7,17 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/agent"
-	"github.com/wasmhist/wasmhist/host/agent/pgstore"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/pggrant"
+	"github.com/wasmhist/wasmhist/host/store/pgstore"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
@@ -39,7 +41,7 @@ func newPGCommitRig(t *testing.T, h *host.Host, wasm, dsn string, n int, sameDB 
 		require.Equal(t, txn.PostgresTarget(name), st.Target())
 		rig.store = st
 	} else {
-		rig.store, err = agent.NewFileStore(filepath.Join(t.TempDir(), "sessions"))
+		rig.store, err = store.NewDir(filepath.Join(t.TempDir(), "sessions"))
 		require.NoError(t, err)
 	}
 	rig.rowsOf = func(t testing.TB) []string { return pgRows(t, dsn, data) }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -15,10 +17,10 @@ import (
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/agent/model"
-	"github.com/wasmhist/wasmhist/host/agent/sqlitestore"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
+	"github.com/wasmhist/wasmhist/host/store/sqlitestore"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -26,7 +28,7 @@ import (
 // into store.
 type commitRig struct {
 	agent  *agent.Agent
-	store  agent.SessionStore
+	store  store.Store
 	db     string
 	model  *switchModel
 	plugin *host.Plugin
@@ -53,20 +55,20 @@ func (m *switchModel) Complete(ctx context.Context, req model.Request) (*model.R
 // database.
 var storeKinds = []struct {
 	name string
-	open func(t testing.TB, dir, db string) agent.SessionStore
+	open func(t testing.TB, dir, db string) store.Store
 }{
-	{"file", func(t testing.TB, dir, _ string) agent.SessionStore {
-		s, err := agent.NewFileStore(filepath.Join(dir, "sessions"))
+	{"file", func(t testing.TB, dir, _ string) store.Store {
+		s, err := store.NewDir(filepath.Join(dir, "sessions"))
 		require.NoError(t, err)
 		return s
 	}},
-	{"sqlite-same-db", func(t testing.TB, _, db string) agent.SessionStore {
+	{"sqlite-same-db", func(t testing.TB, _, db string) store.Store {
 		s, err := sqlitestore.Open(db)
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
 		return s
 	}},
-	{"sqlite-other-db", func(t testing.TB, dir, _ string) agent.SessionStore {
+	{"sqlite-other-db", func(t testing.TB, dir, _ string) store.Store {
 		s, err := sqlitestore.Open(filepath.Join(dir, "sessions.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
@@ -74,7 +76,7 @@ var storeKinds = []struct {
 	}},
 }
 
-func newCommitRig(t testing.TB, h *host.Host, wasm string, open func(t testing.TB, dir, db string) agent.SessionStore) *commitRig {
+func newCommitRig(t testing.TB, h *host.Host, wasm string, open func(t testing.TB, dir, db string) store.Store) *commitRig {
 	t.Helper()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "history.db")

@@ -22,6 +22,6 @@ func TestAgentLinksNoDatabase(t *testing.T) {
 	for _, db := range []string{"modernc.org/sqlite\n", "github.com/jackc/pgx/v5\n"} {
 		assert.False(t, strings.Contains(agent, db), "host/agent links %s", strings.TrimSpace(db))
 	}
-	assert.Contains(t, deps("./sqlitestore"), "modernc.org/sqlite\n")
-	assert.Contains(t, deps("./pgstore"), "github.com/jackc/pgx/v5\n")
+	assert.Contains(t, deps("../store/sqlitestore"), "modernc.org/sqlite\n")
+	assert.Contains(t, deps("../store/pgstore"), "github.com/jackc/pgx/v5\n")
 }

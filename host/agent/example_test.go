@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -145,46 +144,4 @@ func Example_resume() {
 	// resumed at revision 1 same id: true
 	// You told me that your name is Ada and you like chess.
 	// You haven't told me anything about yourself yet.
-}
-
-// Config.Saver is given every session the agent commits, before the
-// caller's session changes. A FileStore refuses a save that would lose
-// someone else's update: of two copies at one revision, only the first to
-// commit is saved.
-func ExampleFileStore() {
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "wasmhist-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	store, err := agent.NewFileStore(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
-	a, err := agent.New(agent.Config{
-		Model:     offline.New(),
-		Providers: []agent.ProviderConfig{{Provider: agent.NewMemoryProvider("history")}},
-		Saver:     store,
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-
-	s := session.New()
-	stale := s.Clone()
-	if _, err := a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, "I like tea")}, nil); err != nil {
-		log.Fatal(err)
-	}
-	loaded, err := store.Load(ctx, s.SessionID)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("stored revision", loaded.Revision)
-
-	_, err = a.Run(ctx, stale, []abi.Message{abi.NewMessage(abi.RoleUser, "I like coffee")}, nil)
-	fmt.Println(errors.Is(err, session.ErrStaleRevision), "revision", stale.Revision)
-	// Output:
-	// stored revision 1
-	// true revision 0
 }

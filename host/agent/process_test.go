@@ -17,11 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhist/wasmhist/host/agent"
-	"github.com/wasmhist/wasmhist/host/agent/pgstore"
+	"github.com/wasmhist/wasmhist/host/store/pgstore"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
@@ -51,21 +52,21 @@ func postgresKind(name string, sameDB bool) processKind {
 	return processKind{name, 250_000, func(t *testing.T) (string, string, func(*testing.T) ([]string, int64)) {
 		dsn := pgtest.Start(t).DSN("postgres")
 		dir := t.TempDir()
-		store := "file:" + filepath.Join(dir, "sessions")
+		storeArg := "file:" + filepath.Join(dir, "sessions")
 		if sameDB {
-			store = "postgres:" + dsn
+			storeArg = "postgres:" + dsn
 		}
-		return "postgres:" + dsn, store, func(t *testing.T) ([]string, int64) {
+		return "postgres:" + dsn, storeArg, func(t *testing.T) ([]string, int64) {
 			ctx := context.Background()
 			rows := pgRows(t, dsn, "history")
-			var st agent.SessionStore
+			var st store.Store
 			if sameDB {
 				ps, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Name: "main"})
 				require.NoError(t, err)
 				defer ps.Close()
 				st = ps
 			} else {
-				fs, err := agent.NewFileStore(filepath.Join(dir, "sessions"))
+				fs, err := store.NewDir(filepath.Join(dir, "sessions"))
 				require.NoError(t, err)
 				st = fs
 			}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -159,7 +161,7 @@ func TestToolResultReplaysByteIdenticalAfterSaveLoad(t *testing.T) {
 		Providers: []agent.ProviderConfig{{Provider: plug.Provider("history")}},
 	})
 	require.NoError(t, err)
-	file := agent.NewSessionFile(filepath.Join(t.TempDir(), "s.json"))
+	file := store.NewFile(filepath.Join(t.TempDir(), "s.json"))
 	s := session.New()
 	srv.Enqueue(openaitest.Calls(openaitest.ToolCall{ID: "c1", Name: "lookup", Arguments: `{}`}), openaitest.Text("ok"))
 	require.NoError(t, runTurn(ctx, a, s, false, "first"))

@@ -14,7 +14,7 @@
 //
 // On first use the host provisions, through the admin connection: the host
 // schema (HostSchema, "wasmhist" unless set: the session store's, see
-// host/agent/pgstore) with a random host key readable by the admin only,
+// host/store/pgstore) with a random host key readable by the admin only,
 // and per schema a role that logs in with a password derived from that key
 // (HMAC-SHA256, sent to the server as a SCRAM verifier), inherits nothing,
 // is a member of no role and owns only its schema, its search_path. It
@@ -37,7 +37,7 @@
 // cannot commit anything early (a deferred guard the host alone passes
 // fails it). Within a txn.Txn, the run's calls share one transaction,
 // which the agent commits together with the session row when the session
-// store is host/agent/pgstore on the same database with the same Name:
+// store is host/store/pgstore on the same database with the same Name:
 // the txn target is "postgres:<Name>".
 package pggrant
 

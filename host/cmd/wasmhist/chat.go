@@ -230,7 +230,7 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 			c.closer()
 		}
 	}()
-	var saver agent.SessionSaver
+	var saver txn.Saver
 	if store.set() {
 		st, err := store.open(ctx, e, cmd)
 		if err != nil {

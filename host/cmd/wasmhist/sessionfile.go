@@ -7,11 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
-// sessionFile is a --session FILE, kept by an agent.SessionFile: any name
+// sessionFile is a --session FILE, kept by an store.File: any name
 // will do, so a copied session file resumes. A new session's id is the
 // file's name without its extension.
 type sessionFile struct {
@@ -72,11 +73,11 @@ func (f sessionFile) open(cmd string) (s *session.Session, created bool, err err
 }
 
 // store is what saves the session file.
-func (f sessionFile) store(cmd string) (*agent.SessionFile, error) {
+func (f sessionFile) store(cmd string) (*store.File, error) {
 	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		return nil, failf(cmd, "session directory %s: %w: choose a writable place", f.dir, err)
 	}
-	return agent.NewSessionFile(f.path), nil
+	return store.NewFile(f.path), nil
 }
 
 // describe is what the commands print about where a session lives.

@@ -8,11 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/wasmhist/wasmhist/host/agent"
-	"github.com/wasmhist/wasmhist/host/agent/pgstore"
-	"github.com/wasmhist/wasmhist/host/agent/sqlitestore"
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/store/pgstore"
+	"github.com/wasmhist/wasmhist/host/store/sqlitestore"
 )
 
 // postgresDSNEnv is where --store postgres reads its connection string.
@@ -45,8 +46,8 @@ func looksLikeConnString(v string) bool {
 // is the one file --session names (the embedded default, which needs
 // nothing installed).
 //
-//	--store DIR         a directory, one JSON file per session (agent.FileStore)
-//	--store FILE.db     an SQLite file (host/agent/sqlitestore)
+//	--store DIR         a directory, one JSON file per session (store.Dir)
+//	--store FILE.db     an SQLite file (host/store/sqlitestore)
 //	--store postgres    PostgreSQL, connection string from $WASMHIST_POSTGRES_DSN
 //	--store env:VAR     PostgreSQL, connection string from $VAR
 //
@@ -119,7 +120,7 @@ func storeFlags(fs *flags) *storeFlag {
 
 // openedStore is an open --store.
 type openedStore struct {
-	agent.SessionManager
+	store.Manager
 	close func()
 }
 
@@ -127,7 +128,7 @@ type openedStore struct {
 // which every store the command opens does; one that could not would be
 // saved at once, before the plugin's database commits.
 func (o *openedStore) PrepareSave(ctx context.Context, tx *txn.Txn, s *session.Session) (txn.Prepared, error) {
-	if ts, ok := o.SessionManager.(txn.Stager); ok {
+	if ts, ok := o.Manager.(txn.Stager); ok {
 		return ts.PrepareSave(ctx, tx, s)
 	}
 	if err := o.Save(ctx, s); err != nil {
@@ -148,11 +149,11 @@ func (s *storeFlag) open(ctx context.Context, e *env, cmd string) (*openedStore,
 		if err := checkDirWritable(cmd, "session store", filepath.Join(s.path, "x")); err != nil {
 			return nil, err
 		}
-		st, err := agent.NewFileStore(s.path)
+		st, err := store.NewDir(s.path)
 		if err != nil {
 			return nil, failf(cmd, "session store %s: %w: choose a writable directory", s.path, err)
 		}
-		return &openedStore{SessionManager: st, close: func() {}}, nil
+		return &openedStore{Manager: st, close: func() {}}, nil
 	case storeSQLite:
 		if err := checkDatabase(cmd, s.path); err != nil {
 			return nil, err
@@ -161,7 +162,7 @@ func (s *storeFlag) open(ctx context.Context, e *env, cmd string) (*openedStore,
 		if err != nil {
 			return nil, failf(cmd, "session store %s: %w: pass --store with an SQLite file this program can write", s.path, err)
 		}
-		return &openedStore{SessionManager: st, close: func() { st.Close() }}, nil
+		return &openedStore{Manager: st, close: func() { st.Close() }}, nil
 	case storePostgres:
 		dsn := ""
 		if e.getenv != nil {
@@ -174,7 +175,7 @@ func (s *storeFlag) open(ctx context.Context, e *env, cmd string) (*openedStore,
 		if err != nil {
 			return nil, failf(cmd, "session store PostgreSQL ($%s): %w: check the connection string in $%s and that the server is up", s.env, err, s.env)
 		}
-		return &openedStore{SessionManager: st, close: func() { st.Close() }}, nil
+		return &openedStore{Manager: st, close: func() { st.Close() }}, nil
 	}
 	return nil, fmt.Errorf("no --store")
 }

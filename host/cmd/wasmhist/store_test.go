@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/agent/model/openai/openaitest"
-	"github.com/wasmhist/wasmhist/host/agent/pgstore"
-	"github.com/wasmhist/wasmhist/host/agent/sqlitestore"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/store/pgstore"
+	"github.com/wasmhist/wasmhist/host/store/sqlitestore"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 )
 

@@ -15,7 +15,7 @@ import (
 const Engine = "postgres"
 
 // DefaultHostSchema is the schema of the host's own tables (the session
-// store's, host/agent/pgstore's default).
+// store's, host/store/pgstore's default).
 const DefaultHostSchema = "wasmhist"
 
 // Config is one grant of the sql capability on PostgreSQL.

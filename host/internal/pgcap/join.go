@@ -22,7 +22,7 @@ var (
 )
 
 // Target implements capability.Joiner: one target per named database, so
-// that the session store on that database (host/agent/pgstore with the
+// that the session store on that database (host/store/pgstore with the
 // same Name) finds the run's transaction.
 func (g *grant) Target(ctx context.Context) (string, error) {
 	if err := g.cfg.Check(); err != nil {

@@ -17,7 +17,7 @@ import (
 )
 
 // The host schema holds, next to the session store's tables (shared with
-// host/agent/pgstore):
+// host/store/pgstore):
 //
 //   - host_key: one random key, readable by the admin only. Every host
 //     with the admin DSN reads the same key, derives the same role

@@ -28,12 +28,13 @@ import (
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/agent/model"
-	"github.com/wasmhist/wasmhist/host/agent/pgstore"
-	"github.com/wasmhist/wasmhist/host/agent/sqlitestore"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/pggrant"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
+	"github.com/wasmhist/wasmhist/host/store"
+	"github.com/wasmhist/wasmhist/host/store/pgstore"
+	"github.com/wasmhist/wasmhist/host/store/sqlitestore"
 )
 
 type echo struct{}
@@ -145,11 +146,11 @@ func retryable(err error) bool {
 	return errors.Is(err, session.ErrStaleRevision) || errors.Is(err, txn.ErrBusy)
 }
 
-func openStore(ctx context.Context, spec string) (agent.SessionStore, error) {
+func openStore(ctx context.Context, spec string) (store.Store, error) {
 	kind, arg, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "file":
-		return agent.NewFileStore(arg)
+		return store.NewDir(arg)
 	case "sqlite":
 		return sqlitestore.Open(arg)
 	case "postgres":

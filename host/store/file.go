@@ -1,4 +1,4 @@
-package agent
+package store
 
 import (
 	"context"
@@ -15,30 +15,30 @@ import (
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
-// SessionSaver persists committed sessions. Config.Saver takes one.
-type SessionSaver interface {
+// Saver persists committed sessions. Config.Saver takes one.
+type Saver interface {
 	// Save stores s. It must refuse, with an error wrapping
 	// session.ErrStaleRevision, a session whose stored copy's Revision is not
 	// lower than s.Revision.
 	Save(ctx context.Context, s *session.Session) error
 }
 
-// SessionStore loads and saves whole sessions.
-type SessionStore interface {
-	SessionSaver
+// Store loads and saves whole sessions.
+type Store interface {
+	Saver
 	// Load returns the stored session, or an error wrapping
 	// session.ErrNotFound.
 	Load(ctx context.Context, sessionID string) (*session.Session, error)
 }
 
-// SessionManager is a SessionStore that can also list and delete the
+// Manager is a Store that can also list and delete the
 // sessions it holds. It is optional, as database/sql/driver's optional
-// interfaces are: a SessionStore written before it keeps compiling, and a
-// caller that needs it asserts it (store.(SessionManager)).
-type SessionManager interface {
-	SessionStore
+// interfaces are: a Store written before it keeps compiling, and a
+// caller that needs it asserts it (store.(Manager)).
+type Manager interface {
+	Store
 	// List returns every stored session, ordered by id.
-	List(ctx context.Context) ([]SessionInfo, error)
+	List(ctx context.Context) ([]Info, error)
 	// Delete removes a session if its stored revision is revision, the
 	// one the caller last saw; otherwise it removes nothing and returns an
 	// error wrapping session.ErrStaleRevision, so a delete never loses a commit
@@ -47,8 +47,8 @@ type SessionManager interface {
 	Delete(ctx context.Context, sessionID string, revision int64) error
 }
 
-// SessionInfo describes one stored session.
-type SessionInfo struct {
+// Info describes one stored session.
+type Info struct {
 	SessionID string
 	Revision  int64
 	// Updated is when the stored revision was saved, by the store's
@@ -56,34 +56,34 @@ type SessionInfo struct {
 	Updated time.Time
 }
 
-// FileStore keeps each session as one JSON file in a directory, named
-// after its session id; see SessionFile for how each file is written.
-type FileStore struct {
+// Dir keeps each session as one JSON file in a directory, named
+// after its session id; see File for how each file is written.
+type Dir struct {
 	dir string
 }
 
 var (
-	_ SessionStore = (*FileStore)(nil)
-	_ txn.Stager   = (*FileStore)(nil)
+	_ Store      = (*Dir)(nil)
+	_ txn.Stager = (*Dir)(nil)
 )
 
-// NewFileStore returns a store writing into dir, creating it if needed.
-func NewFileStore(dir string) (*FileStore, error) {
+// NewDir returns a store writing into dir, creating it if needed.
+func NewDir(dir string) (*Dir, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: file store: %w", err)
 	}
-	return &FileStore{dir: dir}, nil
+	return &Dir{dir: dir}, nil
 }
 
-func (f *FileStore) file(id string) (*SessionFile, error) {
+func (f *Dir) file(id string) (*File, error) {
 	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, `/\`) || strings.ContainsRune(id, 0) {
 		return nil, fmt.Errorf("agent: file store: invalid session id %q", id)
 	}
-	return NewSessionFile(filepath.Join(f.dir, id+".json")), nil
+	return NewFile(filepath.Join(f.dir, id+".json")), nil
 }
 
-// Load implements SessionStore.
-func (f *FileStore) Load(ctx context.Context, id string) (*session.Session, error) {
+// Load implements Store.
+func (f *Dir) Load(ctx context.Context, id string) (*session.Session, error) {
 	sf, err := f.file(id)
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func (f *FileStore) Load(ctx context.Context, id string) (*session.Session, erro
 }
 
 // PrepareSave implements txn.Stager.
-func (f *FileStore) PrepareSave(ctx context.Context, tx *txn.Txn, s *session.Session) (txn.Prepared, error) {
+func (f *Dir) PrepareSave(ctx context.Context, tx *txn.Txn, s *session.Session) (txn.Prepared, error) {
 	sf, err := f.file(s.SessionID)
 	if err != nil {
 		return nil, err
@@ -100,8 +100,8 @@ func (f *FileStore) PrepareSave(ctx context.Context, tx *txn.Txn, s *session.Ses
 	return sf.PrepareSave(ctx, tx, s)
 }
 
-// Save implements SessionSaver.
-func (f *FileStore) Save(ctx context.Context, s *session.Session) error {
+// Save implements Saver.
+func (f *Dir) Save(ctx context.Context, s *session.Session) error {
 	sf, err := f.file(s.SessionID)
 	if err != nil {
 		return err
@@ -109,7 +109,7 @@ func (f *FileStore) Save(ctx context.Context, s *session.Session) error {
 	return sf.Save(ctx, s)
 }
 
-// SessionFile keeps one session in one JSON file at a path of the
+// File keeps one session in one JSON file at a path of the
 // caller's choosing; the file's name need not be the session id.
 //
 // Writes are atomic (a temporary file is written, synced and renamed over
@@ -125,23 +125,23 @@ func (f *FileStore) Save(ctx context.Context, s *session.Session) error {
 // The JSON is written compact: a plugin's state is raw JSON whose bytes
 // (tool results among them) are replayed to models as they were stored,
 // and indenting the file would re-indent them.
-type SessionFile struct {
+type File struct {
 	path string
 	mu   sync.Mutex
 }
 
-var _ txn.Stager = (*SessionFile)(nil)
+var _ txn.Stager = (*File)(nil)
 
-// NewSessionFile returns the session file at path. Nothing is read or
+// NewFile returns the session file at path. Nothing is read or
 // created until Load or Save.
-func NewSessionFile(path string) *SessionFile { return &SessionFile{path: path} }
+func NewFile(path string) *File { return &File{path: path} }
 
 // Path is where the session is kept.
-func (f *SessionFile) Path() string { return f.path }
+func (f *File) Path() string { return f.path }
 
 // Load reads the session, or returns an error wrapping session.ErrNotFound
 // when the file does not exist.
-func (f *SessionFile) Load(_ context.Context) (*session.Session, error) {
+func (f *File) Load(_ context.Context) (*session.Session, error) {
 	b, err := os.ReadFile(f.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("agent: session file %s: %w", f.path, session.ErrNotFound)
@@ -156,8 +156,8 @@ func (f *SessionFile) Load(_ context.Context) (*session.Session, error) {
 	return &s, nil
 }
 
-// Save implements SessionSaver.
-func (f *SessionFile) Save(ctx context.Context, s *session.Session) error {
+// Save implements Saver.
+func (f *File) Save(ctx context.Context, s *session.Session) error {
 	p, err := f.prepare(ctx, s)
 	if err != nil {
 		return err
@@ -168,11 +168,11 @@ func (f *SessionFile) Save(ctx context.Context, s *session.Session) error {
 // PrepareSave implements txn.Stager: it takes the directory's lock, checks
 // the revision and writes the new file beside the old one, synced; Commit
 // renames it over the old one. Between the two no other writer can save.
-func (f *SessionFile) PrepareSave(ctx context.Context, _ *txn.Txn, s *session.Session) (txn.Prepared, error) {
+func (f *File) PrepareSave(ctx context.Context, _ *txn.Txn, s *session.Session) (txn.Prepared, error) {
 	return f.prepare(ctx, s)
 }
 
-func (f *SessionFile) prepare(ctx context.Context, s *session.Session) (_ *preparedFile, err error) {
+func (f *File) prepare(ctx context.Context, s *session.Session) (_ *preparedFile, err error) {
 	data, err := json.Marshal(s)
 	if err != nil {
 		return nil, fmt.Errorf("agent: session file %s: save: %w", f.path, err)
@@ -218,7 +218,7 @@ func (f *SessionFile) prepare(ctx context.Context, s *session.Session) (_ *prepa
 // preparedFile is a staged save: the new file written beside the old one,
 // the directory locked.
 type preparedFile struct {
-	f      *SessionFile
+	f      *File
 	tmp    string
 	unlock func()
 	done   bool

@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhist/wasmhist/host/agent"
-	"github.com/wasmhist/wasmhist/host/agent/storetest"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/store/storetest"
 )
 
 // memStore is a reference store: correct unless one of its flaws is set.
@@ -46,7 +47,7 @@ type flaws struct {
 	dropRecentRuns  bool // the recent runs are not stored
 }
 
-var _ agent.SessionManager = (*memStore)(nil)
+var _ store.Manager = (*memStore)(nil)
 
 func (m *memStore) Load(_ context.Context, id string) (*session.Session, error) {
 	m.db.mu.Lock()
@@ -100,18 +101,18 @@ func (m *memStore) Save(_ context.Context, s *session.Session) error {
 	return nil
 }
 
-func (m *memStore) List(context.Context) ([]agent.SessionInfo, error) {
+func (m *memStore) List(context.Context) ([]store.Info, error) {
 	m.db.mu.Lock()
 	defer m.db.mu.Unlock()
-	var infos []agent.SessionInfo
+	var infos []store.Info
 	for id, row := range m.db.rows {
 		s, err := session.Decode(row.data)
 		if err != nil {
 			return nil, err
 		}
-		infos = append(infos, agent.SessionInfo{SessionID: id, Revision: s.Revision, Updated: row.updated})
+		infos = append(infos, store.Info{SessionID: id, Revision: s.Revision, Updated: row.updated})
 	}
-	slices.SortFunc(infos, func(a, b agent.SessionInfo) int { return strings.Compare(a.SessionID, b.SessionID) })
+	slices.SortFunc(infos, func(a, b store.Info) int { return strings.Compare(a.SessionID, b.SessionID) })
 	if m.flaws.listUnsorted {
 		slices.Reverse(infos)
 	}
@@ -137,9 +138,9 @@ func (m *memStore) Delete(_ context.Context, id string, revision int64) error {
 }
 
 func memFactory(f flaws) storetest.Factory {
-	return func(*testing.T) func(*testing.T) agent.SessionStore {
+	return func(*testing.T) func(*testing.T) store.Store {
 		db := &memDB{rows: map[string]memRow{}}
-		return func(*testing.T) agent.SessionStore { return &memStore{db: db, flaws: f} }
+		return func(*testing.T) store.Store { return &memStore{db: db, flaws: f} }
 	}
 }
 
@@ -167,7 +168,7 @@ func TestEveryCaseCanFail(t *testing.T) {
 			f, ok := broken[c.Name]
 			require.True(t, ok, "case %q has no broken store to catch", c.Name)
 			open := memFactory(f)(t)
-			err := c.Run(t.Context(), func() agent.SessionStore { return open(t) })
+			err := c.Run(t.Context(), func() store.Store { return open(t) })
 			require.Error(t, err, "case %q passed against a broken store", c.Name)
 			t.Log(err)
 		})

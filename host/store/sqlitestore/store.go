@@ -1,5 +1,5 @@
 // Package sqlitestore keeps agent sessions in a SQLite database, one row a
-// session: an agent.SessionStore and agent.SessionManager that several
+// session: an store.Store and store.Manager that several
 // processes on one machine may share through one database file.
 //
 // The row holds the session's JSON exactly as session.Encode wrote it (so
@@ -20,10 +20,11 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	sqlite "modernc.org/sqlite" // the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
 )
@@ -55,8 +56,8 @@ type Store struct {
 }
 
 var (
-	_ agent.SessionManager = (*Store)(nil)
-	_ txn.Stager           = (*Store)(nil)
+	_ store.Manager = (*Store)(nil)
+	_ txn.Stager    = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the database at path and the store's
@@ -140,7 +141,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// Load implements agent.SessionStore. A row that is not a valid session
+// Load implements store.Store. A row that is not a valid session
 // is an error wrapping session.ErrInvalid that names the row and says
 // where in its JSON the problem is.
 func (s *Store) Load(ctx context.Context, id string) (*session.Session, error) {
@@ -175,7 +176,7 @@ func decode(where, id string, rev int64, data []byte) (*session.Session, error) 
 // it commits the session row in the plugin's transaction.
 func (s *Store) Target() string { return s.target }
 
-// Save implements agent.SessionSaver. The revision check is the upsert's
+// Save implements store.Saver. The revision check is the upsert's
 // WHERE clause: SQLite runs the statement under the database's write lock,
 // so no other write can land between the check and the write.
 func (s *Store) Save(ctx context.Context, sess *session.Session) error {
@@ -257,17 +258,17 @@ func (s *Store) busy(err error) error {
 	return err
 }
 
-// List implements agent.SessionManager.
-func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
+// List implements store.Manager.
+func (s *Store) List(ctx context.Context) ([]store.Info, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, revision, updated_us FROM `+sessionsTable+` ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: list: %w", err)
 	}
 	defer rows.Close()
-	var infos []agent.SessionInfo
+	var infos []store.Info
 	for rows.Next() {
 		var (
-			in agent.SessionInfo
+			in store.Info
 			us int64
 		)
 		if err := rows.Scan(&in.SessionID, &in.Revision, &us); err != nil {
@@ -282,7 +283,7 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 	return infos, nil
 }
 
-// Delete implements agent.SessionManager. Like Save, it checks the
+// Delete implements store.Manager. Like Save, it checks the
 // revision in the statement that deletes.
 func (s *Store) Delete(ctx context.Context, id string, revision int64) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM `+sessionsTable+` WHERE id = ? AND revision = ?`, id, revision)

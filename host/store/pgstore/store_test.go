@@ -6,16 +6,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhist/wasmhist/host/agent"
-	"github.com/wasmhist/wasmhist/host/agent/pgstore"
-	"github.com/wasmhist/wasmhist/host/agent/storetest"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/pgcap"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/store/pgstore"
+	"github.com/wasmhist/wasmhist/host/store/storetest"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 )
 
@@ -51,9 +52,9 @@ func testStore(t *testing.T, srv *pgtest.Server, dsn, superDSN string) {
 	// Each handle is a Store with a pool of its own, as another host
 	// would have.
 	t.Run("contract", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) func(*testing.T) agent.SessionStore {
+		storetest.Run(t, func(t *testing.T) func(*testing.T) store.Store {
 			schema := newSchema()
-			return func(t *testing.T) agent.SessionStore { return open(t, schema) }
+			return func(t *testing.T) store.Store { return open(t, schema) }
 		})
 	})
 
@@ -185,7 +186,7 @@ func testStore(t *testing.T, srv *pgtest.Server, dsn, superDSN string) {
 		require.NoError(t, err)
 		defer st.Close()
 		require.Equal(t, "postgres:main", st.Target())
-		require.Equal(t, pgcap.Target("main"), st.Target())
+		require.Equal(t, txn.PostgresTarget("main"), st.Target())
 		unnamed := open(t, newSchema())
 		require.Empty(t, unnamed.Target(), "a store without a Name matches no target")
 

@@ -1,13 +1,13 @@
 //go:build unix
 
-package agent
+package store
 
 import (
 	"os"
 	"syscall"
 )
 
-// lockDir takes an exclusive advisory lock on dir, which every SessionFile
+// lockDir takes an exclusive advisory lock on dir, which every File
 // in it takes around its revision check and rename, so that writers in
 // different processes cannot both pass the check. A lock on the directory
 // leaves no file behind and survives the renames that replace the files.

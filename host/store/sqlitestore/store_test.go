@@ -6,12 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmhist/wasmhist/host/agent"
-	"github.com/wasmhist/wasmhist/host/agent/sqlitestore"
-	"github.com/wasmhist/wasmhist/host/agent/storetest"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/store/sqlitestore"
+	"github.com/wasmhist/wasmhist/host/store/storetest"
 )
 
 func open(t *testing.T, path string) *sqlitestore.Store {
@@ -25,9 +26,9 @@ func open(t *testing.T, path string) *sqlitestore.Store {
 // Each handle is a Store of its own on one file, with its own
 // connections, as another process would have.
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) func(*testing.T) agent.SessionStore {
+	storetest.Run(t, func(t *testing.T) func(*testing.T) store.Store {
 		path := filepath.Join(t.TempDir(), "sessions.db")
-		return func(t *testing.T) agent.SessionStore { return open(t, path) }
+		return func(t *testing.T) store.Store { return open(t, path) }
 	})
 }
 

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
@@ -66,7 +67,7 @@ func same(want, got *session.Session) error {
 	return nil
 }
 
-func caseLoadMissing(ctx context.Context, open func() agent.SessionStore) error {
+func caseLoadMissing(ctx context.Context, open func() store.Store) error {
 	st := open()
 	s, err := st.Load(ctx, "absent")
 	if !errors.Is(err, session.ErrNotFound) {
@@ -75,13 +76,13 @@ func caseLoadMissing(ctx context.Context, open func() agent.SessionStore) error 
 	return nil
 }
 
-func caseRoundTrip(ctx context.Context, open func() agent.SessionStore) error {
+func caseRoundTrip(ctx context.Context, open func() store.Store) error {
 	st, other := open(), open()
 	want := newSession("round-trip", 1, "first")
 	if err := st.Save(ctx, want); err != nil {
 		return fmt.Errorf("save: %w", err)
 	}
-	for name, h := range map[string]agent.SessionStore{"the saving handle": st, "another handle": other} {
+	for name, h := range map[string]store.Store{"the saving handle": st, "another handle": other} {
 		got, err := h.Load(ctx, want.SessionID)
 		if err != nil {
 			return fmt.Errorf("load from %s: %w", name, err)
@@ -93,7 +94,7 @@ func caseRoundTrip(ctx context.Context, open func() agent.SessionStore) error {
 	return nil
 }
 
-func caseStaleSave(ctx context.Context, open func() agent.SessionStore) error {
+func caseStaleSave(ctx context.Context, open func() store.Store) error {
 	st := open()
 	first := newSession("stale", 2, "first")
 	if err := st.Save(ctx, first); err != nil {
@@ -114,7 +115,7 @@ func caseStaleSave(ctx context.Context, open func() agent.SessionStore) error {
 	return nil
 }
 
-func caseNextRevision(ctx context.Context, open func() agent.SessionStore) error {
+func caseNextRevision(ctx context.Context, open func() store.Store) error {
 	st := open()
 	for rev := int64(1); rev <= 3; rev++ {
 		want := newSession("next", rev, fmt.Sprint("note ", rev))
@@ -136,15 +137,15 @@ func caseNextRevision(ctx context.Context, open func() agent.SessionStore) error
 	return nil
 }
 
-func manager(st agent.SessionStore) (agent.SessionManager, error) {
-	m, ok := st.(agent.SessionManager)
+func manager(st store.Store) (store.Manager, error) {
+	m, ok := st.(store.Manager)
 	if !ok {
-		return nil, fmt.Errorf("%T does not implement agent.SessionManager", st)
+		return nil, fmt.Errorf("%T does not implement store.Manager", st)
 	}
 	return m, nil
 }
 
-func caseList(ctx context.Context, open func() agent.SessionStore) error {
+func caseList(ctx context.Context, open func() store.Store) error {
 	m, err := manager(open())
 	if err != nil {
 		return err
@@ -181,7 +182,7 @@ func caseList(ctx context.Context, open func() agent.SessionStore) error {
 	return nil
 }
 
-func caseDelete(ctx context.Context, open func() agent.SessionStore) error {
+func caseDelete(ctx context.Context, open func() store.Store) error {
 	m, err := manager(open())
 	if err != nil {
 		return err
@@ -235,13 +236,13 @@ const (
 	hammerAttempts = hammerRounds * hammerWriters * 20
 )
 
-func caseHammer(ctx context.Context, open func() agent.SessionStore) error {
+func caseHammer(ctx context.Context, open func() store.Store) error {
 	const id = "hammer"
 	seed := open()
 	if err := seed.Save(ctx, marked(id, 0, nil)); err != nil {
 		return fmt.Errorf("save of the seed: %w", err)
 	}
-	handles := make([]agent.SessionStore, hammerWriters)
+	handles := make([]store.Store, hammerWriters)
 	for i := range handles {
 		handles[i] = open()
 	}

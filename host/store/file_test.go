@@ -1,4 +1,4 @@
-package agent
+package store
 
 import (
 	"context"
@@ -22,11 +22,11 @@ func TestSessionFileAnyName(t *testing.T) {
 	dir := t.TempDir()
 	s := session.New()
 	s.Revision = 1
-	require.NoError(t, NewSessionFile(filepath.Join(dir, "chat.json")).Save(ctx, s))
+	require.NoError(t, NewFile(filepath.Join(dir, "chat.json")).Save(ctx, s))
 	b, err := os.ReadFile(filepath.Join(dir, "chat.json"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "try.json"), b, 0o600))
-	cp := NewSessionFile(filepath.Join(dir, "try.json"))
+	cp := NewFile(filepath.Join(dir, "try.json"))
 	got, err := cp.Load(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, s.SessionID, got.SessionID)
@@ -38,7 +38,7 @@ func TestSessionFileAnyName(t *testing.T) {
 // byte for byte, not re-indented.
 func TestSessionFileKeepsStateBytes(t *testing.T) {
 	ctx := context.Background()
-	f := NewSessionFile(filepath.Join(t.TempDir(), "s.json"))
+	f := NewFile(filepath.Join(t.TempDir(), "s.json"))
 	s := session.New()
 	s.Revision = 1
 	data := json.RawMessage(`{"messages":[{"role":"tool","contents":[{"type":"function_result","call_id":"c1","result":{"time":"12:00","zone":"UTC"}}]}]}`)
@@ -58,11 +58,11 @@ func TestSessionFileModes(t *testing.T) {
 	s.Revision = 1
 
 	ro := filepath.Join(dir, "ro.json")
-	require.NoError(t, NewSessionFile(ro).Save(ctx, s))
+	require.NoError(t, NewFile(ro).Save(ctx, s))
 	require.NoError(t, os.Chmod(ro, 0o444))
 	next := *s
 	next.Revision = 2
-	err := NewSessionFile(ro).Save(ctx, &next)
+	err := NewFile(ro).Save(ctx, &next)
 	require.ErrorIs(t, err, os.ErrPermission)
 	assert.Contains(t, err.Error(), "read-only (mode 0444)")
 	fi, err := os.Stat(ro)
@@ -70,16 +70,16 @@ func TestSessionFileModes(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o444), fi.Mode().Perm())
 
 	shared := filepath.Join(dir, "shared.json")
-	require.NoError(t, NewSessionFile(shared).Save(ctx, s))
+	require.NoError(t, NewFile(shared).Save(ctx, s))
 	require.NoError(t, os.Chmod(shared, 0o640))
-	require.NoError(t, NewSessionFile(shared).Save(ctx, &next))
+	require.NoError(t, NewFile(shared).Save(ctx, &next))
 	fi, err = os.Stat(shared)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
 }
 
 // TestSessionFileOneWriterWins: writers that loaded the same revision,
-// each through its own SessionFile (its own lock on the directory, as
+// each through its own File (its own lock on the directory, as
 // separate processes have), race to save the next one: exactly one wins,
 // the others get session.ErrStaleRevision.
 func TestSessionFileOneWriterWins(t *testing.T) {
@@ -87,7 +87,7 @@ func TestSessionFileOneWriterWins(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.json")
 	base := session.New()
 	base.Revision = 1
-	require.NoError(t, NewSessionFile(path).Save(ctx, base))
+	require.NoError(t, NewFile(path).Save(ctx, base))
 	for round := 2; round < 12; round++ {
 		const writers = 8
 		var wg sync.WaitGroup
@@ -100,7 +100,7 @@ func TestSessionFileOneWriterWins(t *testing.T) {
 				<-start
 				s := *base
 				s.Revision = int64(round)
-				errs[i] = NewSessionFile(path).Save(ctx, &s)
+				errs[i] = NewFile(path).Save(ctx, &s)
 			}()
 		}
 		close(start)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/agent/model/offline"
@@ -17,11 +19,11 @@ import (
 // host is what one process running the agent holds: its own agent and its
 // own handle on the store.
 type host struct {
-	store agent.SessionStore
+	store store.Store
 	agent *agent.Agent
 }
 
-func newHost(store agent.SessionStore, saver agent.SessionSaver) (*host, error) {
+func newHost(store store.Store, saver store.Saver) (*host, error) {
 	if saver == nil {
 		saver = store
 	}
@@ -66,7 +68,7 @@ func history(s *session.Session) (string, error) {
 }
 
 // twoHosts returns two hosts, each with a store open will give it.
-func twoHosts(open func() agent.SessionStore) ([2]*host, error) {
+func twoHosts(open func() store.Store) ([2]*host, error) {
 	var hosts [2]*host
 	for i := range hosts {
 		h, err := newHost(open(), nil)
@@ -78,7 +80,7 @@ func twoHosts(open func() agent.SessionStore) ([2]*host, error) {
 	return hosts, nil
 }
 
-func caseAgentsAlternate(ctx context.Context, open func() agent.SessionStore) error {
+func caseAgentsAlternate(ctx context.Context, open func() store.Store) error {
 	const id = "alternate"
 	hosts, err := twoHosts(open)
 	if err != nil {
@@ -129,7 +131,7 @@ func caseAgentsAlternate(ctx context.Context, open func() agent.SessionStore) er
 // so that both commits are in flight together, each over the revision
 // both loaded.
 type gate struct {
-	next    agent.SessionSaver
+	next    store.Saver
 	arrived *sync.WaitGroup
 	once    sync.Once
 }
@@ -142,7 +144,7 @@ func (g *gate) Save(ctx context.Context, s *session.Session) error {
 	return g.next.Save(ctx, s)
 }
 
-func caseRacingCommits(ctx context.Context, open func() agent.SessionStore) error {
+func caseRacingCommits(ctx context.Context, open func() store.Store) error {
 	const id = "race"
 	first, err := newHost(open(), nil)
 	if err != nil {
@@ -227,7 +229,7 @@ func (h *host) run(ctx context.Context, id, text, runID string) (*agent.RunResul
 }
 
 // stored returns the stored session's revision and history.
-func stored(ctx context.Context, st agent.SessionStore, id string) (int64, string, error) {
+func stored(ctx context.Context, st store.Store, id string) (int64, string, error) {
 	s, err := st.Load(ctx, id)
 	if err != nil {
 		return 0, "", fmt.Errorf("load: %w", err)
@@ -236,7 +238,7 @@ func stored(ctx context.Context, st agent.SessionStore, id string) (int64, strin
 	return s.Revision, h, err
 }
 
-func caseRunIDsRecognised(ctx context.Context, open func() agent.SessionStore) error {
+func caseRunIDsRecognised(ctx context.Context, open func() store.Store) error {
 	const id = "runids"
 	hosts, err := twoHosts(open)
 	if err != nil {

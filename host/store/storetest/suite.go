@@ -4,12 +4,12 @@ import (
 	"context"
 	"testing"
 
-	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/store"
 )
 
 // Factory prepares an empty database for one test and returns how to
 // open it. Each call of open returns a new handle on the same data.
-type Factory func(t *testing.T) (open func(t *testing.T) agent.SessionStore)
+type Factory func(t *testing.T) (open func(t *testing.T) store.Store)
 
 // Case is one contract check. Run gets handles on one empty database from
 // open and returns an error that says what the store did wrong.
@@ -18,12 +18,12 @@ type Case struct {
 	Name string
 	// Doc says in one sentence what a conforming store does.
 	Doc string
-	Run func(ctx context.Context, open func() agent.SessionStore) error
+	Run func(ctx context.Context, open func() store.Store) error
 }
 
 // Cases returns the contract suite, in the order it runs. Cases about
 // List and Delete fail for a store that does not implement
-// agent.SessionManager.
+// store.Manager.
 func Cases() []Case {
 	return []Case{
 		{Name: "load_missing", Doc: "loading a session the store does not hold fails with session.ErrNotFound", Run: caseLoadMissing},
@@ -46,7 +46,7 @@ func Run(t *testing.T, f Factory) {
 	for _, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {
 			open := f(t)
-			if err := c.Run(t.Context(), func() agent.SessionStore { return open(t) }); err != nil {
+			if err := c.Run(t.Context(), func() store.Store { return open(t) }); err != nil {
 				t.Fatalf("%s: %v", c.Doc, err)
 			}
 		})

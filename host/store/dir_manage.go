@@ -1,4 +1,4 @@
-package agent
+package store
 
 import (
 	"context"
@@ -11,16 +11,16 @@ import (
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
-var _ SessionManager = (*FileStore)(nil)
+var _ Manager = (*Dir)(nil)
 
-// List implements SessionManager. Updated is the file's modification
+// List implements Manager. Updated is the file's modification
 // time, which a save sets when it renames the new file into place.
-func (f *FileStore) List(ctx context.Context) ([]SessionInfo, error) {
+func (f *Dir) List(ctx context.Context) ([]Info, error) {
 	entries, err := os.ReadDir(f.dir)
 	if err != nil {
 		return nil, fmt.Errorf("agent: file store: list: %w", err)
 	}
-	var infos []SessionInfo
+	var infos []Info
 	for _, e := range entries {
 		name := e.Name()
 		// Temporary files of a save in progress start with a dot.
@@ -45,16 +45,16 @@ func (f *FileStore) List(ctx context.Context) ([]SessionInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("agent: file store: list: %w", err)
 		}
-		infos = append(infos, SessionInfo{SessionID: s.SessionID, Revision: s.Revision, Updated: fi.ModTime()})
+		infos = append(infos, Info{SessionID: s.SessionID, Revision: s.Revision, Updated: fi.ModTime()})
 	}
-	slices.SortFunc(infos, func(a, b SessionInfo) int { return strings.Compare(a.SessionID, b.SessionID) })
+	slices.SortFunc(infos, func(a, b Info) int { return strings.Compare(a.SessionID, b.SessionID) })
 	return infos, nil
 }
 
-// Delete implements SessionManager. The revision check and the removal
+// Delete implements Manager. The revision check and the removal
 // run under the directory lock every save takes, so a save cannot slip in
 // between them.
-func (f *FileStore) Delete(ctx context.Context, id string, revision int64) error {
+func (f *Dir) Delete(ctx context.Context, id string, revision int64) error {
 	sf, err := f.file(id)
 	if err != nil {
 		return err

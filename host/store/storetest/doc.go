@@ -1,12 +1,12 @@
 // Package storetest is the contract suite for session stores
-// (agent.SessionStore, and agent.SessionManager where a store implements
+// (store.Store, and store.Manager where a store implements
 // it): the checks every store must pass, whatever keeps its data.
 //
 // From go test, Run runs every case as a subtest:
 //
-//	storetest.Run(t, func(t *testing.T) func(t *testing.T) agent.SessionStore {
+//	storetest.Run(t, func(t *testing.T) func(t *testing.T) store.Store {
 //		path := filepath.Join(t.TempDir(), "sessions.db")
-//		return func(t *testing.T) agent.SessionStore {
+//		return func(t *testing.T) store.Store {
 //			s, err := sqlitestore.Open(path)
 //			require.NoError(t, err)
 //			t.Cleanup(func() { s.Close() })

@@ -1,5 +1,5 @@
 // Package pgstore keeps agent sessions in PostgreSQL, one row a session:
-// an agent.SessionStore and agent.SessionManager that hosts on many
+// an store.Store and store.Manager that hosts on many
 // machines may share.
 //
 // The store works only in a schema of its own ("wasmhist" unless
@@ -21,10 +21,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
 )
@@ -62,8 +63,8 @@ type Store struct {
 }
 
 var (
-	_ agent.SessionManager = (*Store)(nil)
-	_ txn.Stager           = (*Store)(nil)
+	_ store.Manager = (*Store)(nil)
+	_ txn.Stager    = (*Store)(nil)
 )
 
 // Open connects to the database at dsn and opens the store in
@@ -159,7 +160,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Load implements agent.SessionStore. A row that is not a valid session
+// Load implements store.Store. A row that is not a valid session
 // is an error wrapping session.ErrInvalid that names the row and says
 // where in its JSON the problem is.
 func (s *Store) Load(ctx context.Context, id string) (*session.Session, error) {
@@ -185,7 +186,7 @@ func (s *Store) Load(ctx context.Context, id string) (*session.Session, error) {
 	return sess, nil
 }
 
-// Save implements agent.SessionSaver. The revision check is the upsert's
+// Save implements store.Saver. The revision check is the upsert's
 // WHERE clause: INSERT ... ON CONFLICT DO UPDATE locks the conflicting row
 // (waiting for a concurrent writer of it to commit) and evaluates the
 // WHERE on its latest committed version, so no write lands between the
@@ -258,17 +259,17 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 	}, nil
 }
 
-// List implements agent.SessionManager. Updated is the database server's
+// List implements store.Manager. Updated is the database server's
 // time of the save.
-func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
+func (s *Store) List(ctx context.Context) ([]store.Info, error) {
 	// COLLATE "C": ordered by bytes, as Go compares strings, whatever the
 	// database's locale.
 	rows, err := s.pool.Query(ctx, `SELECT id, revision, updated FROM `+s.sessions+` ORDER BY id COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list: %w", err)
 	}
-	infos, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agent.SessionInfo, error) {
-		var in agent.SessionInfo
+	infos, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Info, error) {
+		var in store.Info
 		err := r.Scan(&in.SessionID, &in.Revision, &in.Updated)
 		return in, err
 	})
@@ -278,7 +279,7 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 	return infos, nil
 }
 
-// Delete implements agent.SessionManager. Like Save, it checks the
+// Delete implements store.Manager. Like Save, it checks the
 // revision in the statement that deletes.
 func (s *Store) Delete(ctx context.Context, id string, revision int64) error {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.sessions+` WHERE id = $1 AND revision = $2`, id, revision)
