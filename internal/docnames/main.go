@@ -11,9 +11,13 @@
 // the check needs. Methods and fields promoted through embedding and
 // aliases are followed, within and across packages.
 //
+// It also checks that a file's table of contents (between the lines of
+// tocStart and tocEnd) lists its headings, and writes it with -toc.
+//
 // Usage, from the module root:
 //
 //	go run ./internal/docnames [FILE.md ...]
+//	go run ./internal/docnames -toc FILE.md ...
 //
 // Without arguments it checks every *.md file under the current directory
 // except those under testdata, hidden directories and other modules.
@@ -40,13 +44,22 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-toc" {
+		for _, f := range os.Args[2:] {
+			if err := writeTOC(f); err != nil {
+				fmt.Fprintln(os.Stderr, "docnames:", err)
+				os.Exit(1)
+			}
+		}
+		return
+	}
 	stale, err := run(".", os.Args[1:], os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "docnames:", err)
 		os.Exit(2)
 	}
 	if stale > 0 {
-		fmt.Fprintf(os.Stderr, "docnames: %d stale Go name(s) in Markdown; fix each as its line advises\n", stale)
+		fmt.Fprintf(os.Stderr, "docnames: %d stale name(s) or table(s) of contents in Markdown; fix each as its line advises\n", stale)
 		os.Exit(1)
 	}
 }
@@ -66,6 +79,14 @@ func run(root string, files []string, out io.Writer) (int, error) {
 	}
 	stale := 0
 	for _, f := range files {
+		msg, err := checkTOC(f)
+		if err != nil {
+			return stale, err
+		}
+		if msg != "" {
+			fmt.Fprintln(out, msg)
+			stale++
+		}
 		refs, err := scanFile(f)
 		if err != nil {
 			return stale, err
