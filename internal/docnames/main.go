@@ -64,10 +64,12 @@ func main() {
 	}
 }
 
-// run checks files (all Markdown under root when empty) and writes one line
-// per stale name to out; it returns how many it found.
+// run checks files (all Markdown under root when empty, and then also that
+// README.md's layout names every package directory) and writes one line per
+// stale name to out; it returns how many it found.
 func run(root string, files []string, out io.Writer) (int, error) {
-	if len(files) == 0 {
+	whole := len(files) == 0
+	if whole {
 		var err error
 		if files, err = markdownFiles(root); err != nil {
 			return 0, err
@@ -78,6 +80,16 @@ func run(root string, files []string, out io.Writer) (int, error) {
 		return 0, err
 	}
 	stale := 0
+	if whole {
+		msgs, err := checkLayout(filepath.Join(root, "README.md"), idx.dirs)
+		if err != nil {
+			return stale, err
+		}
+		for _, m := range msgs {
+			fmt.Fprintln(out, m)
+			stale++
+		}
+	}
 	for _, f := range files {
 		msg, err := checkTOC(f)
 		if err != nil {
@@ -210,6 +222,9 @@ type index struct {
 	byName map[string][]*pkgDecls
 	byPath map[string]*pkgDecls
 	module string // the module's path
+	// dirs are the module's package directories, relative to its root
+	// ("host/agent"), commands and test-only packages included.
+	dirs []string
 }
 
 // pkgDecls holds one package's exported declarations.
@@ -253,6 +268,10 @@ func loadIndex(root string) (*index, error) {
 				break
 			} else if err != nil {
 				return nil, fmt.Errorf("go list %s: %w", strings.Join(args, " "), err)
+			}
+			if rel, ok := strings.CutPrefix(p.ImportPath, idx.module+"/"); ok && args[0] == "-deps" &&
+				!strings.Contains(p.ImportPath, " ") && !strings.HasSuffix(p.ImportPath, ".test") {
+				idx.dirs = append(idx.dirs, rel)
 			}
 			// Test variants ("p [p.test]") and test mains repeat or add
 			// nothing a reader names; internal and vendored copies of the
