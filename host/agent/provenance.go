@@ -30,7 +30,9 @@ var ErrProviderMismatch = errors.New("agent: the session's history was written b
 type ProviderMismatchError struct {
 	// StateKey is the slot.
 	StateKey string
-	// Field is what differs: "plugin", "version", "sha256" or "storage".
+	// Field is what differs: "plugin", "version", "sha256", "storage", or
+	// "session" when the session is a copy, under another id, of the session
+	// whose rows the storage holds.
 	Field string
 	// Recorded is what the session records for the slot; Current is what
 	// the run's provider reports.
@@ -47,6 +49,9 @@ func (e *ProviderMismatchError) Error() string {
 	case "plugin":
 		return fmt.Sprintf("agent: session slot %q was written by plugin %s, not %s: run it with plugin %s, or start a new session",
 			e.StateKey, old, cur, old)
+	case "session":
+		return fmt.Sprintf("agent: session %q is a copy of session %q, whose history (slot %q) is in %s: the copy would write into the same rows; run %q itself, or start a new session",
+			cur, old, e.StateKey, e.Recorded.Storage, old)
 	}
 	return fmt.Sprintf("agent: session slot %q was written by another build of plugin %s: %s %s then, %s now: run the build that wrote it, or accept this build explicitly (RunOptions.AcceptNewBuild: its migrate_state runs if the state version changed, and the new build is recorded)",
 		e.StateKey, e.Recorded.Plugin, e.Field, old, cur)
@@ -62,6 +67,8 @@ func (e *ProviderMismatchError) value(p session.Provenance) string {
 		}
 	case "plugin":
 		v = p.Plugin
+	case "session":
+		v = p.Session
 	case "version":
 		v = p.Version
 	case "sha256":
@@ -91,6 +98,8 @@ func compareProvenance(key string, old, cur session.Provenance) *ProviderMismatc
 		e.Field = "plugin"
 	case old.Storage != cur.Storage:
 		e.Field = "storage"
+	case old.Session != "" && old.Session != cur.Session:
+		e.Field = "session"
 	case old.SHA256 != cur.SHA256:
 		e.Field = "sha256"
 	case old.Version != cur.Version:
@@ -117,6 +126,9 @@ func (r *run) checkProvenance(ctx context.Context, acceptNewBuild bool) error {
 		cur, err := rep.Provenance(ctx)
 		if err != nil {
 			return fmt.Errorf("agent: provenance of %q: %w", key, err)
+		}
+		if cur.Storage != "" {
+			cur.Session = r.work.SessionID
 		}
 		old, recorded := r.work.Provenance[key]
 		_, stored := r.work.State[key]

@@ -194,3 +194,66 @@ func TestUpgradeRunsMigrateState(t *testing.T) {
 	require.NoError(t, runOnce(t, agent.NewMemoryProvider("history"), m, native, nil))
 	assert.Nil(t, native.Provenance, "a provider without ProvenanceReporter records nothing")
 }
+
+// TestCloneOfADatabaseSessionIsRefused: a clone of a session whose history
+// is in a plugin's database, given another id, would write into the
+// original's rows; its run is refused before any model call, saying both
+// ids, and the database keeps only the original's turns. A clone of a
+// session whose history is in the session itself (the in-memory plugin) is
+// a real copy and runs. A session recorded before the session id was
+// recorded is adopted by its own id.
+func TestCloneOfADatabaseSessionIsRefused(t *testing.T) {
+	ctx := context.Background()
+	h, err := host.New(ctx, host.Config{CacheDir: t.TempDir()})
+	require.NoError(t, err)
+	defer h.Close(ctx)
+	db := filepath.Join(t.TempDir(), "x.db")
+	p, err := h.Load(ctx, host.File(sdktest.BuildPlugin(t, "../../plugins/sqlite")), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})}})
+	require.NoError(t, err)
+	pr := p.Provider("history")
+	m := &countingModel{}
+
+	s := session.New()
+	require.NoError(t, runOnce(t, pr, m, s, nil))
+	assert.Equal(t, s.SessionID, s.Provenance["history"].Session, "the storage records whose rows it holds")
+	rows := func(s *session.Session) int {
+		msgs, _, err := p.List(ctx, s, "history", "", 100)
+		require.NoError(t, err)
+		return len(msgs)
+	}
+	require.Equal(t, 2, rows(s))
+
+	clone := s.Clone()
+	clone.SessionID = "copy"
+	before := clone.Clone()
+	calls := m.calls.Load()
+	err = runOnce(t, pr, m, clone, &agent.RunOptions{AcceptNewBuild: true})
+	require.ErrorIs(t, err, agent.ErrProviderMismatch)
+	var me *agent.ProviderMismatchError
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, "session", me.Field)
+	assert.False(t, me.BuildChanged(), "AcceptNewBuild does not accept a copy")
+	assert.ErrorContains(t, err, `"copy"`)
+	assert.ErrorContains(t, err, `"`+s.SessionID+`"`)
+	assert.Equal(t, before, clone, "a refused run changed the copy")
+	assert.Equal(t, calls, m.calls.Load(), "a model call was made for a refused run")
+	assert.Equal(t, 2, rows(s), "the refused copy wrote into the original's rows")
+
+	require.NoError(t, runOnce(t, pr, m, s, nil), "the original goes on")
+	assert.Equal(t, 4, rows(s))
+
+	legacy := s.Clone()
+	prov := legacy.Provenance["history"]
+	prov.Session = ""
+	legacy.SetProvenance("history", prov)
+	require.NoError(t, runOnce(t, pr, m, legacy, nil), "a session recorded without its id")
+	assert.Equal(t, s.SessionID, legacy.Provenance["history"].Session, "is adopted by its own id")
+
+	mem, err := h.Load(ctx, host.File(sdktest.BuildPlugin(t, "../../plugins/inmemory")), host.LoadOptions{})
+	require.NoError(t, err)
+	ms := session.New()
+	require.NoError(t, runOnce(t, mem.Provider("history"), m, ms, nil))
+	mc := ms.Clone()
+	mc.SessionID = "memory-copy"
+	require.NoError(t, runOnce(t, mem.Provider("history"), m, mc, nil), "a copy of a session that holds its own history runs")
+}

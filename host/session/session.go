@@ -76,6 +76,11 @@ type Provenance struct {
 	SHA256 string `json:"sha256,omitempty"`
 	// Storage names what the plugin was granted; empty when nothing.
 	Storage string `json:"storage,omitempty"`
+	// Session is the id of the session whose history Storage holds,
+	// recorded with Storage: a copy of the session under another id
+	// (Clone, then a new SessionID) would share those rows, and package
+	// agent refuses to run it.
+	Session string `json:"session,omitempty"`
 }
 
 // PendingToolCall is one tool call a committed model response asked for
@@ -105,7 +110,11 @@ type ProviderState struct {
 }
 
 // Clone returns a deep copy: its own State map and its own Data bytes,
-// which the caller may edit without affecting s or any copy of s.
+// which the caller may edit without affecting s or any copy of s. It
+// copies the session, not the history a database plugin keeps for it in
+// its storage: a clone given another SessionID would write into the same
+// rows as s, so package agent refuses to run a clone whose Provenance
+// records storage of another session id (agent.ErrProviderMismatch).
 func (s *Session) Clone() *Session {
 	c := *s
 	if s.State != nil {
