@@ -89,8 +89,9 @@ func TestProvenanceOfAWebAssemblyPlugin(t *testing.T) {
 }
 
 // TestProvenanceStorage: a plugin granted a database records it; resuming
-// with another database is refused, even with AcceptNewBuild, saying both
-// databases; a session recorded without storage is refused with one too.
+// with another database that holds none of the session is refused, even
+// with AcceptNewBuild, saying both databases; a session recorded without
+// storage is refused with one too.
 func TestProvenanceStorage(t *testing.T) {
 	ctx := context.Background()
 	h, err := host.New(ctx, host.Config{CacheDir: t.TempDir()})
@@ -120,11 +121,12 @@ func TestProvenanceStorage(t *testing.T) {
 		require.ErrorIs(t, err, agent.ErrProviderMismatch)
 		var me *agent.ProviderMismatchError
 		require.ErrorAs(t, err, &me)
-		assert.Equal(t, "storage", me.Field)
+		assert.Equal(t, "database", me.Field)
+		assert.Zero(t, me.Held, "y.db holds nothing of the session")
 		assert.False(t, me.BuildChanged())
 		assert.ErrorContains(t, err, "sqlite:"+x)
 		assert.ErrorContains(t, err, "sqlite:"+y)
-		assert.ErrorContains(t, err, "move the data")
+		assert.ErrorContains(t, err, "grant the database the session was used with")
 		assert.Equal(t, before, s)
 	}
 	assert.Equal(t, calls, m.calls.Load(), "a model call was made for a refused run")

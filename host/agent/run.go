@@ -525,6 +525,7 @@ func (r *run) commit(ctx context.Context) error {
 	}
 	next := snapshot(r.work)
 	next.Revision++
+	markHeld(next, r.txn.Targets())
 	if err := r.recordRun(next); err != nil {
 		return err
 	}
@@ -532,7 +533,7 @@ func (r *run) commit(ctx context.Context) error {
 		r.txn.Rollback(ctx)
 		return fmt.Errorf("agent: commit session %q: %w", next.SessionID, err)
 	}
-	r.work.Revision = next.Revision
+	r.work.Revision, r.work.Provenance = next.Revision, next.Provenance
 	*r.target = *next
 	return nil
 }

@@ -81,6 +81,11 @@ type Provenance struct {
 	// (Clone, then a new SessionID) would share those rows, and package
 	// agent refuses to run it.
 	Session string `json:"session,omitempty"`
+	// Revision is the revision of the last commit that wrote into
+	// Storage: the storage holds the session at that revision (its
+	// session row or journal row), which is how a session moved or
+	// restored together with its database is recognised (package agent).
+	Revision int64 `json:"revision,omitempty"`
 }
 
 // PendingToolCall is one tool call a committed model response asked for

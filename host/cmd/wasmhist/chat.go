@@ -441,6 +441,10 @@ func runAdvice(err error, l host.Limits) string {
 		return fmt.Sprintf("other processes kept the SQLite database locked (%d attempts): run the command again; for many chats at once keep sessions in PostgreSQL (--store postgres)", staleAttempts)
 	case errors.As(err, &mismatch) && mismatch.BuildChanged():
 		return "the session was written by another build of the plugin (the message says which): use that build, or pass --accept-new-build to upgrade the session to this one (its migrate_state runs if the state version changed)"
+	case errors.As(err, &mismatch) && mismatch.Field == "database":
+		return "pass --db naming the database the session was chatted with, or restore the session and its database from one backup; --accept-new-build does not change storage"
+	case errors.As(err, &mismatch) && mismatch.Field == "session":
+		return "the session is a copy of another session whose history is in the same database: chat on the original, or start a new session"
 	case errors.As(err, &mismatch) && mismatch.Field == "storage":
 		return "the session's history is in another database (the message says which): pass --db (or --store) naming the database the session was chatted with, or copy that database to the new place first; --accept-new-build does not change storage"
 	case errors.As(err, &mismatch):

@@ -253,8 +253,9 @@ func filesIn(t *testing.T, dir string) []string {
 }
 
 // TestChatRefusesAnotherDatabase: a session chatted with --db X and
-// resumed without --db, or with --db Y, is refused before any model call,
-// saying both databases and what to do; with --db X it resumes.
+// resumed without --db, or with --db Y, neither holding its history, is
+// refused before any model call, saying both databases and what to do;
+// with --db X it resumes, and with a copy of X taken with the session too.
 func TestChatRefusesAnotherDatabase(t *testing.T) {
 	t.Parallel()
 	r := invocation{dir: t.TempDir()}
@@ -262,7 +263,7 @@ func TestChatRefusesAnotherDatabase(t *testing.T) {
 	base, calls := countingModel(t)
 	for _, db := range [][]string{nil, {"--db", "y.db"}} {
 		args := append([]string{"chat", "--session", "chat.json", "-m", "What food do I like?", "--model", "openai-chat", "--base-url", base}, db...)
-		line := r.failsWithOneLine(t, exitFail, args, "keeps its history in sqlite:", "x.db", "pass --db", "copy that database")
+		line := r.failsWithOneLine(t, exitFail, args, "holds none of its history", "x.db", "pass --db", "one backup")
 		assert.NotContains(t, line, "model settings")
 	}
 	assert.Zero(t, calls.Load(), "a model call was made for a refused resume")
@@ -270,6 +271,11 @@ func TestChatRefusesAnotherDatabase(t *testing.T) {
 	assert.Contains(t, line, "--accept-new-build does not change storage")
 	out := r.ok(t, "chat", "--session", "chat.json", "--db", "x.db", "-m", "What food do I like?")
 	assert.Regexp(t, `(?m)^assistant: .*Italian`, out)
+	x, err := os.ReadFile(filepath.Join(r.dir, "x.db"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "c.db"), x, 0o600))
+	out = r.ok(t, "chat", "--session", "chat.json", "--db", "c.db", "-m", "What food do I like?")
+	assert.Regexp(t, `(?m)^assistant: .*Italian`, out, "a copy of the database holds the session")
 }
 
 // TestChatRefusesAnotherBuild: a session whose recorded sha256 is not the
