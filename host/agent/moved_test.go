@@ -37,7 +37,14 @@ func (r *placeRig) turn(t *testing.T, dir, text string) (*session.Session, error
 	defer h.Close(ctx)
 	p, err := h.Load(ctx, host.File(r.wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: filepath.Join(dir, "h.db")})}})
 	require.NoError(t, err)
-	f := store.NewFile(filepath.Join(dir, "s.json"))
+	return turnWith(t, p, store.NewFile(filepath.Join(dir, "s.json")), text)
+}
+
+// turnWith runs one turn of the session in f (a new one if f holds none)
+// with p's history, saving it to f.
+func turnWith(t *testing.T, p *host.Plugin, f *store.File, text string) (*session.Session, error) {
+	t.Helper()
+	ctx := context.Background()
 	s, err := f.Load(ctx)
 	if errors.Is(err, session.ErrNotFound) {
 		s = session.New()
@@ -199,16 +206,7 @@ func TestStorageIdentifiedByContentPostgres(t *testing.T) {
 		p, err := h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{grant}})
 		require.NoError(t, err)
 		defer p.Close(ctx)
-		s, err := f.Load(ctx)
-		if errors.Is(err, session.ErrNotFound) {
-			s = session.New()
-		} else {
-			require.NoError(t, err)
-		}
-		a, err := agent.New(agent.Config{Model: echoModel{}, Providers: []agent.ProviderConfig{{Provider: p.Provider("history")}}, Saver: f})
-		require.NoError(t, err)
-		_, err = a.Run(ctx, s, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, nil)
-		return s, err
+		return turnWith(t, p, f, text)
 	}
 	_, err = run("main", "data2", "host2", "one")
 	require.NoError(t, err)
