@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/agent/model"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/txn"
 
@@ -219,9 +220,11 @@ func (c *chatSetup) savedAt() string {
 	return fmt.Sprintf("session file %s is at revision %d", c.file.path, c.session.Revision)
 }
 
+// setupChat wires a chat from its flags, in the order a problem is best
+// found: the session, the plugin, the model client, the host and the
+// plugin loaded into it, the storage the turns will write, the agent.
 func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, store *storeFlag, pluginSpec, sessionPath, dbPath string, perCall bool) (_ *chatSetup, err error) {
 	c := &chatSetup{session: session.New(), db: dbPath, closer: func() {}}
-	dbGiven := dbPath != ""
 	if c.limits, err = ps.limits(cmd); err != nil {
 		return nil, err
 	}
@@ -230,47 +233,9 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 			c.closer()
 		}
 	}()
-	var saver agent.SessionSaver
-	if store.set() {
-		st, err := store.open(ctx, e, cmd)
-		if err != nil {
-			return nil, err
-		}
-		c.store, c.closer = store, st.close
-		if sessionPath != "" {
-			c.session.SessionID = sessionPath
-		}
-		id := c.session.SessionID
-		switch s, err := st.Load(ctx, id); {
-		case errors.Is(err, agent.ErrSessionNotFound):
-		case err != nil:
-			return nil, failf(cmd, "loading session %s from %s: %w: check --session (the session's id) and the store", id, store.describe(), err)
-		default:
-			c.session = s
-		}
-		c.reload = func(ctx context.Context) (*session.Session, error) { return st.Load(ctx, id) }
-		saver = st
-		if c.db == "" {
-			c.db = store.defaultDB(id)
-		}
-	} else if sessionPath != "" {
-		f, err := parseSessionFile(cmd, sessionPath)
-		if err != nil {
-			return nil, err
-		}
-		c.file = &f
-		if c.session, _, err = f.open(cmd); err != nil {
-			return nil, err
-		}
-		st, err := f.store(cmd)
-		if err != nil {
-			return nil, err
-		}
-		saver = st
-		c.reload = func(ctx context.Context) (*session.Session, error) { return st.Load(ctx) }
-		if c.db == "" {
-			c.db = f.dbPath()
-		}
+	saver, err := c.openSession(ctx, e, cmd, store, sessionPath)
+	if err != nil {
+		return nil, err
 	}
 	if pluginSpec == "" {
 		pluginSpec = "inmemory"
@@ -288,7 +253,6 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 	if err != nil {
 		return nil, err
 	}
-
 	if c.host, err = newHost(ctx, e, cmd, ps); err != nil {
 		return nil, err
 	}
@@ -297,45 +261,103 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 			c.host.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	if err = c.loadPlugin(ctx, e, cmd, path, sessionPath, ps); err != nil {
+		return nil, err
+	}
+	if err = c.checkStorage(cmd, dbPath); err != nil {
+		return nil, err
+	}
+	if err = c.newAgent(cmd, e, client, mc, saver, perCall); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// openSession loads the session --session names (created when missing),
+// or with --store the one of that id, and returns what saves it; nil
+// when the session lives only in this process. It sets c.closer to close
+// the store.
+func (c *chatSetup) openSession(ctx context.Context, e *env, cmd string, store *storeFlag, sessionPath string) (agent.SessionSaver, error) {
+	if !store.set() && sessionPath == "" {
+		return nil, nil
+	}
+	a := sessionFlagArg(cmd, store, sessionPath)
+	c.closer = a.close
+	s, _, err := a.loadOrNew(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	c.session = s
+	if c.db == "" {
+		c.db = a.defaultDB(s.SessionID)
+	}
+	if a.inStore() {
+		st, id := a.st, s.SessionID
+		c.store = store
+		c.reload = func(ctx context.Context) (*session.Session, error) { return st.Load(ctx, id) }
+		return st, nil
+	}
+	f, err := a.file()
+	if err != nil {
+		return nil, err
+	}
+	c.file = &f
+	st, err := f.store(cmd)
+	if err != nil {
+		return nil, err
+	}
+	c.reload = func(ctx context.Context) (*session.Session, error) { return st.Load(ctx) }
+	return st, nil
+}
+
+// loadPlugin loads the history plugin at path into c.host, granted c.db
+// when there is one, and checks that it is the plugin of the session's
+// history slot.
+func (c *chatSetup) loadPlugin(ctx context.Context, e *env, cmd, path, sessionPath string, ps *pluginSettings) (err error) {
 	// Without a database the grant is still made, one that refuses use,
-	// so the plugin loads and the check below can say what to pass.
+	// so the plugin loads and checkStorage can say what to pass.
 	grants := []host.Grant{sqlgrant.New(sqlgrant.Config{PathFunc: func(context.Context) (string, error) {
 		return "", errors.New("no database given")
 	}})}
 	if c.db != "" {
 		if grants, err = dbGrants(cmd, c.db); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if c.plugin, err = loadPlugin(ctx, e, c.host, cmd, path, grants, ps); err != nil {
-		return nil, err
+		return err
 	}
-	if err = checkSlot(cmd, c.session, c.plugin, sessionPath); err != nil {
-		return nil, err
-	}
-	if wantsSQL(c.plugin) && c.db == "" && c.store != nil {
-		return nil, usagef(cmd, "plugin %s keeps history in a database: with --store %s pass --db PATH, the plugin's SQLite database", c.plugin.Info().Name, c.store.raw)
-	}
-	if wantsSQL(c.plugin) && c.db == "" {
-		return nil, usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", c.plugin.Info().Name)
-	}
-	if !wantsSQL(c.plugin) {
-		if dbGiven {
-			return nil, usagef(cmd, "--db %s: plugin %s keeps no history in a database, so it would not be used: drop --db, or pass --plugin sqlite", dbPath, c.plugin.Info().Name)
-		}
+	return checkSlot(cmd, c.session, c.plugin, sessionPath)
+}
+
+// checkStorage checks, before the first model call, that what the turns
+// will write can be written: the plugin's database when it wants one (and
+// only then: dbPath is --db), and the session file.
+func (c *chatSetup) checkStorage(cmd, dbPath string) error {
+	name := c.plugin.Info().Name
+	switch {
+	case wantsSQL(c.plugin) && c.db == "" && c.store != nil:
+		return usagef(cmd, "plugin %s keeps history in a database: with --store %s pass --db PATH, the plugin's SQLite database", name, c.store.raw)
+	case wantsSQL(c.plugin) && c.db == "":
+		return usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", name)
+	case !wantsSQL(c.plugin) && dbPath != "":
+		return usagef(cmd, "--db %s: plugin %s keeps no history in a database, so it would not be used: drop --db, or pass --plugin sqlite", dbPath, name)
+	case !wantsSQL(c.plugin):
 		c.db = ""
 	}
 	if c.db != "" {
-		if err = checkDatabase(cmd, c.db); err != nil {
-			return nil, err
+		if err := checkDatabase(cmd, c.db); err != nil {
+			return err
 		}
 	}
 	if c.file != nil {
-		if err = checkSessionFile(cmd, c.file); err != nil {
-			return nil, err
-		}
+		return checkSessionFile(cmd, c.file)
 	}
+	return nil
+}
 
+// newAgent configures the agent of the chat.
+func (c *chatSetup) newAgent(cmd string, e *env, client model.Client, mc *modelConfig, saver agent.SessionSaver, perCall bool) error {
 	cfg := agent.Config{
 		Model:        client,
 		Instructions: "You are a helpful assistant. Use the tools when they help.",
@@ -349,10 +371,11 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 		Logger:                           warnLogger(e.stderr, cmd),
 	}
 	c.copyOnly = mc.storesHistory()
+	var err error
 	if c.agent, err = agent.New(cfg); err != nil {
-		return nil, failf(cmd, "configuring the agent: %w", err)
+		return failf(cmd, "configuring the agent: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
 // checkSlot refuses, with advice, a session whose history slot another
