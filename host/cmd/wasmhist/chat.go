@@ -56,7 +56,9 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	const cmd = "chat"
 	fs := flagSet(e, cmd, "[flags]",
 		"Talks to an agent whose chat history is kept by a plugin. With -m it answers one message;\n"+
-			"without, it reads one message per line from standard input until end of input.\n"+
+			"without, it reads one message per line from standard input until end of input (at a\n"+
+			"terminal a failed message is reported and the prompt comes back; the status is 1 when the\n"+
+			"last one failed).\n"+
 			"With --session the conversation is saved after every commit and resumed on the next run.\n"+
 			"The offline model needs no network or key; the openai models read OPENAI_API_KEY.")
 	var message messageFlag
@@ -127,10 +129,14 @@ func (c *chatSetup) oneTurn(ctx context.Context, e *env, cmd, text string) error
 
 // readLoop answers standard input line by line. At the prompt (or while
 // waiting for piped input) Ctrl-C ends the chat; during a turn it cancels
-// the turn, and at a terminal the prompt comes back.
+// the turn, and at a terminal the prompt comes back. At a terminal a
+// failed turn is reported and the prompt comes back too, as psql does;
+// the chat then ends with a failure if its last turn failed. Piped input
+// stops at the first failed turn, so a script sees where it stopped.
 func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 	prompt := isTerminal(e.stdin)
 	lines := readLines(e.stdin)
+	var failed error // the last turn's failure, at a terminal
 	for n := 1; ; n++ {
 		if prompt {
 			fmt.Fprint(e.stdout, "you> ")
@@ -148,7 +154,7 @@ func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 		}
 		switch {
 		case l.eof:
-			return nil
+			return c.lastTurn(cmd, failed)
 		case errors.Is(l.err, bufio.ErrTooLong):
 			return failf(cmd, "line %d of standard input is longer than %d MiB: send a shorter message", n, maxLineBytes>>20)
 		case l.err != nil:
@@ -161,7 +167,7 @@ func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 			// messages (-m refuses a blank one for the same reason).
 			continue
 		case "/quit", "/exit":
-			return nil
+			return c.lastTurn(cmd, failed)
 		}
 		tctx, stop := cancelOnInterrupt(ctx, e)
 		err := c.turn(tctx, e, cmd, text)
@@ -171,12 +177,30 @@ func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 			// Ctrl-C came as the turn ended: the user is at the prompt.
 			return failf(cmd, "%w at the prompt: %s", errInterrupted, c.savedAt())
 		case err == nil:
+			failed = nil
 		case interrupted(tctx, err) && prompt:
+			failed = nil
 			fmt.Fprintf(e.stderr, "wasmhist %s: interrupted: the turn was cancelled; %s\n", cmd, c.savedAt())
+		case prompt:
+			failed = err
+			fmt.Fprintln(e.stderr, oneLine(err.Error()))
 		default:
 			return err
 		}
 	}
+}
+
+// errLastTurnFailed ends an interactive chat whose last turn failed, so
+// that the exit status says so.
+var errLastTurnFailed = errors.New("the last message failed")
+
+// lastTurn is how an interactive chat ends: nil, or a failure when its
+// last turn failed (reported when it did).
+func (c *chatSetup) lastTurn(cmd string, failed error) error {
+	if failed == nil {
+		return nil
+	}
+	return failf(cmd, "%w (reported above): %s; send it again in a new chat", errLastTurnFailed, c.savedAt())
 }
 
 // line is one line of input, the end of input, or a read error.

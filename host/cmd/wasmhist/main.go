@@ -17,6 +17,10 @@
 // persistence keeps the calls that completed. In an interactive chat the
 // prompt comes back; anywhere else, and at the prompt, the command ends with
 // status 130. The session file always holds the last commit.
+//
+// An interactive chat (standard input a terminal) reports a failed turn and
+// returns to its prompt, as psql does; it ends at Ctrl-D or /exit, with
+// status 1 when its last turn failed. Piped input stops at the first failure.
 package main
 
 import (
