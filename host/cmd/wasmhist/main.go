@@ -55,6 +55,9 @@ type env struct {
 	getenv         func(string) string
 	// interrupts delivers Ctrl-C (SIGINT); nil when nothing interrupts.
 	interrupts <-chan os.Signal
+	// uncached is the temporary compile cache of this run, when the
+	// user's cannot be used (see hostCacheDir); run removes it.
+	uncached string
 }
 
 // command is one subcommand.
@@ -153,6 +156,9 @@ func run(ctx context.Context, args []string, e *env) int {
 			defer stop()
 		}
 		err := c.run(cctx, e, args[1:])
+		if e.uncached != "" {
+			os.RemoveAll(e.uncached)
+		}
 		switch {
 		case err == nil:
 			return exitOK

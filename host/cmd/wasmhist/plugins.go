@@ -171,7 +171,10 @@ func newHost(ctx context.Context, e *env, cmd string, ps *pluginSettings) (*host
 	if err != nil {
 		return nil, err
 	}
-	dir := cacheDir(e)
+	dir, err := hostCacheDir(e, cmd)
+	if err != nil {
+		return nil, err
+	}
 	// Best effort: a cache that cannot be pruned still works.
 	pruneCache(dir, maxCacheBytes)
 	h, err := host.New(ctx, host.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: l, CacheDir: dir})
