@@ -157,6 +157,9 @@ func listHistory(ctx context.Context, cmd, where string, p *host.Plugin, s *sess
 		if errors.Is(err, host.ErrUnsupported) {
 			return nil, failf(cmd, "plugin %s has no list export, so its history cannot be read from outside an agent run: use a plugin that implements sdk.Lister", p.Info().Name)
 		}
+		if interrupted(ctx, err) {
+			return nil, failf(cmd, "%w while the history of %s was listed: nothing was changed", errInterrupted, where)
+		}
 		if err != nil {
 			return nil, failf(cmd, "listing the history of %s through plugin %s: %w: check the session with 'wasmhist session validate'", where, p.Info().Name, err)
 		}

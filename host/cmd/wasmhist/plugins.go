@@ -190,6 +190,9 @@ func loadPlugin(ctx context.Context, e *env, h *host.Host, cmd, path string, gra
 	stop := compileNote(e, cmd, path)
 	p, err := h.Load(ctx, host.File(path), host.LoadOptions{Grants: grants, Config: ps.config.raw})
 	stop(err == nil)
+	if interrupted(ctx, err) {
+		return nil, failf(cmd, "%w while plugin %s was loaded", errInterrupted, path)
+	}
 	if err != nil {
 		l, _ := ps.limits(cmd)
 		return nil, failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err, l))

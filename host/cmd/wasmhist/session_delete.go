@@ -105,6 +105,8 @@ func clearSlots(ctx context.Context, cmd, path string, sp *slotPlugins, s *sessi
 				return nil, nil, failf(cmd, "%s: %s: nothing was cleared; pass --force to remove the file anyway", path, r)
 			}
 			remain = append(remain, r)
+		case interrupted(ctx, err):
+			return nil, nil, failf(cmd, "%w while slot %q of %s was cleared: nothing was cleared and the file was kept", errInterrupted, k, path)
 		case err != nil:
 			return nil, nil, failf(cmd, "clearing slot %q of %s through plugin %s: %w: the file was kept; check the session with 'wasmhist session validate %s'", k, path, describePlugin(p), err, path)
 		default:

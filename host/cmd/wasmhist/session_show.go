@@ -53,7 +53,11 @@ func runSessionShow(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintln(w, "slots:")
 	for _, k := range slotKeys(s) {
 		st := s.State[k]
-		fmt.Fprintf(w, "  %s: plugin %s, state version %d, state %d bytes, %s\n", k, st.Provider, st.StateVersion, len(st.Data), countMessages(ctx, sp, s, k))
+		n := countMessages(ctx, sp, s, k)
+		if interrupted(ctx, nil) {
+			return failf(cmd, "%w while the messages of slot %q of %s were counted", errInterrupted, k, path)
+		}
+		fmt.Fprintf(w, "  %s: plugin %s, state version %d, state %d bytes, %s\n", k, st.Provider, st.StateVersion, len(st.Data), n)
 	}
 	return nil
 }

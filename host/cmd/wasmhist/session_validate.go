@@ -45,6 +45,8 @@ func runSessionValidate(ctx context.Context, e *env, args []string) error {
 			}
 			n, err := sp.readSlot(ctx, p, s, k)
 			switch {
+			case interrupted(ctx, err):
+				return failf(cmd, "%w while slot %q of %s was read: nothing was changed; run the command again to check it", errInterrupted, k, path)
 			case err != nil:
 				problems = append(problems, fmt.Sprintf("slot %q (data at /state/%s/data) is not readable by plugin %s: %v", k, k, describePlugin(p), err))
 			case n < 0:
