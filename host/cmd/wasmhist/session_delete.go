@@ -25,7 +25,7 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 			"the file and leaves what that plugin stored. The database file itself is kept: other\n"+
 			"sessions may use it.")
 	sf := addSlotFlags(fs)
-	force := fs.Bool("force", false, "remove the file even when a plugin cannot clear what it stored")
+	force := fs.Bool("force", false, "remove the file even when a plugin cannot clear what it stored, or a stored session that is corrupt")
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
@@ -36,6 +36,13 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 	}
 	defer a.close()
 	s, _, f, err := a.read(ctx, e)
+	if err != nil && *force && a.corrupt(err) {
+		if err := a.removeCorrupt(ctx, e); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "deleted %s, which was corrupt (%s); what its plugins stored, if anything, was left: its slots could not be read\n", a.where(""), oneLine(errors.Unwrap(err).Error()))
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func runSessionImport(ctx context.Context, e *env, args []string) error {
 			"keeps history in a database keeps it in the exported session's database: chat on FILE\n"+
 			"needs --db with that database. With --store, the session goes into the store under its\n"+
 			"own id (no FILE).")
-	force := fs.Bool("force", false, "replace an existing FILE with a session of a newer revision")
+	force := fs.Bool("force", false, "replace an existing FILE with a session of a newer revision, or a stored session that is corrupt")
 	store := storeFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
@@ -102,13 +102,20 @@ func importIntoStore(ctx context.Context, e *env, cmd string, store *storeFlag, 
 	a := &sessionArg{cmd: cmd, store: store, name: s.SessionID}
 	defer a.close()
 	where := a.where("")
+	replaced := ""
 	if err := a.openStore(ctx, e); err != nil {
 		return err
 	}
-	switch old, err := a.st.Load(ctx, s.SessionID); {
+	switch old, _, err := a.loadStored(ctx, e, s.SessionID); {
 	case errors.Is(err, agent.ErrSessionNotFound):
+	case force && a.corrupt(err):
+		// Nothing can be read of it, so nothing is lost by replacing it.
+		if err := a.removeCorrupt(ctx, e); err != nil {
+			return err
+		}
+		replaced = fmt.Sprintf(", replacing the corrupt stored one (%s)", oneLine(err.Error()))
 	case err != nil:
-		return failf(cmd, "reading %s: %w: check the store", where, err)
+		return failf(cmd, "%w: %s", err, a.loadAdvice(err, "check the store"))
 	case !force:
 		return failf(cmd, "%s exists (revision %d): pass --force to replace it with this session (revision %d; the stored one must be older)", where, old.Revision, s.Revision)
 	}
@@ -118,6 +125,6 @@ func importIntoStore(ctx context.Context, e *env, cmd string, store *storeFlag, 
 		}
 		return failf(cmd, "writing %s: %w: check the store", where, err)
 	}
-	fmt.Fprintf(e.stdout, "imported session %s (revision %d, state slots: %s) into %s\n", s.SessionID, s.Revision, describeSlots(s), store.describe())
+	fmt.Fprintf(e.stdout, "imported session %s (revision %d, state slots: %s) into %s%s\n", s.SessionID, s.Revision, describeSlots(s), store.describe(), replaced)
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
@@ -93,12 +95,23 @@ func (a *sessionArg) file() (sessionFile, error) {
 	return parseSessionFile(a.cmd, a.name)
 }
 
-// loadStored loads the session from the open store.
-func (a *sessionArg) loadStored(ctx context.Context, e *env) (*session.Session, error) {
+// loadStored loads the session of id from the store, which it opens, and
+// checks it against the session schema (a directory store's Load does not
+// check everything), returning it with its bytes. An error says which of
+// the two failed, and where.
+func (a *sessionArg) loadStored(ctx context.Context, e *env, id string) (*session.Session, []byte, error) {
 	if err := a.openStore(ctx, e); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return a.st.Load(ctx, a.name)
+	s, err := a.st.Load(ctx, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading %s: %w", a.where(id), err)
+	}
+	raw, err := session.Encode(s)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s is not a valid session: %w", a.where(id), err)
+	}
+	return s, raw, nil
 }
 
 // read reads the session as the session subcommands do: it must exist
@@ -113,15 +126,11 @@ func (a *sessionArg) read(ctx context.Context, e *env) (*session.Session, []byte
 		f, err := parseSessionFile(a.cmd, a.name)
 		return s, raw, f, err
 	}
-	s, err := a.loadStored(ctx, e)
+	s, raw, err := a.loadStored(ctx, e, a.name)
 	if err != nil {
 		a.close()
-		return nil, nil, sessionFile{}, failf(a.cmd, "loading %s: %w: check the id ('wasmhist session list --store %s' lists them)", a.where(""), err, a.store.raw)
-	}
-	raw, err := session.Encode(s)
-	if err != nil {
-		a.close()
-		return nil, nil, sessionFile{}, failf(a.cmd, "%s is not a valid session: %w: fix it at the place named, or start a new session", a.where(""), err)
+		return nil, nil, sessionFile{}, failf(a.cmd, "%w: %s", err,
+			a.loadAdvice(err, fmt.Sprintf("check the id ('wasmhist session list --store %s' lists them)", a.store.raw)))
 	}
 	f, _ := a.file()
 	return s, raw, f, nil
@@ -136,9 +145,10 @@ func (a *sessionArg) load(ctx context.Context, e *env) (*session.Session, error)
 		}
 		return f.load(a.cmd)
 	}
-	s, err := a.loadStored(ctx, e)
+	s, _, err := a.loadStored(ctx, e, a.name)
 	if err != nil {
-		return nil, failf(a.cmd, "loading session %s from %s: %w: check --session (the session's id; 'wasmhist session list --store %s' lists them)", a.name, a.store.describe(), err, a.store.raw)
+		return nil, failf(a.cmd, "%w: %s", err,
+			a.loadAdvice(err, fmt.Sprintf("check --session (the session's id; 'wasmhist session list --store %s' lists them)", a.store.raw)))
 	}
 	return s, nil
 }
@@ -161,14 +171,64 @@ func (a *sessionArg) loadOrNew(ctx context.Context, e *env) (s *session.Session,
 	if err := a.openStore(ctx, e); err != nil {
 		return nil, false, err
 	}
-	switch old, err := a.st.Load(ctx, s.SessionID); {
+	switch old, _, err := a.loadStored(ctx, e, s.SessionID); {
 	case errors.Is(err, agent.ErrSessionNotFound):
 		return s, true, nil
 	case err != nil:
-		return nil, false, failf(a.cmd, "loading session %s from %s: %w: check --session (the session's id) and the store", s.SessionID, a.store.describe(), err)
+		return nil, false, failf(a.cmd, "%w: %s", err,
+			a.loadAdvice(err, "check --session (the session's id) and the store"))
 	default:
 		return old, false, nil
 	}
+}
+
+// corrupt reports whether err says the session is stored in a --store but
+// is not a valid session: the row (or file) is there and cannot be loaded.
+func (a *sessionArg) corrupt(err error) bool {
+	return a.inStore() && errors.Is(err, session.ErrInvalid) && !errors.Is(err, agent.ErrSessionNotFound)
+}
+
+// loadAdvice is the advice for a session the store could not load: for a
+// corrupt one, how to remove or replace it; else otherwise.
+func (a *sessionArg) loadAdvice(err error, otherwise string) string {
+	if !a.corrupt(err) {
+		return otherwise
+	}
+	return fmt.Sprintf("the stored session is corrupt: 'wasmhist session delete --force --store %s %s' removes it, 'wasmhist session import --force --store %s' replaces it",
+		a.store.raw, a.name, a.store.raw)
+}
+
+// removeCorrupt removes a stored session that is corrupt (and only such a
+// one), for --force: its slots cannot be read, so what its plugins stored
+// outside it stays. The store's own delete is used where it can find the
+// revision of a row it cannot load (SQLite, PostgreSQL); a directory
+// store's delete loads the file first, so its file is removed here.
+func (a *sessionArg) removeCorrupt(ctx context.Context, e *env) error {
+	if err := a.openStore(ctx, e); err != nil {
+		return err
+	}
+	where := a.where("")
+	if _, _, err := a.loadStored(ctx, e, a.name); !a.corrupt(err) {
+		return failf(a.cmd, "%s is no longer corrupt (%v): run the command again", where, err)
+	}
+	if a.store.kind == storeDir {
+		if err := os.Remove(filepath.Join(a.store.path, a.name+".json")); err != nil {
+			return failf(a.cmd, "removing %s: %w: check the directory's permissions", where, err)
+		}
+		return nil
+	}
+	infos, err := a.st.List(ctx)
+	if err != nil {
+		return failf(a.cmd, "listing %s: %w: check the store", a.store.describe(), err)
+	}
+	i := slices.IndexFunc(infos, func(in agent.SessionInfo) bool { return in.SessionID == a.name })
+	if i < 0 {
+		return failf(a.cmd, "%s is gone: nothing to remove", where)
+	}
+	if err := a.st.Delete(ctx, a.name, infos[i].Revision); err != nil {
+		return failf(a.cmd, "deleting %s: %w: run the command again when no chat is using it", where, err)
+	}
+	return nil
 }
 
 // readSessionFile reads and validates the session at path against the
