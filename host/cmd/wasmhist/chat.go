@@ -420,6 +420,10 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 	if interrupted(ctx, err) {
 		return failf(cmd, "%w: the turn was cancelled; %s", errInterrupted, c.savedAt())
 	}
+	var mismatch *agent.ProviderMismatchError
+	if errors.As(err, &mismatch) {
+		return &quietError{msg: "wasmhist " + cmd + ": " + c.mismatchMessage(mismatch), err: err}
+	}
 	if err != nil {
 		return failf(cmd, "running the agent: %w (%s): %s", err, c.savedAt(), runAdvice(err, c.limits))
 	}
@@ -465,6 +469,53 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 	return nil
 }
 
+// quietError is a failure whose message the command words itself, in
+// place of its cause's (which explains the same thing to a Go caller, in
+// the API's terms); the cause stays inspectable.
+type quietError struct {
+	msg string
+	err error
+}
+
+func (q *quietError) Error() string { return q.msg }
+func (q *quietError) Unwrap() error { return q.err }
+
+// mismatchMessage says, in one line and once, that the session's history
+// slot was written by another plugin, build or storage, and which flag
+// continues it: a plugin author meets the build case on every rebuild.
+func (c *chatSetup) mismatchMessage(m *agent.ProviderMismatchError) string {
+	name := c.sessionName()
+	switch m.Field {
+	case "storage":
+		return fmt.Sprintf("%s keeps its history in %s, not %s: pass --db (or --store) naming that database, or copy that database there first (--accept-new-build does not change storage)", name, orNone(m.Recorded.Storage), orNone(m.Current.Storage))
+	case "plugin":
+		return fmt.Sprintf("%s was written by plugin %s, not %s: pass --plugin %s, or start a new session", name, m.Recorded.Plugin, m.Current.Plugin, m.Recorded.Plugin)
+	}
+	old, cur := m.Recorded.Version, m.Current.Version
+	if m.Field == "sha256" {
+		old, cur = shortSum(m.Recorded.SHA256), shortSum(m.Current.SHA256)
+	}
+	return fmt.Sprintf("%s was written by another build of plugin %s (%s %s then, %s now): pass --accept-new-build to continue it with this build", name, m.Recorded.Plugin, m.Field, orNone(old), orNone(cur))
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
+}
+
+// sessionName names the session in a message.
+func (c *chatSetup) sessionName() string {
+	switch {
+	case c.store != nil:
+		return fmt.Sprintf("session %s in %s", c.session.SessionID, c.store.describe())
+	case c.file != nil:
+		return "session file " + c.file.path
+	}
+	return "the session"
+}
+
 // status is what the status lines after an answer say.
 type status struct {
 	history string // where the history goes
@@ -474,7 +525,6 @@ type status struct {
 
 // runAdvice says what to do about a failed run.
 func runAdvice(err error, l host.Limits) string {
-	var mismatch *agent.ProviderMismatchError
 	if a := limitAdvice(err, l); a != "" {
 		return a
 	}
@@ -486,12 +536,6 @@ func runAdvice(err error, l host.Limits) string {
 		return fmt.Sprintf("other processes kept saving the session meanwhile (%d attempts): run the command again, or let one chat at a time use the session", staleAttempts)
 	case errors.Is(err, txn.ErrBusy):
 		return fmt.Sprintf("other processes kept the SQLite database locked (%d attempts): run the command again; for many chats at once keep sessions in PostgreSQL (--store postgres)", staleAttempts)
-	case errors.As(err, &mismatch) && mismatch.BuildChanged():
-		return "the session was written by another build of the plugin (the message says which): use that build, or pass --accept-new-build to upgrade the session to this one (its migrate_state runs if the state version changed)"
-	case errors.As(err, &mismatch) && mismatch.Field == "storage":
-		return "the session's history is in another database (the message says which): pass --db (or --store) naming the database the session was chatted with, or copy that database to the new place first; --accept-new-build does not change storage"
-	case errors.As(err, &mismatch):
-		return "the session's history was written by another plugin: pass --plugin with that plugin, or start a new session"
 	case errors.Is(err, session.ErrRevisionExhausted):
 		return "the session has reached its largest revision and cannot be saved again: continue the conversation in a new session"
 	case errors.Is(err, host.ErrInvalidSession), errors.Is(err, host.ErrInvalidState):

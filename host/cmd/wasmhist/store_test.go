@@ -294,8 +294,13 @@ func TestChatRefusesAnotherBuild(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 
 	base, calls := countingModel(t)
-	r.failsWithOneLine(t, exitFail, []string{"chat", "--session", "chat.json", "-m", "hi", "--model", "openai-chat", "--base-url", base},
-		"sha256 "+other+" then, "+real.SHA256+" now", "--accept-new-build")
+	line := r.failsWithOneLine(t, exitFail, []string{"chat", "--session", "chat.json", "-m", "hi", "--model", "openai-chat", "--base-url", base},
+		"sha256 "+shortSum(other)+" then, "+shortSum(real.SHA256)+" now", "--accept-new-build")
+	// A plugin author meets this on every rebuild: one short line, said
+	// once, in the command's terms.
+	assert.LessOrEqual(t, len(line), 200, "too long: %s", line)
+	assert.Equal(t, 1, strings.Count(line, "build"+" of"), "said twice: %s", line)
+	assert.NotContains(t, line, "AcceptNewBuild", "a Go API field: %s", line)
 	assert.Zero(t, calls.Load(), "a model call was made for a refused resume")
 
 	out := r.ok(t, "chat", "--session", "chat.json", "--accept-new-build", "-m", "What food do I like?")
