@@ -135,12 +135,10 @@ func (c *chatSetup) oneTurn(ctx context.Context, e *env, cmd, text string) error
 // stops at the first failed turn, so a script sees where it stopped.
 func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 	prompt := isTerminal(e.stdin)
-	lines := readLines(e.stdin)
+	src := chatLines(e)
+	defer src.close()
 	var failed error // the last turn's failure, at a terminal
 	for n := 1; ; n++ {
-		if prompt {
-			fmt.Fprint(e.stdout, "you> ")
-		}
 		var l line
 		select {
 		case <-ctx.Done():
@@ -150,10 +148,16 @@ func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 				fmt.Fprintln(e.stdout)
 			}
 			return failf(cmd, "%w at the prompt: %s", errInterrupted, c.savedAt())
-		case l = <-lines:
+		case l = <-src.next():
 		}
 		switch {
+		case l.interrupted:
+			fmt.Fprintln(e.stdout)
+			return failf(cmd, "%w at the prompt: %s", errInterrupted, c.savedAt())
 		case l.eof:
+			if prompt {
+				fmt.Fprintln(e.stdout)
+			}
 			return c.lastTurn(cmd, failed)
 		case errors.Is(l.err, bufio.ErrTooLong):
 			return failf(cmd, "line %d of standard input is longer than %d MiB: send a shorter message", n, maxLineBytes>>20)
@@ -201,33 +205,6 @@ func (c *chatSetup) lastTurn(cmd string, failed error) error {
 		return nil
 	}
 	return failf(cmd, "%w (reported above): %s; send it again in a new chat", errLastTurnFailed, c.savedAt())
-}
-
-// line is one line of input, the end of input, or a read error.
-type line struct {
-	text string
-	eof  bool
-	err  error
-}
-
-// readLines reads r in the background, so that waiting for the next line
-// can be interrupted. The goroutine ends with the input.
-func readLines(r io.Reader) <-chan line {
-	ch := make(chan line)
-	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), maxLineBytes)
-		for sc.Scan() {
-			ch <- line{text: sc.Text()}
-		}
-		if err := sc.Err(); err != nil {
-			ch <- line{err: err}
-		} else {
-			ch <- line{eof: true}
-		}
-		close(ch)
-	}()
-	return ch
 }
 
 // savedAt says where the session stands, for a message about a turn that

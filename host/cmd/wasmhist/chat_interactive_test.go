@@ -14,6 +14,8 @@ import (
 // the model service refusing the request) is reported in at most two
 // lines and the prompt comes back with the session as it was; the chat
 // ends at Ctrl-D with a status that says whether its last turn failed.
+// The failed line stays in the line editor's history: the up arrow brings
+// it back to send again.
 func TestInteractiveChatSurvivesFailedTurn(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -22,7 +24,8 @@ func TestInteractiveChatSurvivesFailedTurn(t *testing.T) {
 		wantCode int
 		wantEnd  string // on the screen after Ctrl-D
 	}{
-		{"next turn answers", []openaitest.Reply{openaitest.Fail(400, "bad request"), openaitest.Text("Noted.")}, []string{"second"}, 0, "assistant: Noted."},
+		// The up arrow recalls the failed line, which is sent again.
+		{"next turn answers", []openaitest.Reply{openaitest.Fail(400, "bad request"), openaitest.Text("Noted.")}, []string{keyUp}, 0, "assistant: Noted."},
 		{"last turn failed", []openaitest.Reply{openaitest.Fail(400, "bad request")}, nil, exitFail, "the last message failed"},
 	}
 	for _, tc := range tests {
@@ -57,6 +60,10 @@ func TestInteractiveChatSurvivesFailedTurn(t *testing.T) {
 			assert.Equal(t, tc.wantCode, exitCode(t, cmd), "screen:\n%s", scr)
 			scr.waitFor(t, tc.wantEnd, 1)
 			assert.Zero(t, srv.Pending(), "scripted replies unused")
+			req := srv.LastRequest()
+			require.NotNil(t, req.Chat)
+			msgs := req.Chat.Messages
+			assert.Equal(t, "first", msgs[len(msgs)-1].Text(), "the line sent last")
 		})
 	}
 }
