@@ -12,6 +12,7 @@ require (
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
+	golang.org/x/term v0.47.0
 	modernc.org/libc v1.79.0
 	modernc.org/sqlite v1.61.1
 )

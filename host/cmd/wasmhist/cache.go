@@ -32,6 +32,48 @@ func cacheDir(e *env) string {
 	return host.DefaultCacheDir()
 }
 
+// hostCacheDir is the compile cache newHost uses: cacheDir(e) when it can
+// be created and written. An unusable $WASMHIST_CACHE_DIR is an error (the
+// user chose it, so ignoring it would hide the mistake); an unusable
+// default (under a $HOME a service user may lack) is replaced, for this
+// run, by a temporary directory, with one note. run removes that
+// directory when the command ends.
+func hostCacheDir(e *env, cmd string) (string, error) {
+	if e.uncached != "" {
+		return e.uncached, nil
+	}
+	dir := cacheDir(e)
+	err := checkCacheDir(dir)
+	if err == nil {
+		return dir, nil
+	}
+	if e.getenv(cacheDirEnv) != "" {
+		return "", failf(cmd, "compile cache %s ($%s): %w: set $%s to a directory you can write, or unset it", dir, cacheDirEnv, err, cacheDirEnv)
+	}
+	tmp, terr := os.MkdirTemp("", "wasmhist-compile-")
+	if terr != nil {
+		return "", failf(cmd, "compile cache: %w, and no temporary directory (%w): set $%s to a directory you can write", err, terr, cacheDirEnv)
+	}
+	e.uncached = tmp
+	fmt.Fprintf(e.stderr, "wasmhist %s: note: no compile cache (%v): plugins are compiled for this run only; set $%s to a writable directory to keep them\n", cmd, err, cacheDirEnv)
+	return tmp, nil
+}
+
+// checkCacheDir checks that this build's subdirectory of the compile cache
+// in dir exists, or can be created, and takes new files.
+func checkCacheDir(dir string) error {
+	sub := filepath.Join(dir, host.CacheSubdir())
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(sub, ".wasmhist-check-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 // cacheFile is one file of the compile cache.
 type cacheFile struct {
 	path    string
@@ -198,11 +240,15 @@ func compileNote(e *env, cmd, plugin string) (stop func(loaded bool)) {
 		sum := sha256.Sum256(b)
 		marker = filepath.Join(cacheDir(e), host.CacheSubdir(), hex.EncodeToString(sum[:])+".loaded")
 	}
+	later := "later runs load it from the cache in " + cacheDir(e)
+	if e.uncached != "" {
+		marker, later = "", "without a compile cache, later runs compile it again"
+	}
 	if _, err := os.Stat(marker); marker != "" && err == nil {
 		return func(bool) {}
 	}
 	t := time.AfterFunc(compileNoteAfter, func() {
-		fmt.Fprintf(e.stderr, "wasmhist %s: compiling %s for this machine; later runs load it from the cache in %s\n", cmd, filepath.Base(plugin), cacheDir(e))
+		fmt.Fprintf(e.stderr, "wasmhist %s: compiling %s for this machine; %s\n", cmd, filepath.Base(plugin), later)
 	})
 	return func(loaded bool) {
 		t.Stop()

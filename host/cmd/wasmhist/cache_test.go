@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -77,4 +78,29 @@ func TestCompileNoteOnTerminal(t *testing.T) {
 	}
 	assert.Contains(t, run(), "compiling inmemory.wasm for this machine")
 	assert.NotContains(t, run(), "compiling", "a warm load says nothing")
+}
+
+// TestUnusableCacheDir: without a usable default cache location (a HOME
+// that is not a directory, as a service user's may be) plugins still run,
+// compiled for this run only, with one note that says how to keep them; a
+// $WASMHIST_CACHE_DIR the user set that cannot be used is an error that
+// names it.
+func TestUnusableCacheDir(t *testing.T) {
+	notADir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(notADir, nil, 0o600))
+
+	tmp := t.TempDir()
+	res := invocation{env: []string{"HOME=" + notADir, "XDG_CACHE_HOME=", cacheDirEnv + "=", "TMPDIR=" + tmp}}.wasmhist(t, "chat", "-m", "hi")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Contains(t, res.stdout, "assistant: ")
+	line, rest, _ := strings.Cut(res.stderr, "\n")
+	assert.Empty(t, rest, "more than one line on stderr: %s", res.stderr)
+	assert.Contains(t, line, "note: no compile cache")
+	assert.Contains(t, line, cacheDirEnv)
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	assert.Empty(t, left, "the run's temporary cache is removed")
+
+	invocation{env: []string{cacheDirEnv + "=" + notADir}}.failsWithOneLine(t, exitFail, []string{"chat", "-m", "hi"},
+		"compile cache "+notADir, "$"+cacheDirEnv, "directory you can write")
 }

@@ -16,7 +16,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmhist/wasmhist/host/store"
+
 	"github.com/wasmhist/wasmhist/host/agent"
+	"github.com/wasmhist/wasmhist/host/agent/model"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/session"
 
@@ -55,7 +58,9 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	const cmd = "chat"
 	fs := flagSet(e, cmd, "[flags]",
 		"Talks to an agent whose chat history is kept by a plugin. With -m it answers one message;\n"+
-			"without, it reads one message per line from standard input until end of input.\n"+
+			"without, it reads one message per line from standard input until end of input (at a\n"+
+			"terminal a failed message is reported and the prompt comes back; the status is 1 when the\n"+
+			"last one failed).\n"+
 			"With --session the conversation is saved after every commit and resumed on the next run.\n"+
 			"The offline model needs no network or key; the openai models read OPENAI_API_KEY.")
 	var message messageFlag
@@ -126,14 +131,16 @@ func (c *chatSetup) oneTurn(ctx context.Context, e *env, cmd, text string) error
 
 // readLoop answers standard input line by line. At the prompt (or while
 // waiting for piped input) Ctrl-C ends the chat; during a turn it cancels
-// the turn, and at a terminal the prompt comes back.
+// the turn, and at a terminal the prompt comes back. At a terminal a
+// failed turn is reported and the prompt comes back too, as psql does;
+// the chat then ends with a failure if its last turn failed. Piped input
+// stops at the first failed turn, so a script sees where it stopped.
 func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 	prompt := isTerminal(e.stdin)
-	lines := readLines(e.stdin)
+	src := chatLines(e)
+	defer src.close()
+	var failed error // the last turn's failure, at a terminal
 	for n := 1; ; n++ {
-		if prompt {
-			fmt.Fprint(e.stdout, "you> ")
-		}
 		var l line
 		select {
 		case <-ctx.Done():
@@ -143,11 +150,17 @@ func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 				fmt.Fprintln(e.stdout)
 			}
 			return failf(cmd, "%w at the prompt: %s", errInterrupted, c.savedAt())
-		case l = <-lines:
+		case l = <-src.next():
 		}
 		switch {
+		case l.interrupted:
+			fmt.Fprintln(e.stdout)
+			return failf(cmd, "%w at the prompt: %s", errInterrupted, c.savedAt())
 		case l.eof:
-			return nil
+			if prompt {
+				fmt.Fprintln(e.stdout)
+			}
+			return c.lastTurn(cmd, failed)
 		case errors.Is(l.err, bufio.ErrTooLong):
 			return failf(cmd, "line %d of standard input is longer than %d MiB: send a shorter message", n, maxLineBytes>>20)
 		case l.err != nil:
@@ -160,7 +173,7 @@ func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 			// messages (-m refuses a blank one for the same reason).
 			continue
 		case "/quit", "/exit":
-			return nil
+			return c.lastTurn(cmd, failed)
 		}
 		tctx, stop := cancelOnInterrupt(ctx, e)
 		err := c.turn(tctx, e, cmd, text)
@@ -170,39 +183,30 @@ func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 			// Ctrl-C came as the turn ended: the user is at the prompt.
 			return failf(cmd, "%w at the prompt: %s", errInterrupted, c.savedAt())
 		case err == nil:
+			failed = nil
 		case interrupted(tctx, err) && prompt:
+			failed = nil
 			fmt.Fprintf(e.stderr, "wasmhist %s: interrupted: the turn was cancelled; %s\n", cmd, c.savedAt())
+		case prompt:
+			failed = err
+			fmt.Fprintln(e.stderr, oneLine(err.Error()))
 		default:
 			return err
 		}
 	}
 }
 
-// line is one line of input, the end of input, or a read error.
-type line struct {
-	text string
-	eof  bool
-	err  error
-}
+// errLastTurnFailed ends an interactive chat whose last turn failed, so
+// that the exit status says so.
+var errLastTurnFailed = errors.New("the last message failed")
 
-// readLines reads r in the background, so that waiting for the next line
-// can be interrupted. The goroutine ends with the input.
-func readLines(r io.Reader) <-chan line {
-	ch := make(chan line)
-	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), maxLineBytes)
-		for sc.Scan() {
-			ch <- line{text: sc.Text()}
-		}
-		if err := sc.Err(); err != nil {
-			ch <- line{err: err}
-		} else {
-			ch <- line{eof: true}
-		}
-		close(ch)
-	}()
-	return ch
+// lastTurn is how an interactive chat ends: nil, or a failure when its
+// last turn failed (reported when it did).
+func (c *chatSetup) lastTurn(cmd string, failed error) error {
+	if failed == nil {
+		return nil
+	}
+	return failf(cmd, "%w (reported above): %s; send it again in a new chat", errLastTurnFailed, c.savedAt())
 }
 
 // savedAt says where the session stands, for a message about a turn that
@@ -219,9 +223,11 @@ func (c *chatSetup) savedAt() string {
 	return fmt.Sprintf("session file %s is at revision %d", c.file.path, c.session.Revision)
 }
 
+// setupChat wires a chat from its flags, in the order a problem is best
+// found: the session, the plugin, the model client, the host and the
+// plugin loaded into it, the storage the turns will write, the agent.
 func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, store *storeFlag, pluginSpec, sessionPath, dbPath string, perCall bool) (_ *chatSetup, err error) {
 	c := &chatSetup{session: session.New(), db: dbPath, closer: func() {}}
-	dbGiven := dbPath != ""
 	if c.limits, err = ps.limits(cmd); err != nil {
 		return nil, err
 	}
@@ -230,47 +236,9 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 			c.closer()
 		}
 	}()
-	var saver txn.Saver
-	if store.set() {
-		st, err := store.open(ctx, e, cmd)
-		if err != nil {
-			return nil, err
-		}
-		c.store, c.closer = store, st.close
-		if sessionPath != "" {
-			c.session.SessionID = sessionPath
-		}
-		id := c.session.SessionID
-		switch s, err := st.Load(ctx, id); {
-		case errors.Is(err, session.ErrNotFound):
-		case err != nil:
-			return nil, failf(cmd, "loading session %s from %s: %w: check --session (the session's id) and the store", id, store.describe(), err)
-		default:
-			c.session = s
-		}
-		c.reload = func(ctx context.Context) (*session.Session, error) { return st.Load(ctx, id) }
-		saver = st
-		if c.db == "" {
-			c.db = store.defaultDB(id)
-		}
-	} else if sessionPath != "" {
-		f, err := parseSessionFile(cmd, sessionPath)
-		if err != nil {
-			return nil, err
-		}
-		c.file = &f
-		if c.session, _, err = f.open(cmd); err != nil {
-			return nil, err
-		}
-		st, err := f.store(cmd)
-		if err != nil {
-			return nil, err
-		}
-		saver = st
-		c.reload = func(ctx context.Context) (*session.Session, error) { return st.Load(ctx) }
-		if c.db == "" {
-			c.db = f.dbPath()
-		}
+	saver, err := c.openSession(ctx, e, cmd, store, sessionPath)
+	if err != nil {
+		return nil, err
 	}
 	if pluginSpec == "" {
 		pluginSpec = "inmemory"
@@ -288,7 +256,6 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 	if err != nil {
 		return nil, err
 	}
-
 	if c.host, err = newHost(ctx, e, cmd, ps); err != nil {
 		return nil, err
 	}
@@ -297,45 +264,103 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 			c.host.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	if err = c.loadPlugin(ctx, e, cmd, path, sessionPath, ps); err != nil {
+		return nil, err
+	}
+	if err = c.checkStorage(cmd, dbPath); err != nil {
+		return nil, err
+	}
+	if err = c.newAgent(cmd, e, client, mc, saver, perCall); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// openSession loads the session --session names (created when missing),
+// or with --store the one of that id, and returns what saves it; nil
+// when the session lives only in this process. It sets c.closer to close
+// the store.
+func (c *chatSetup) openSession(ctx context.Context, e *env, cmd string, store *storeFlag, sessionPath string) (store.Saver, error) {
+	if !store.set() && sessionPath == "" {
+		return nil, nil
+	}
+	a := sessionFlagArg(cmd, store, sessionPath)
+	c.closer = a.close
+	s, _, err := a.loadOrNew(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	c.session = s
+	if c.db == "" {
+		c.db = a.defaultDB(s.SessionID)
+	}
+	if a.inStore() {
+		st, id := a.st, s.SessionID
+		c.store = store
+		c.reload = func(ctx context.Context) (*session.Session, error) { return st.Load(ctx, id) }
+		return st, nil
+	}
+	f, err := a.file()
+	if err != nil {
+		return nil, err
+	}
+	c.file = &f
+	st, err := f.store(cmd)
+	if err != nil {
+		return nil, err
+	}
+	c.reload = func(ctx context.Context) (*session.Session, error) { return st.Load(ctx) }
+	return st, nil
+}
+
+// loadPlugin loads the history plugin at path into c.host, granted c.db
+// when there is one, and checks that it is the plugin of the session's
+// history slot.
+func (c *chatSetup) loadPlugin(ctx context.Context, e *env, cmd, path, sessionPath string, ps *pluginSettings) (err error) {
 	// Without a database the grant is still made, one that refuses use,
-	// so the plugin loads and the check below can say what to pass.
+	// so the plugin loads and checkStorage can say what to pass.
 	grants := []host.Grant{sqlgrant.New(sqlgrant.Config{PathFunc: func(context.Context) (string, error) {
 		return "", errors.New("no database given")
 	}})}
 	if c.db != "" {
 		if grants, err = dbGrants(cmd, c.db); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if c.plugin, err = loadPlugin(ctx, e, c.host, cmd, path, grants, ps); err != nil {
-		return nil, err
+		return err
 	}
-	if err = checkSlot(cmd, c.session, c.plugin, sessionPath); err != nil {
-		return nil, err
-	}
-	if wantsSQL(c.plugin) && c.db == "" && c.store != nil {
-		return nil, usagef(cmd, "plugin %s keeps history in a database: with --store %s pass --db PATH, the plugin's SQLite database", c.plugin.Info().Name, c.store.raw)
-	}
-	if wantsSQL(c.plugin) && c.db == "" {
-		return nil, usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", c.plugin.Info().Name)
-	}
-	if !wantsSQL(c.plugin) {
-		if dbGiven {
-			return nil, usagef(cmd, "--db %s: plugin %s keeps no history in a database, so it would not be used: drop --db, or pass --plugin sqlite", dbPath, c.plugin.Info().Name)
-		}
+	return checkSlot(cmd, c.session, c.plugin, sessionPath)
+}
+
+// checkStorage checks, before the first model call, that what the turns
+// will write can be written: the plugin's database when it wants one (and
+// only then: dbPath is --db), and the session file.
+func (c *chatSetup) checkStorage(cmd, dbPath string) error {
+	name := c.plugin.Info().Name
+	switch {
+	case wantsSQL(c.plugin) && c.db == "" && c.store != nil:
+		return usagef(cmd, "plugin %s keeps history in a database: with --store %s pass --db PATH, the plugin's SQLite database", name, c.store.raw)
+	case wantsSQL(c.plugin) && c.db == "":
+		return usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", name)
+	case !wantsSQL(c.plugin) && dbPath != "":
+		return usagef(cmd, "--db %s: plugin %s keeps no history in a database, so it would not be used: drop --db, or pass --plugin sqlite", dbPath, name)
+	case !wantsSQL(c.plugin):
 		c.db = ""
 	}
 	if c.db != "" {
-		if err = checkDatabase(cmd, c.db); err != nil {
-			return nil, err
+		if err := checkDatabase(cmd, c.db); err != nil {
+			return err
 		}
 	}
 	if c.file != nil {
-		if err = checkSessionFile(cmd, c.file); err != nil {
-			return nil, err
-		}
+		return checkSessionFile(cmd, c.file)
 	}
+	return nil
+}
 
+// newAgent configures the agent of the chat.
+func (c *chatSetup) newAgent(cmd string, e *env, client model.Client, mc *modelConfig, saver store.Saver, perCall bool) error {
 	cfg := agent.Config{
 		Model:        client,
 		Instructions: "You are a helpful assistant. Use the tools when they help.",
@@ -349,10 +374,11 @@ func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *plu
 		Logger:                           warnLogger(e.stderr, cmd),
 	}
 	c.copyOnly = mc.storesHistory()
+	var err error
 	if c.agent, err = agent.New(cfg); err != nil {
-		return nil, failf(cmd, "configuring the agent: %w", err)
+		return failf(cmd, "configuring the agent: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
 // checkSlot refuses, with advice, a session whose history slot another
@@ -372,6 +398,10 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 	res, err := c.run(ctx, e, cmd, text)
 	if interrupted(ctx, err) {
 		return failf(cmd, "%w: the turn was cancelled; %s", errInterrupted, c.savedAt())
+	}
+	var mismatch *agent.ProviderMismatchError
+	if errors.As(err, &mismatch) {
+		return &quietError{msg: "wasmhist " + cmd + ": " + c.mismatchMessage(mismatch), err: err}
 	}
 	if err != nil {
 		return failf(cmd, "running the agent: %w (%s): %s", err, c.savedAt(), runAdvice(err, c.limits))
@@ -418,6 +448,60 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 	return nil
 }
 
+// quietError is a failure whose message the command words itself, in
+// place of its cause's (which explains the same thing to a Go caller, in
+// the API's terms); the cause stays inspectable.
+type quietError struct {
+	msg string
+	err error
+}
+
+func (q *quietError) Error() string { return q.msg }
+func (q *quietError) Unwrap() error { return q.err }
+
+// mismatchMessage says, in one line and once, that the session's history
+// slot was written by another plugin, build or storage, and which flag
+// continues it: a plugin author meets the build case on every rebuild.
+func (c *chatSetup) mismatchMessage(m *agent.ProviderMismatchError) string {
+	name := c.sessionName()
+	switch m.Field {
+	case "storage":
+		return fmt.Sprintf("%s keeps its history in %s, not %s: pass --db (or --store) naming that database, or copy that database there first (--accept-new-build does not change storage)", name, orNone(m.Recorded.Storage), orNone(m.Current.Storage))
+	case "database":
+		if m.Held == 0 {
+			return fmt.Sprintf("%s: %s holds none of its history (recorded in %s at revision %d): pass --db naming the database it was chatted with, or a copy of it", name, orNone(m.Current.Storage), orNone(m.Recorded.Storage), m.Recorded.Revision)
+		}
+		return fmt.Sprintf("%s: %s holds its history at revision %d, the session is at %d: restore the database copy taken with the session", name, orNone(m.Current.Storage), m.Held, m.Recorded.Revision)
+	case "session":
+		return fmt.Sprintf("%s is a copy of session %s, whose history is in %s: chat on the original, or start a new session", name, m.Recorded.Session, orNone(m.Recorded.Storage))
+	case "plugin":
+		return fmt.Sprintf("%s was written by plugin %s, not %s: pass --plugin %s, or start a new session", name, m.Recorded.Plugin, m.Current.Plugin, m.Recorded.Plugin)
+	}
+	old, cur := m.Recorded.Version, m.Current.Version
+	if m.Field == "sha256" {
+		old, cur = shortSum(m.Recorded.SHA256), shortSum(m.Current.SHA256)
+	}
+	return fmt.Sprintf("%s was written by another build of plugin %s (%s %s then, %s now): pass --accept-new-build to continue it with this build", name, m.Recorded.Plugin, m.Field, orNone(old), orNone(cur))
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
+}
+
+// sessionName names the session in a message.
+func (c *chatSetup) sessionName() string {
+	switch {
+	case c.store != nil:
+		return fmt.Sprintf("session %s in %s", c.session.SessionID, c.store.describe())
+	case c.file != nil:
+		return "session file " + c.file.path
+	}
+	return "the session"
+}
+
 // status is what the status lines after an answer say.
 type status struct {
 	history string // where the history goes
@@ -427,7 +511,6 @@ type status struct {
 
 // runAdvice says what to do about a failed run.
 func runAdvice(err error, l host.Limits) string {
-	var mismatch *agent.ProviderMismatchError
 	if a := limitAdvice(err, l); a != "" {
 		return a
 	}
@@ -439,16 +522,6 @@ func runAdvice(err error, l host.Limits) string {
 		return fmt.Sprintf("other processes kept saving the session meanwhile (%d attempts): run the command again, or let one chat at a time use the session", staleAttempts)
 	case errors.Is(err, txn.ErrBusy):
 		return fmt.Sprintf("other processes kept the SQLite database locked (%d attempts): run the command again; for many chats at once keep sessions in PostgreSQL (--store postgres)", staleAttempts)
-	case errors.As(err, &mismatch) && mismatch.BuildChanged():
-		return "the session was written by another build of the plugin (the message says which): use that build, or pass --accept-new-build to upgrade the session to this one (its migrate_state runs if the state version changed)"
-	case errors.As(err, &mismatch) && mismatch.Field == "database":
-		return "pass --db naming the database the session was chatted with, or restore the session and its database from one backup; --accept-new-build does not change storage"
-	case errors.As(err, &mismatch) && mismatch.Field == "session":
-		return "the session is a copy of another session whose history is in the same database: chat on the original, or start a new session"
-	case errors.As(err, &mismatch) && mismatch.Field == "storage":
-		return "the session's history is in another database (the message says which): pass --db (or --store) naming the database the session was chatted with, or copy that database to the new place first; --accept-new-build does not change storage"
-	case errors.As(err, &mismatch):
-		return "the session's history was written by another plugin: pass --plugin with that plugin, or start a new session"
 	case errors.Is(err, session.ErrRevisionExhausted):
 		return "the session has reached its largest revision and cannot be saved again: continue the conversation in a new session"
 	case errors.Is(err, host.ErrInvalidSession), errors.Is(err, host.ErrInvalidState):

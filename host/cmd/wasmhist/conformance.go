@@ -77,6 +77,30 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 	}
 	first.Close(ctx)
 
+	cases, err := selectCases(cmd, *runRE, re)
+	if err != nil {
+		return err
+	}
+	failed, skipped := runCases(ctx, e, h, path, opts, cases, &report, *asJSON)
+	report.Passed, report.Failed, report.Skipped = len(cases)-failed-skipped, failed, skipped
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			return failf(cmd, "writing the report: %w", err)
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "\n%d cases: %d passed, %d failed, %d skipped\n", len(cases), report.Passed, failed, skipped)
+	}
+	if failed > 0 {
+		return failf(cmd, "%d of %d cases failed for %s: fix the plugin (each failure above says what a conforming provider does and what this one did)", failed, len(cases), path)
+	}
+	return nil
+}
+
+// selectCases returns the cases whose name re (--run runRE) matches, all
+// of them when re is nil.
+func selectCases(cmd, runRE string, re *regexp.Regexp) ([]sdktest.Case, error) {
 	var cases []sdktest.Case
 	for _, c := range sdktest.Cases() {
 		if re == nil || re.MatchString(c.Name) {
@@ -84,13 +108,19 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if len(cases) == 0 {
-		return usagef(cmd, "--run %q matches no case: run without --run to see the case names", *runRE)
+		return nil, usagef(cmd, "--run %q matches no case: run without --run to see the case names", runRE)
 	}
+	return cases, nil
+}
+
+// runCases runs cases against the plugin at path, appends each result to
+// report and, unless asJSON, prints it as a table row. It returns the
+// numbers of failed and skipped cases.
+func runCases(ctx context.Context, e *env, h *host.Host, path string, opts host.LoadOptions, cases []sdktest.Case, report *conformanceReport, asJSON bool) (failed, skipped int) {
 	width := 0
 	for _, c := range cases {
 		width = max(width, len(c.Name))
 	}
-	failed, skipped := 0, 0
 	for _, c := range cases {
 		err := runCase(ctx, h, path, opts, c)
 		cr := caseReport{Name: c.Name, Doc: c.Doc, Result: "pass"}
@@ -110,7 +140,7 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 			failed++
 		}
 		report.Cases = append(report.Cases, cr)
-		if *asJSON {
+		if asJSON {
 			continue
 		}
 		fmt.Fprintf(e.stdout, "%s  %-*s  %s\n", status, width, c.Name, c.Doc)
@@ -120,20 +150,7 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}
-	report.Passed, report.Failed, report.Skipped = len(cases)-failed-skipped, failed, skipped
-	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
-			return failf(cmd, "writing the report: %w", err)
-		}
-	} else {
-		fmt.Fprintf(e.stdout, "\n%d cases: %d passed, %d failed, %d skipped\n", len(cases), report.Passed, failed, skipped)
-	}
-	if failed > 0 {
-		return failf(cmd, "%d of %d cases failed for %s: fix the plugin (each failure above says what a conforming provider does and what this one did)", failed, len(cases), path)
-	}
-	return nil
+	return failed, skipped
 }
 
 // conformanceReport is the --json output of conformance.

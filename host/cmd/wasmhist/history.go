@@ -58,68 +58,17 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	if *pageSize < 1 {
 		return usagef(cmd, "--page-size %d: pass a positive number", *pageSize)
 	}
-	var s *session.Session
-	var where, db string
-	if store.set() {
-		st, err := store.open(ctx, e, cmd)
-		if err != nil {
-			return err
-		}
-		defer st.close()
-		if s, err = st.Load(ctx, *sessionPath); err != nil {
-			return failf(cmd, "loading session %s from %s: %w: check --session (the session's id; 'wasmhist session list --store %s' lists them)", *sessionPath, store.describe(), err, store.raw)
-		}
-		where, db = "session "+s.SessionID+" in "+store.describe(), store.defaultDB(s.SessionID)
-	} else {
-		f, err := parseSessionFile(cmd, *sessionPath)
-		if err != nil {
-			return err
-		}
-		if s, err = f.load(cmd); err != nil {
-			return err
-		}
-		where, db = "session file "+f.path, f.dbPath()
-	}
-	slot, hasSlot := s.State[*key]
-	spec := *pluginSpec
-	if spec == "" {
-		if !hasSlot {
-			return failf(cmd, "%s has no state under key %q, so nothing names its plugin: pass --plugin, or check --state-key", where, *key)
-		}
-		if spec, err = pluginOfSession(cmd, *sessionPath, slot.Provider); err != nil {
-			return err
-		}
-	}
-	path, err := resolvePlugin(e, cmd, spec)
+	a := sessionFlagArg(cmd, store, *sessionPath)
+	defer a.close()
+	s, err := a.load(ctx, e)
 	if err != nil {
 		return err
 	}
-	if *dbPath != "" {
-		db = *dbPath
-	}
-	if db == "" {
-		db = filepath.Join(os.TempDir(), "wasmhist-no-database-given.db")
-	}
-	grants, err := dbGrants(cmd, db)
-	if err != nil {
-		return err
-	}
-	h, err := newHost(ctx, e, cmd, ps)
+	h, p, db, err := openHistoryPlugin(ctx, e, a, s, *key, *pluginSpec, *dbPath, ps)
 	if err != nil {
 		return err
 	}
 	defer h.Close(context.WithoutCancel(ctx))
-	p, err := loadPlugin(ctx, e, h, cmd, path, grants, ps)
-	if err != nil {
-		return err
-	}
-	if hasSlot && slot.Provider != p.Info().Name {
-		return usagef(cmd, "%s keeps key %q with plugin %q, not %q: pass --plugin %s", where, *key, slot.Provider, p.Info().Name, slot.Provider)
-	}
-
-	if wantsSQL(p) && *dbPath == "" && store.set() && store.defaultDB(s.SessionID) == "" {
-		return usagef(cmd, "plugin %s keeps history in a database: with --store %s pass --db PATH, the database the session was chatted with", p.Info().Name, store.raw)
-	}
 	r := historyReport{
 		SessionFile: *sessionPath, SessionID: s.SessionID, Revision: s.Revision,
 		Plugin: p.Info().Name, Version: p.Info().Version, SHA256: p.SHA256(), StateKey: *key,
@@ -131,24 +80,9 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	if wantsSQL(p) {
 		r.Database = db
 	}
-	if hasSlot {
-		cursor := ""
-		for {
-			page, next, err := p.List(ctx, s, *key, cursor, *pageSize)
-			if errors.Is(err, host.ErrUnsupported) {
-				return failf(cmd, "plugin %s has no list export, so its history cannot be read from outside an agent run: use a plugin that implements sdk.Lister", p.Info().Name)
-			}
-			if err != nil {
-				return failf(cmd, "listing the history of %s through plugin %s: %w: check the session with 'wasmhist session validate'", where, p.Info().Name, err)
-			}
-			r.Messages = append(r.Messages, page...)
-			if next == "" {
-				break
-			}
-			if next == cursor {
-				return failf(cmd, "plugin %s returned the same list cursor %q twice: the plugin's list export is broken", p.Info().Name, next)
-			}
-			cursor = next
+	if _, hasSlot := s.State[*key]; hasSlot {
+		if r.Messages, err = listHistory(ctx, cmd, a.where(s.SessionID), p, s, *key, *pageSize); err != nil {
+			return err
 		}
 	}
 	if *asJSON {
@@ -158,6 +92,86 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 	}
 	printHistory(e.stdout, r)
 	return nil
+}
+
+// openHistoryPlugin loads the plugin that reads the slot at key of s: the
+// one the slot names unless --plugin (pluginSpec) says otherwise, granted
+// the session's database (--db, else its default). It returns the host
+// (which the caller closes), the plugin and the database.
+func openHistoryPlugin(ctx context.Context, e *env, a *sessionArg, s *session.Session, key, pluginSpec, dbPath string, ps *pluginSettings) (_ *host.Host, _ *host.Plugin, db string, err error) {
+	cmd, where := a.cmd, a.where(s.SessionID)
+	slot, hasSlot := s.State[key]
+	spec := pluginSpec
+	if spec == "" {
+		if !hasSlot {
+			return nil, nil, "", failf(cmd, "%s has no state under key %q, so nothing names its plugin: pass --plugin, or check --state-key", where, key)
+		}
+		if spec, err = pluginOfSession(cmd, a.name, slot.Provider); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	path, err := resolvePlugin(e, cmd, spec)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	db = a.defaultDB(s.SessionID)
+	if dbPath != "" {
+		db = dbPath
+	}
+	if db == "" {
+		db = filepath.Join(os.TempDir(), "wasmhist-no-database-given.db")
+	}
+	grants, err := dbGrants(cmd, db)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	h, err := newHost(ctx, e, cmd, ps)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	defer func() {
+		if err != nil {
+			h.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	p, err := loadPlugin(ctx, e, h, cmd, path, grants, ps)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if hasSlot && slot.Provider != p.Info().Name {
+		return nil, nil, "", usagef(cmd, "%s keeps key %q with plugin %q, not %q: pass --plugin %s", where, key, slot.Provider, p.Info().Name, slot.Provider)
+	}
+	if wantsSQL(p) && dbPath == "" && a.inStore() && a.store.defaultDB(s.SessionID) == "" {
+		return nil, nil, "", usagef(cmd, "plugin %s keeps history in a database: with --store %s pass --db PATH, the database the session was chatted with", p.Info().Name, a.store.raw)
+	}
+	return h, p, db, nil
+}
+
+// listHistory reads every message the plugin stored for the slot at key
+// of s, pageSize at a time; where names the session in messages.
+func listHistory(ctx context.Context, cmd, where string, p *host.Plugin, s *session.Session, key string, pageSize int) ([]abi.Message, error) {
+	msgs := []abi.Message{}
+	cursor := ""
+	for {
+		page, next, err := p.List(ctx, s, key, cursor, pageSize)
+		if errors.Is(err, host.ErrUnsupported) {
+			return nil, failf(cmd, "plugin %s has no list export, so its history cannot be read from outside an agent run: use a plugin that implements sdk.Lister", p.Info().Name)
+		}
+		if interrupted(ctx, err) {
+			return nil, failf(cmd, "%w while the history of %s was listed: nothing was changed", errInterrupted, where)
+		}
+		if err != nil {
+			return nil, failf(cmd, "listing the history of %s through plugin %s: %w: check the session with 'wasmhist session validate'", where, p.Info().Name, err)
+		}
+		msgs = append(msgs, page...)
+		if next == "" {
+			return msgs, nil
+		}
+		if next == cursor {
+			return nil, failf(cmd, "plugin %s returned the same list cursor %q twice: the plugin's list export is broken", p.Info().Name, next)
+		}
+		cursor = next
+	}
 }
 
 func printHistory(w io.Writer, r historyReport) {

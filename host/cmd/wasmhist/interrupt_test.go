@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
 // These tests interrupt the built command as a user does: Ctrl-C typed
@@ -248,4 +250,56 @@ func TestInterruptWhileWaitingForPipedLine(t *testing.T) {
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	assert.Equal(t, exitInterrupted, exitCode(t, cmd))
+}
+
+// hangWasm builds testdata/hangplugin once: a plugin whose list and clear
+// exports say on standard error that they started, then never answer.
+var hangWasm = sync.OnceValues(func() (string, error) { return sdktest.Build("./testdata/hangplugin") })
+
+// TestInterruptWhileReadingSession: Ctrl-C (SIGINT) while a plugin reads a
+// session ends the command with status 130 and one line saying it was
+// interrupted, never that the session is broken or needs checking.
+func TestInterruptWhileReadingSession(t *testing.T) {
+	wasm, err := hangWasm()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	invocation{dir: dir}.ok(t, "chat", "--plugin", wasm, "--session", "s.json", "-m", "hi")
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"history", []string{"history", "--session", "s.json"}},
+		{"session validate", []string{"session", "validate", "s.json"}},
+		{"session show", []string{"session", "show", "s.json"}},
+		{"session delete", []string{"session", "delete", "s.json"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(tc.args, "--plugin", wasm, "--timeout", "1m")
+			cmd := exec.Command(binary, args...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), pluginDirEnv+"="+pluginDir, "OPENAI_API_KEY=", "EXTISM_ENABLE_WASI_OUTPUT=1")
+			stderr, err := cmd.StderrPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			var seen bytes.Buffer
+			b := make([]byte, 4096)
+			for !strings.Contains(seen.String(), "hangplugin: waiting\n") {
+				n, err := stderr.Read(b)
+				require.NoError(t, err, "stderr so far: %s", seen.String())
+				seen.Write(b[:n])
+			}
+			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+			rest, err := io.ReadAll(stderr)
+			require.NoError(t, err)
+			assert.Equal(t, exitInterrupted, exitCode(t, cmd))
+			out := strings.TrimPrefix(strings.TrimPrefix(seen.String()+string(rest), "hangplugin: waiting\n"), "\n")
+			assert.Equal(t, 1, strings.Count(out, "\n"), "one line: %q", out)
+			assert.Contains(t, out, "wasmhist "+strings.Join(strings.Fields(tc.name), " ")+": interrupted while")
+			assert.FileExists(t, filepath.Join(dir, "s.json"), "the session is kept")
+			for _, wrong := range []string{"not a session", "repair", "'wasmhist session validate", "broken"} {
+				assert.NotContains(t, out, wrong)
+			}
+		})
+	}
 }

@@ -17,6 +17,10 @@
 // persistence keeps the calls that completed. In an interactive chat the
 // prompt comes back; anywhere else, and at the prompt, the command ends with
 // status 130. The session file always holds the last commit.
+//
+// An interactive chat (standard input a terminal) reports a failed turn and
+// returns to its prompt, as psql does; it ends at Ctrl-D or /exit, with
+// status 1 when its last turn failed. Piped input stops at the first failure.
 package main
 
 import (
@@ -51,6 +55,9 @@ type env struct {
 	getenv         func(string) string
 	// interrupts delivers Ctrl-C (SIGINT); nil when nothing interrupts.
 	interrupts <-chan os.Signal
+	// uncached is the temporary compile cache of this run, when the
+	// user's cannot be used (see hostCacheDir); run removes it.
+	uncached string
 }
 
 // command is one subcommand.
@@ -149,6 +156,9 @@ func run(ctx context.Context, args []string, e *env) int {
 			defer stop()
 		}
 		err := c.run(cctx, e, args[1:])
+		if e.uncached != "" {
+			os.RemoveAll(e.uncached)
+		}
 		switch {
 		case err == nil:
 			return exitOK

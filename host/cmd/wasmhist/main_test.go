@@ -45,6 +45,9 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// The interactive chats the tests run keep their line history here,
+	// not in the user's state directory.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	if err := build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "building the command and plugins:", err)
 		return 1

@@ -171,7 +171,10 @@ func newHost(ctx context.Context, e *env, cmd string, ps *pluginSettings) (*host
 	if err != nil {
 		return nil, err
 	}
-	dir := cacheDir(e)
+	dir, err := hostCacheDir(e, cmd)
+	if err != nil {
+		return nil, err
+	}
 	// Best effort: a cache that cannot be pruned still works.
 	pruneCache(dir, maxCacheBytes)
 	h, err := host.New(ctx, host.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: l, CacheDir: dir})
@@ -187,6 +190,9 @@ func loadPlugin(ctx context.Context, e *env, h *host.Host, cmd, path string, gra
 	stop := compileNote(e, cmd, path)
 	p, err := h.Load(ctx, host.File(path), host.LoadOptions{Grants: grants, Config: ps.config.raw})
 	stop(err == nil)
+	if interrupted(ctx, err) {
+		return nil, failf(cmd, "%w while plugin %s was loaded", errInterrupted, path)
+	}
 	if err != nil {
 		l, _ := ps.limits(cmd)
 		return nil, failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err, l))

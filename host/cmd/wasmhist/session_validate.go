@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+func runSessionValidate(ctx context.Context, e *env, args []string) error {
+	const cmd = "session validate"
+	fs := flagSet(e, cmd, "FILE [flags]",
+		"Checks that FILE is a session chat can resume: JSON matching schemas/session.json, at the\n"+
+			"schema version this host writes, and every state slot read by its plugin (its state checked\n"+
+			"against the plugin's state_schema, its stored messages decoded). The plugin of a slot is the\n"+
+			"built-in one it names, or --plugin. Prints OK and a summary, or one line saying what is wrong\n"+
+			"and where. A slot whose plugin is not found is not checked, and the OK line says so.")
+	sf := addSlotFlags(fs)
+	pluginSpec, dbPath, ps := sf.plugin, sf.db, sf.ps
+	pos, err := parse(fs, cmd, args)
+	if err != nil {
+		return err
+	}
+	a, err := sessionArgument(cmd, sf.store, pos)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	s, _, f, err := a.read(ctx, e)
+	if err != nil {
+		return err
+	}
+	path := a.where("")
+	var checked, problems []string
+	if len(s.State) > 0 {
+		sp, err := loadSlotPlugins(ctx, e, cmd, f, s, *pluginSpec, *dbPath, ps)
+		if err != nil {
+			return err
+		}
+		defer sp.close(ctx)
+		for _, k := range slotKeys(s) {
+			p, why := sp.plugin(s, k)
+			if p == nil {
+				checked = append(checked, fmt.Sprintf("%s: state not checked: %s", k, why))
+				continue
+			}
+			n, err := sp.readSlot(ctx, p, s, k)
+			switch {
+			case interrupted(ctx, err):
+				return failf(cmd, "%w while slot %q of %s was read: nothing was changed; run the command again to check it", errInterrupted, k, path)
+			case err != nil:
+				problems = append(problems, fmt.Sprintf("slot %q (data at /state/%s/data) is not readable by plugin %s: %v", k, k, describePlugin(p), err))
+			case n < 0:
+				checked = append(checked, fmt.Sprintf("%s: state read by plugin %s %s (it cannot list messages)", k, p.Info().Name, p.Info().Version))
+			default:
+				checked = append(checked, fmt.Sprintf("%s: %d stored messages read by plugin %s %s", k, n, p.Info().Name, p.Info().Version))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return failf(cmd, "%s is not a session chat can resume: %s: repair or clear the state at the place named, or start a new session",
+			path, strings.Join(problems, "; "))
+	}
+	line := fmt.Sprintf("OK: %s: session %s, schema version %d, revision %d, state slots: %s",
+		path, s.SessionID, s.SchemaVersion, s.Revision, describeSlots(s))
+	if len(checked) > 0 {
+		line += "; " + strings.Join(checked, "; ")
+	}
+	fmt.Fprintln(e.stdout, line)
+	return nil
+}
