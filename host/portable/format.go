@@ -31,7 +31,7 @@ const (
 	memberKey      = "key"
 	memberPlugin   = "plugin"
 	memberPVersion = "plugin_version"
-	memberMessages = "messages"
+	memberMessages = "stored_messages"
 )
 
 // Slot is one state slot of a document: its state key and the plugin that
