@@ -83,9 +83,14 @@ func (e *Error) where() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// errSessionFile is the malformed document most likely by mistake.
+var errSessionFile = errors.New("a session file (schema_version), not a portable document")
+
 // advice is what to do about a failure, by cause.
 func advice(err error) string {
 	switch {
+	case errors.Is(err, errSessionFile):
+		return "export the session to get one"
 	case errors.Is(err, ErrVersion):
 		return "read it with a wasmhist that knows that version"
 	case errors.Is(err, ErrTruncated):

@@ -193,7 +193,7 @@ func (r *Reader) readHead() error {
 	case end:
 		return fmt.Errorf("%w: empty object, %s missing", ErrMalformed, memberVersion)
 	case name == "schema_version":
-		return fmt.Errorf("%w: a session file (schema_version), not a portable document: export the session to get one", ErrMalformed)
+		return fmt.Errorf("%w: %w", ErrMalformed, errSessionFile)
 	case name != memberVersion:
 		return fmt.Errorf("%w: the first member is %q, not %s", ErrMalformed, name, memberVersion)
 	}
