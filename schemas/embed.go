@@ -28,6 +28,7 @@ const BaseID = "https://wasmhist.dev/schemas/v1/"
 const (
 	Message              = "message.json"
 	Session              = "session.json"
+	PortableSession      = "portable-session.json"
 	PluginInfo           = "plugin-info.json"
 	SessionFacts         = "session-facts.json"
 	PatchOp              = "patch-op.json"

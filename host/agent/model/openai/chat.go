@@ -153,7 +153,7 @@ func (c *Chat) params(req model.Request) (openai.ChatCompletionNewParams, error)
 	if req.ConversationID != "" {
 		return p, ErrNoConversations
 	}
-	msgs, err := chatMessages(model.MessagesWithInstructions(req))
+	msgs, err := ChatMessages(model.MessagesWithInstructions(req))
 	if err != nil {
 		return p, err
 	}
@@ -176,9 +176,11 @@ func (c *Chat) params(req model.Request) (openai.ChatCompletionNewParams, error)
 	return p, nil
 }
 
-// chatMessages maps abi messages to Chat Completions messages; see the
-// package documentation.
-func chatMessages(msgs []abi.Message) ([]openai.ChatCompletionMessageParamUnion, error) {
+// ChatMessages maps abi messages to Chat Completions messages, as Chat
+// sends them (see the package documentation); FromChatMessage maps one
+// back. It is the one mapping both the client and an export to another
+// framework use.
+func ChatMessages(msgs []abi.Message) ([]openai.ChatCompletionMessageParamUnion, error) {
 	var out []openai.ChatCompletionMessageParamUnion
 	for i, m := range msgs {
 		if err := checkContent(i, m); err != nil {

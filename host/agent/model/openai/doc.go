@@ -16,6 +16,10 @@
 // A function_result's output is its Result (a JSON string is sent
 // unquoted) or, on failure, "error: " followed by its Error.
 //
+// ChatMessages is the Chat Completions mapping itself, exported so that a
+// history exported for another framework is exactly what the client sends;
+// FromChatMessage maps one message back (package host/portable uses both).
+//
 // Request.Store nil means the store field is not sent at all, so the service
 // applies its own default; Responses stores by default and so implements
 // model.HistoryStorer. Request.ConversationID becomes the Responses
