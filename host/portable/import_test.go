@@ -30,6 +30,7 @@ import (
 	"github.com/wasmhist/wasmhist/host/store/pgstore"
 	"github.com/wasmhist/wasmhist/host/store/sqlitestore"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
+	"github.com/wasmhist/wasmhist/sdk"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -334,5 +335,161 @@ func TestImportRoundTrip(t *testing.T) {
 				assert.Len(t, history(t, pr.plugin, origNow), 16)
 			})
 		}
+	}
+}
+
+// boundedProvider is a third-party plugin of ABI 1.0 with only describe,
+// provide and store, that keeps at most max messages in the session's
+// state and refuses a store past them.
+type boundedProvider struct{ max int }
+
+type boundedState struct {
+	Messages []json.RawMessage `json:"messages"`
+}
+
+func (b boundedProvider) Describe() abi.PluginInfo {
+	return abi.PluginInfo{
+		Name: "bounded", Version: "1.0.0", ABI: "1.0", StateVersion: 1,
+		StateSchema:  json.RawMessage(`{"type":"object","properties":{"messages":{"type":"array"}}}`),
+		InitialState: json.RawMessage(`{"messages":[]}`),
+	}
+}
+
+func (b boundedProvider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	var st boundedState
+	if err := json.Unmarshal(req.State, &st); err != nil {
+		return nil, err
+	}
+	return &abi.ProvideResponse{Messages: st.Messages}, nil
+}
+
+func (b boundedProvider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	var st boundedState
+	if err := json.Unmarshal(req.State, &st); err != nil {
+		return nil, err
+	}
+	if n := len(st.Messages) + len(req.RequestMessages) + len(req.ResponseMessages); n > b.max {
+		return nil, &abi.Error{Code: abi.CodeResourceExhausted, Message: fmt.Sprintf("bounded: %d messages, at most %d", n, b.max)}
+	}
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps("/messages", req.RequestMessages, req.ResponseMessages)}}, nil
+}
+
+// turnsOfChat is n turns of the conversation toolModel holds, as stored.
+func turnsOfChat(n int) []abi.Message {
+	var ms []abi.Message
+	for i := 1; i <= n; i++ {
+		q := fmt.Sprint("q", i)
+		args, _ := json.Marshal(map[string]string{"q": q})
+		ms = append(ms,
+			abi.Message{Role: abi.RoleUser, Contents: []abi.Content{abi.Text(q)}, Source: &abi.Source{Type: abi.SourceExternal}},
+			abi.Message{Role: abi.RoleAssistant, Contents: []abi.Content{{Type: abi.ContentFunctionCall, CallID: "c-" + q, Name: "lookup", Arguments: args}}},
+			abi.Message{Role: abi.RoleTool, Contents: []abi.Content{{Type: abi.ContentFunctionResult, CallID: "c-" + q, Result: json.RawMessage(`{"found":"x"}`)}}},
+			abi.NewMessage(abi.RoleAssistant, "answer to "+q),
+		)
+	}
+	return ms
+}
+
+// TestImportOfARefusedHistory: a plugin that refuses the history (a
+// bounded one, past its bound) fails the import with a *RefusedError
+// naming the slot and the refused messages, and nothing is stored.
+func TestImportOfARefusedHistory(t *testing.T) {
+	ctx := context.Background()
+	h, err := host.New(ctx, host.Config{})
+	require.NoError(t, err)
+	defer h.Close(ctx)
+	p, err := h.LoadNative(ctx, "bounded", sdk.Handler(boundedProvider{max: 5}), host.LoadOptions{})
+	require.NoError(t, err)
+	st, err := store.NewDir(t.TempDir())
+	require.NoError(t, err)
+	to := portable.Target{Store: st, Plugins: map[string]*host.Plugin{key: p}}
+
+	fields := &session.Session{SessionID: "refused", Revision: 3}
+	_, err = portable.Import(ctx, fields, []portable.Slot{{Key: key, History: values(turnsOfChat(3))}}, to, &portable.ImportOptions{PageMessages: 4})
+	require.ErrorIs(t, err, portable.ErrHistoryRefused)
+	var re *portable.RefusedError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, portable.RefusedError{Key: key, Plugin: "bounded", First: 4, Last: 7, Err: re.Err}, *re)
+	require.ErrorIs(t, err, abi.ErrResourceExhausted, "the plugin's own code")
+	assert.Contains(t, err.Error(), "nothing was imported")
+	_, err = st.Load(ctx, "refused")
+	require.ErrorIs(t, err, session.ErrNotFound, "a refused import stored the session")
+
+	// Within its bound the same plugin takes a history.
+	got, err := portable.Import(ctx, fields, []portable.Slot{{Key: key, History: values(turnsOfChat(1))}}, to, nil)
+	require.NoError(t, err)
+	msgs, err := p.Provider(key).Provide(ctx, got.Clone(), nil)
+	require.NoError(t, err)
+	assert.Equal(t, texts(turnsOfChat(1)), texts(msgs))
+}
+
+// failAfter yields ms, then fails as a malformed document would.
+func failAfter(ms []abi.Message) iter.Seq2[abi.Message, error] {
+	return func(yield func(abi.Message, error) bool) {
+		for _, m := range ms {
+			if !yield(m, nil) {
+				return
+			}
+		}
+		yield(abi.Message{}, errors.New("document truncated"))
+	}
+}
+
+// TestImportIsAllOrNothing: an import that fails after pages of its
+// history reached the plugin's database leaves no row and no session;
+// an existing session is refused without Force and left as it was, and
+// replaced with Force, its rows in the target plugin's storage cleared in
+// the same commit.
+func TestImportIsAllOrNothing(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	pairings := []struct {
+		plugin pluginKind
+		store  storeKind
+	}{
+		{inMemory, fileStore},
+		{sqliteOnSQLite, sqliteStore},
+		{sqliteOnSQLite, dirStore},
+		{sqliteOnPG, pgStore},
+		{sqliteOnPG, fileStore},
+	}
+	for _, pp := range pairings {
+		t.Run(string(pp.plugin)+"/"+string(pp.store), func(t *testing.T) {
+			pr := r.pair(t, pp.plugin, pp.store)
+			hist := turnsOfChat(4)
+			slot := func(h iter.Seq2[abi.Message, error]) []portable.Slot { return []portable.Slot{{Key: key, History: h}} }
+
+			_, err := portable.Import(ctx, &session.Session{SessionID: "s1"}, slot(failAfter(hist[:10])), pr.target("s1"), &portable.ImportOptions{PageMessages: 4})
+			require.ErrorContains(t, err, "document truncated")
+			require.ErrorContains(t, err, `reading message 10 of slot "history"`)
+			_, err = pr.load(t, "s1")
+			require.ErrorIs(t, err, session.ErrNotFound, "a failed import stored the session")
+			assert.LessOrEqual(t, pr.rows(t), 0, "a failed import left rows in the plugin's database")
+
+			first, err := portable.Import(ctx, &session.Session{SessionID: "s1", Revision: 2}, slot(values(hist[:8])), pr.target("s1"), &portable.ImportOptions{PageMessages: 4})
+			require.NoError(t, err)
+			rows := pr.rows(t)
+
+			_, err = portable.Import(ctx, &session.Session{SessionID: "s1"}, slot(values(hist)), pr.target("s1"), nil)
+			require.ErrorIs(t, err, portable.ErrSessionExists)
+			assert.ErrorContains(t, err, "force")
+			stored, err := pr.load(t, "s1")
+			require.NoError(t, err)
+			assert.Equal(t, first, stored, "a refused import changed the stored session")
+			assert.Equal(t, rows, pr.rows(t), "a refused import changed the plugin's rows")
+			assert.Equal(t, texts(hist[:8]), texts(history(t, pr.plugin, stored)))
+
+			forced, err := portable.Import(ctx, &session.Session{SessionID: "s1"}, slot(values(hist[8:])), pr.target("s1"), &portable.ImportOptions{Force: true})
+			require.NoError(t, err)
+			assert.Equal(t, int64(3), forced.Revision, "a replacement goes above the revision it replaces")
+			stored, err = pr.load(t, "s1")
+			require.NoError(t, err)
+			assert.Equal(t, texts(hist[8:]), texts(history(t, pr.plugin, stored)))
+			if rows >= 0 {
+				assert.Equal(t, 8, pr.rows(t), "the replaced session's rows remain")
+			}
+			chat(t, pr.plugin, pr.storeOf("s1"), stored, "q5")
+			assert.Len(t, history(t, pr.plugin, stored), 12)
+		})
 	}
 }
