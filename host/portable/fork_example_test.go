@@ -25,7 +25,7 @@ func ExampleFork() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	h, err := host.New(ctx, host.Config{CacheDir: filepath.Join(dir, "cache")})
+	h, err := host.New(ctx, host.Config{}) // compiled plugins cached in the user cache directory
 	if err != nil {
 		log.Fatal(err)
 	}
