@@ -470,7 +470,7 @@ func TestImportIsAllOrNothing(t *testing.T) {
 			require.NoError(t, err)
 			rows := pr.rows(t)
 
-			_, err = portable.Import(ctx, &session.Session{SessionID: "s1"}, slot(values(hist)), pr.target("s1"), nil)
+			_, err = portable.Import(ctx, &session.Session{SessionID: "s1", Revision: 9}, slot(values(hist)), pr.target("s1"), nil)
 			require.ErrorIs(t, err, portable.ErrSessionExists)
 			assert.ErrorContains(t, err, "force")
 			stored, err := pr.load(t, "s1")
