@@ -16,9 +16,9 @@ import (
 // has. Nothing was written.
 var ErrNoSuchTurn = errors.New("portable: the history has fewer turns")
 
-// ForkPageMessages is how many messages Fork asks the source plugin's
-// list for at a time.
-const ForkPageMessages = 256
+// listPage is how many messages Fork asks the source plugin's list for
+// at a time.
+const listPage = 256
 
 // Fork writes a new, independent session newID into to: the history of
 // each slot of src up to turn at, read from the source plugins (from, by
@@ -38,7 +38,10 @@ const ForkPageMessages = 256
 // it starts at revision 1 with no run records and no service conversation
 // (the service's copy of the conversation is the parent's). The parent's
 // open tool calls come along only when the whole history does (at = 0).
-// The source and the target may be the same plugins and store.
+// The source and the target may be the same plugins and store. The
+// source is read as list pages it, outside the fork's transaction: a run
+// that commits on the source meanwhile (every commit appends whole) may
+// be in a fork with at = 0 entirely, never in part.
 func Fork(ctx context.Context, src *session.Session, from map[string]*host.Plugin, at int, to Target, newID string) (*session.Session, error) {
 	switch {
 	case src == nil:
@@ -81,7 +84,7 @@ func turnsOf(ctx context.Context, p *host.Plugin, src *session.Session, key stri
 		for {
 			// The source is read outside the import's transaction: a
 			// read leaves nothing to commit.
-			page, next, err := p.List(ctx, src, key, cursor, ForkPageMessages)
+			page, next, err := p.List(ctx, src, key, cursor, listPage)
 			if err != nil {
 				yield(abi.Message{}, fmt.Errorf("portable: fork: listing slot %q of session %q: %w", key, src.SessionID, err))
 				return
