@@ -72,7 +72,7 @@ func (e *ProviderMismatchError) Error() string {
 	case "database":
 		return e.databaseError()
 	case "session":
-		return fmt.Sprintf("agent: session %q is a copy of session %q, whose history (slot %q) is in %s: the copy would write into the same rows; run %q itself, or start a new session",
+		return fmt.Sprintf("agent: session %q is a copy of session %q, whose history (slot %q) is in %s: the copy would write into the same rows; run %q itself, or fork it (conversation.Fork) for a copy with rows of its own",
 			cur, old, e.StateKey, e.Recorded.Storage, old)
 	}
 	return fmt.Sprintf("agent: session slot %q was written by another build of plugin %s: %s %s then, %s now: run the build that wrote it, or accept this build explicitly (RunOptions.AcceptNewBuild: its migrate_state runs if the state version changed, and the new build is recorded)",

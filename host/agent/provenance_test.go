@@ -237,6 +237,7 @@ func TestCloneOfADatabaseSessionIsRefused(t *testing.T) {
 	assert.False(t, me.BuildChanged(), "AcceptNewBuild does not accept a copy")
 	assert.ErrorContains(t, err, `"copy"`)
 	assert.ErrorContains(t, err, `"`+s.SessionID+`"`)
+	assert.ErrorContains(t, err, "conversation.Fork", "the advice names the way to a copy that runs")
 	assert.Equal(t, before, clone, "a refused run changed the copy")
 	assert.Equal(t, calls, m.calls.Load(), "a model call was made for a refused run")
 	assert.Equal(t, 2, rows(s), "the refused copy wrote into the original's rows")

@@ -120,6 +120,7 @@ type ProviderState struct {
 // its storage: a clone given another SessionID would write into the same
 // rows as s, so package agent refuses to run a clone whose Provenance
 // records storage of another session id (agent.ErrProviderMismatch).
+// Package host/conversation's Fork copies a session with its history.
 func (s *Session) Clone() *Session {
 	c := *s
 	if s.State != nil {
