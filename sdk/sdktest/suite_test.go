@@ -581,3 +581,111 @@ func TestSuiteStaysWithinMaxMessagesPerSession(t *testing.T) {
 	require.NotEmpty(t, stored, "the count saw no store")
 	assert.LessOrEqual(t, most, MaxMessagesPerSession)
 }
+
+// declaring is a provider that declares ABI version abi in describe.
+type declaring struct {
+	strictCursor
+	abi string
+}
+
+func (p declaring) Describe() abi.PluginInfo {
+	info := p.strictCursor.Describe()
+	info.ABI = p.abi
+	return info
+}
+
+// TestJudgedByDeclaredMinor: a plugin that refuses a cursor issued before
+// clear with invalid_argument passes clear_forgets_history with advice when
+// it declares ABI 1.0, and fails it when it declares 1.1 or later, whose
+// rule that is.
+func TestJudgedByDeclaredMinor(t *testing.T) {
+	var clear Case
+	for _, c := range Cases() {
+		if c.Name == "clear_forgets_history" {
+			clear = c
+		}
+	}
+	require.NotNil(t, clear.Run)
+	require.Equal(t, 1, ReasonStaleCursor.Since())
+	tests := []struct {
+		name   string
+		abi    string
+		advice bool
+	}{
+		{"1.0 plugin", "1.0", true},
+		{"1.1 plugin", "1.1", false},
+		{"1.2 plugin", "1.2", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := factoryOf(func() sdk.Provider { return declaring{abi: tt.abi} })
+			v := clear.Judge(t.Context(), f)
+			assert.Equal(t, tt.abi, v.Declared)
+			if tt.advice {
+				require.NoError(t, v.Err, "a 1.0 plugin is not judged by a rule of 1.1")
+				require.Len(t, v.Advice, 1)
+				a := v.Advice[0]
+				assert.Equal(t, ReasonStaleCursor, a.Reason)
+				assert.Equal(t, "clear_forgets_history", a.Case)
+				assert.Equal(t, 1, a.Since)
+				assert.Equal(t, 0, a.Declared)
+				assert.Contains(t, a.Error(), "would fail rule stale_cursor_not_empty_last_page of 1.1 (this plugin declares 1.0)")
+				assert.ErrorIs(t, a, abi.ErrInvalidArgument)
+				// Run, which knows nothing of advice, passes it too.
+				assert.NoError(t, clear.Run(t.Context(), f))
+				return
+			}
+			var failure *Failure
+			require.ErrorAs(t, v.Err, &failure)
+			assert.Equal(t, ReasonStaleCursor, failure.Reason)
+			assert.Empty(t, v.Advice)
+		})
+	}
+	// The same plugin that answers the stale cursor with an empty last page
+	// gets no advice at 1.0.
+	v := clear.Judge(t.Context(), factoryOf(func() sdk.Provider { return pagedProvider{} }))
+	assert.NoError(t, v.Err)
+	assert.Empty(t, v.Advice)
+}
+
+// TestCaseOfALaterMinorAdvises: every failure of a case introduced by a
+// later minor than the plugin's is advice; a plugin of that minor fails it.
+func TestCaseOfALaterMinorAdvises(t *testing.T) {
+	later := judging(Case{Name: "later", Since: 2, Run: func(ctx context.Context, f Factory) error {
+		if _, err := newSubject(ctx, f); err != nil {
+			return err
+		}
+		return failf(ReasonWrongHistory, "something a 1.2 plugin must not do")
+	}})
+	for _, tt := range []struct {
+		abi  string
+		fail bool
+	}{{"1.0", false}, {"1.1", false}, {"1.2", true}} {
+		t.Run(tt.abi, func(t *testing.T) {
+			v := later.Judge(t.Context(), factoryOf(func() sdk.Provider { return declaring{abi: tt.abi} }))
+			if tt.fail {
+				var failure *Failure
+				require.ErrorAs(t, v.Err, &failure)
+				assert.Equal(t, ReasonWrongHistory, failure.Reason)
+				assert.Empty(t, v.Advice)
+				return
+			}
+			require.NoError(t, v.Err)
+			require.Len(t, v.Advice, 1)
+			assert.Equal(t, 2, v.Advice[0].Since, "a rule of minor 0 in a case of minor 2 is of minor 2")
+		})
+	}
+}
+
+// TestEveryRuleNamesItsMinor: every case and every reason a case documents
+// carries a minor this ABI has.
+func TestEveryRuleNamesItsMinor(t *testing.T) {
+	for _, c := range CasesWith(olderStates) {
+		assert.LessOrEqual(t, c.Since, abi.Minor, "case %s", c.Name)
+		for _, r := range append([]Reason{ReasonLoadFailed, ReasonCallFailed}, c.Reasons...) {
+			since, ok := reasonSince[r]
+			assert.True(t, ok, "reason %s of case %s names no minor (reasonSince)", r, c.Name)
+			assert.LessOrEqual(t, since, abi.Minor, "reason %s", r)
+		}
+	}
+}
