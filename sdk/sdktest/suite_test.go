@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -688,4 +689,71 @@ func TestEveryRuleNamesItsMinor(t *testing.T) {
 			assert.LessOrEqual(t, since, abi.Minor, "reason %s", r)
 		}
 	}
+}
+
+// utf16Output writes its output as a kit that measures strings in UTF-16
+// code units does (the Extism AssemblyScript kit's Host.outputString, SPEC
+// section 11.2): the output is cut at the string's UTF-16 length, which is
+// shorter than its UTF-8 bytes as soon as it holds non-ASCII text.
+func utf16Output(h abi.Handler) abi.Handler {
+	return func(ctx context.Context, export string, input []byte) ([]byte, error) {
+		out, err := h(ctx, export, input)
+		if err != nil {
+			return nil, err
+		}
+		return out[:len(utf16.Encode([]rune(string(out))))], nil
+	}
+}
+
+// asciiStore keeps text as a Latin-1 program would: every byte above 0x7f
+// that is not part of a character it knows becomes '?'.
+type asciiStore struct{ appendProvider }
+
+func (asciiStore) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	var msgs []json.RawMessage
+	for _, m := range slices.Concat(req.RequestMessages, req.ResponseMessages) {
+		b := bytes.Clone(m)
+		for i, c := range b {
+			if c > 0x7f {
+				b[i] = '?'
+			}
+		}
+		msgs = append(msgs, b)
+	}
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps("/messages", msgs)}}, nil
+}
+
+// TestSuiteStoresMultiByteText: the cases that store text store multi-byte
+// UTF-8 and read it back, so a provider that measures or keeps text in
+// anything but UTF-8 bytes fails them.
+func TestSuiteStoresMultiByteText(t *testing.T) {
+	broken := []struct {
+		name   string
+		reason Reason
+		f      Factory
+	}{
+		{"cuts its output at the UTF-16 length", ReasonCallFailed, func(ctx context.Context) (Subject, error) {
+			return newHandlerSubject(ctx, utf16Output(sdk.Handler(valueProvider{})))
+		}},
+		{"turns non-ASCII bytes into '?'", ReasonWrongHistory, factoryOf(func() sdk.Provider { return asciiStore{} })},
+	}
+	for _, b := range broken {
+		t.Run(b.name, func(t *testing.T) {
+			err := caseNamed(t, "provide_returns_stored_in_order").Run(t.Context(), b.f)
+			var failure *Failure
+			require.ErrorAs(t, err, &failure, "the case passed a provider that %s", b.name)
+			assert.Equal(t, b.reason, failure.Reason, "%v", err)
+		})
+	}
+}
+
+func caseNamed(t *testing.T, name string) Case {
+	t.Helper()
+	for _, c := range CasesWith(olderStates) {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no case %q", name)
+	return Case{}
 }
