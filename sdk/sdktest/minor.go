@@ -46,6 +46,11 @@ var reasonSince = map[Reason]int{
 	ReasonMigrateFailed:        0,
 	ReasonMigratedHistoryWrong: 0,
 	ReasonBadOlderState:        0,
+	// A plugin that caches rows or commits itself breaks the 1.0 rules
+	// that it keeps nothing between calls and that a failed call or run
+	// did not happen (SPEC sections 1 and 8).
+	ReasonRolledBackKept:  0,
+	ReasonRetryDuplicated: 0,
 }
 
 // Since is the ABI minor that introduced the rule the reason reports.

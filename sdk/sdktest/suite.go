@@ -63,6 +63,12 @@ func CasesWith(opts Options) []Case {
 			Reasons: []Reason{ReasonCursorStuck, ReasonPagingUnbounded, ReasonPageOverLimit}, Run: caseListCursor},
 		{Name: "clear_forgets_history", Doc: "after clear, provide and list return nothing, an older cursor gives an empty last page (from ABI 1.1), and the key works again",
 			Reasons: []Reason{ReasonHistoryAfterClear, ReasonListAfterClear, ReasonCursorStuck, ReasonStaleCursor}, Run: caseClear},
+		{Name: "rolled_back_run_leaves_nothing", Doc: "a run that stored and was then rolled back leaves nothing that provide returns, on its instance or another",
+			Reasons: []Reason{ReasonRolledBackKept, ReasonWrongHistory}, Run: caseRolledBack},
+		{Name: "retried_run_stores_once", Doc: "a run rolled back, or a store interrupted by its deadline, then retried, stores its messages exactly once",
+			Reasons: []Reason{ReasonRetryDuplicated}, Run: caseRetried},
+		{Name: "two_instances_one_history", Doc: "two instances serving keys alternately, and at once, give each key the history one instance would",
+			Reasons: []Reason{ReasonInstanceDependent}, Run: caseTwoInstances},
 		{Name: "migrate_state_serves_result", Doc: "migrate_state upgrades a state of an older state_version to one that provide and store then serve",
 			Reasons: []Reason{ReasonMigrateFailed, ReasonMigratedHistoryWrong, ReasonBadOlderState}, Run: caseMigrate(opts)},
 	}
