@@ -48,7 +48,12 @@ func TestConformance(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			v := c.Judge(t.Context(), f)
 			if why, ok := sdktest.IsSkipped(v.Err); ok {
-				assert.Equal(t, "migrate_state_serves_result", c.Name, "only migrate_state is not implemented: %s", why)
+				// migrate_state is not implemented, and the failure cases
+				// need runs, which a state-only plugin passes trivially
+				// (`wasmhist conformance` runs them: TestConformanceAdvisesLaterMinors).
+				if why != sdktest.SkipNoRuns {
+					assert.Equal(t, "migrate_state_serves_result", c.Name, "only migrate_state is not implemented: %s", why)
+				}
 				return
 			}
 			require.NoError(t, v.Err)
