@@ -226,7 +226,7 @@ replace github.com/wasmhist/wasmhist => {{printf "%q" .Wasmhist}}
 const newMakefile = `# {{.Name}}.wasm is the plugin: the standard Go toolchain, no TinyGo.
 GO ?= go
 
-{{.Name}}.wasm: go.mod $(wildcard *.go */*.go)
+{{.Name}}.wasm: go.mod $(wildcard *.go)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $@ .
 
 .PHONY: test

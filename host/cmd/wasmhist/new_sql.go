@@ -27,7 +27,12 @@ func sqlPluginFiles(p newPlugin) ([]newFile, error) {
 	}
 	var files []newFile
 	for _, f := range common {
-		if f.name == "go.mod" || f.name == "Makefile" {
+		switch f.name {
+		case "go.mod":
+			files = append(files, f)
+		case "Makefile":
+			// The build depends on the provider package's files too.
+			f.data = bytes.Replace(f.data, []byte("$(wildcard *.go)"), []byte("$(wildcard *.go provider/*.go)"), 1)
 			files = append(files, f)
 		}
 	}

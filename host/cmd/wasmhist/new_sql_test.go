@@ -34,6 +34,9 @@ func TestNewSQLPlugin(t *testing.T) {
 	provider, err := os.ReadFile(filepath.Join(dir, "provider", "provider.go"))
 	require.NoError(t, err)
 	assert.Contains(t, string(provider), `const Name = "notes"`)
+	makefile, err := os.ReadFile(filepath.Join(dir, "Makefile"))
+	require.NoError(t, err)
+	assert.Contains(t, string(makefile), "notes.wasm: go.mod $(wildcard *.go provider/*.go)\n", "a change to the provider rebuilds the plugin")
 
 	goCmd(t, dir, nil, "mod", "tidy")
 	goCmd(t, dir, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-o", "notes.wasm", ".")
