@@ -12,12 +12,22 @@ DATADIR   ?= $(if $(XDG_DATA_HOME),$(XDG_DATA_HOME),$(HOME)/.local/share)/wasmhi
 
 all: plugins
 
-# Every sample plugin as a .wasm next to its source (ignored by git).
-plugins:
+# Every sample plugin as a .wasm next to its source (ignored by git): the Go
+# ones, and the AssemblyScript one, built with the compiler and the Extism
+# kit that its package-lock.json pins (npm ci; node_modules is ignored by
+# git and reinstalled only when the lock file changes).
+plugins: plugins/asmemory/asmemory.wasm
 	@for p in $(PLUGINS); do \
 		echo "building plugins/$$p/$$p.wasm"; \
 		$(WASM_ENV) $(GO) build -buildmode=c-shared -o plugins/$$p/$$p.wasm ./plugins/$$p || exit 1; \
 	done
+
+plugins/asmemory/node_modules/.package-lock.json: plugins/asmemory/package.json plugins/asmemory/package-lock.json
+	cd plugins/asmemory && npm ci --no-audit --no-fund
+
+plugins/asmemory/asmemory.wasm: plugins/asmemory/node_modules/.package-lock.json $(wildcard plugins/asmemory/assembly/*.ts)
+	@echo "building plugins/asmemory/asmemory.wasm"
+	cd plugins/asmemory && npm run --silent build
 
 # The command into $(go env GOBIN) (or GOPATH/bin) and the sample plugins
 # into $(DATADIR)/plugins, where the installed command finds them from any
@@ -75,6 +85,7 @@ bench: plugins
 
 clean:
 	rm -f plugins/*/*.wasm bench.txt
+	rm -rf plugins/asmemory/node_modules
 
 # The main job on a fresh machine: build the plugins and the command, tell
 # the offline model something in one process, with the history persisted by

@@ -19,8 +19,8 @@ func TestDependsOnDataOnly(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		for _, banned := range []string{
 			"github.com/wasmhist/wasmhist/host", "github.com/wasmhist/wasmhist/host/agent",
-			"github.com/wasmhist/wasmhist/host/txn", "github.com/wasmhist/wasmhist/host/agent/sqlitestore",
-			"github.com/wasmhist/wasmhist/host/agent/pgstore",
+			"github.com/wasmhist/wasmhist/host/internal/txn", "github.com/wasmhist/wasmhist/host/store/sqlitestore",
+			"github.com/wasmhist/wasmhist/host/store/pgstore", "github.com/wasmhist/wasmhist/host/store",
 		} {
 			assert.NotEqual(t, banned, dep)
 		}

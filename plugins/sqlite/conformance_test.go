@@ -26,15 +26,31 @@ func newHost(t *testing.T) *host.Host {
 	return h
 }
 
+// inRuns is a loaded plugin whose calls the suite's failure cases can group
+// in runs, committed or rolled back as an agent run's are (host.InRun), as
+// `wasmhist conformance` groups them.
+type inRuns struct{ *host.Plugin }
+
+func (p inRuns) InRun(ctx context.Context, commit bool, f func(context.Context) error) error {
+	return host.InRun(ctx, commit, f)
+}
+
+func inRun(p *host.Plugin, err error) (sdktest.Subject, error) {
+	if err != nil {
+		return nil, err
+	}
+	return inRuns{p}, nil
+}
+
 // TestConformance runs the conformance suite against the WebAssembly build
-// through the host with a real database. The plugin has no native run: its
+// through the host with a real database, its failure cases in runs. The plugin has no native run: its
 // storage is a host capability that exists only across the boundary.
 func TestConformance(t *testing.T) {
 	h := newHost(t)
 	db := filepath.Join(t.TempDir(), "history.db")
 	wasm := sdktest.BuildPlugin(t, importPath)
 	sdktest.Run(t, func(ctx context.Context) (sdktest.Subject, error) {
-		return h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})}})
+		return inRun(h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})}}))
 	})
 }
 
@@ -47,7 +63,7 @@ func TestConformancePostgreSQL(t *testing.T) {
 	wasm := sdktest.BuildPlugin(t, importPath)
 	grant := pggrant.New(pggrant.Config{Name: "main", AdminDSN: srv.DSN("postgres"), Schema: "history"})
 	sdktest.Run(t, func(ctx context.Context) (sdktest.Subject, error) {
-		return h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{grant}})
+		return inRun(h.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{grant}}))
 	})
 }
 

@@ -43,6 +43,7 @@ func newSubject(ctx context.Context, f Factory) (Subject, error) {
 	if err != nil {
 		return nil, failf(ReasonLoadFailed, "new subject: %w", err)
 	}
+	judgeOf(ctx).declare(s)
 	return s, nil
 }
 

@@ -21,6 +21,9 @@
 //
 // Tools run the cases themselves: each Case.Run returns nil, a *Skipped
 // (see IsSkipped), or a *Failure naming the case and one of the reason
-// codes the case documents, wrapping what the provider did wrong. BuildPlugin compiles a plugin package to
+// codes the case documents, wrapping what the provider did wrong. A plugin is
+// judged by the ABI minor it declares: Case.Judge also returns the Advice a
+// case found against rules of later minors, which never fail it.
+// BuildPlugin compiles a plugin package to
 // WebAssembly for tests.
 package sdktest

@@ -29,14 +29,25 @@ func script(tag string, n int) []turn {
 		if i == 0 {
 			t.request = append(t.request, textMessage(abi.RoleSystem, tag+": be brief"))
 		}
-		t.request = append(t.request, textMessage(abi.RoleUser, fmt.Sprintf("%s: question %d", tag, i)))
+		t.request = append(t.request, textMessage(abi.RoleUser, fmt.Sprintf("%s: question %d %s", tag, i, edgeText[i%len(edgeText)])))
 		if i%3 == 1 {
 			id := fmt.Sprintf("%s-call-%d", tag, i)
-			t.response = append(t.response, toolCall(id, "clock"), toolResult(id, fmt.Sprintf("%s: %d o'clock", tag, i)))
+			t.response = append(t.response, toolCall(id, "clock"), toolResult(id, fmt.Sprintf("%s: %d o'clock %s", tag, i, edgeText[(i+1)%len(edgeText)])))
 		}
-		t.response = append(t.response, textMessage(abi.RoleAssistant, fmt.Sprintf("%s: answer %d", tag, i)))
+		t.response = append(t.response, textMessage(abi.RoleAssistant, fmt.Sprintf("%s: answer %d %s", tag, i, edgeText[(i+2)%len(edgeText)])))
 	}
 	return turns
+}
+
+// edgeText is message content that plugins get wrong: multi-byte UTF-8
+// (two, three and four bytes, so UTF-16 lengths differ from UTF-8 ones),
+// JSON escapes, control characters, U+2028 (escaped by some encoders, not
+// by others) and an escaped NUL. Every turn of script carries some of it,
+// so every case that stores text stores and reads it back.
+var edgeText = []string{
+	"J’aime le thé ☕",
+	"naïve café 😀 Ελληνικά 中文",
+	"\"quoted\" back\\slash\nnew line\ttab <&> \u2028 \x00 end",
 }
 
 // stored is what turns put in a history, in order.

@@ -35,10 +35,12 @@ const (
 	ReasonPagingUnbounded Reason = "paging_unbounded"
 	// clear_forgets_history: provide after clear returns history.
 	ReasonHistoryAfterClear Reason = "history_after_clear"
-	// clear_forgets_history: list after clear returns messages.
+	// clear_forgets_history: list after clear returns messages, with or
+	// without a cursor issued before it.
 	ReasonListAfterClear Reason = "list_after_clear"
-	// clear_forgets_history: a cursor issued before clear is refused, or
-	// does not give an empty last page, after it.
+	// clear_forgets_history (a rule of ABI 1.1): a cursor issued before
+	// clear is refused with invalid_argument after it, where an empty last
+	// page is due. Advice for a plugin that declares 1.0.
 	ReasonStaleCursor Reason = "stale_cursor_not_empty_last_page"
 	// migrate_state_serves_result: migrate_state fails on an older state,
 	// or returns no state.
@@ -394,12 +396,8 @@ func caseClear(ctx context.Context, f Factory) error {
 			return failf(ReasonListAfterClear, "list after clear returned %d messages and next_cursor %q, want an empty last page: %s", len(page.Messages), page.NextCursor, summary(page.Messages))
 		}
 		if stale != "" {
-			page, err := sl.list(ctx, s, stale, 4)
-			if err != nil {
-				return because(ReasonStaleCursor, fmt.Errorf("after clear, with a cursor issued before it (SPEC 4.4: an empty last page): %w", err))
-			}
-			if len(page.Messages) != 0 || page.NextCursor != "" {
-				return failf(ReasonStaleCursor, "list after clear with cursor %q returned %d messages and next_cursor %q, want an empty last page", stale, len(page.Messages), page.NextCursor)
+			if err := staleCursor(ctx, s, sl, stale); err != nil {
+				return err
 			}
 		}
 	}
@@ -414,6 +412,25 @@ func caseClear(ctx context.Context, f Factory) error {
 	}
 	if err := sameMessages(history, stored([]turn{t})); err != nil {
 		return because(ReasonHistoryAfterClear, fmt.Errorf("store then provide after clear: %w", err))
+	}
+	return nil
+}
+
+// staleCursor checks list after clear with a cursor issued before it. The
+// page must hold no messages (clear forgot them) and end the paging; from
+// ABI 1.1 it must be an empty last page rather than invalid_argument, as
+// the host's own pages by reference are (SPEC section 4.4).
+func staleCursor(ctx context.Context, s Subject, sl *slot, stale string) error {
+	page, err := sl.list(ctx, s, stale, 4)
+	switch {
+	case errors.Is(err, abi.ErrInvalidArgument):
+		return rule(ctx, ReasonStaleCursor, fmt.Errorf("after clear, a cursor issued before it (%q) was refused; SPEC 4.4: from ABI 1.1, answer an empty last page: %w", stale, err))
+	case err != nil:
+		return fmt.Errorf("after clear, with a cursor issued before it (%q; SPEC 4.4: an empty last page, or invalid_argument from a 1.0 plugin): %w", stale, err)
+	case len(page.Messages) != 0:
+		return failf(ReasonListAfterClear, "list after clear with a cursor issued before it (%q) returned %d cleared messages: %s", stale, len(page.Messages), summary(page.Messages))
+	case page.NextCursor != "":
+		return failf(ReasonCursorStuck, "list after clear with a cursor issued before it (%q) returned an empty page with next_cursor %q: only the last page may be empty", stale, page.NextCursor)
 	}
 	return nil
 }

@@ -20,7 +20,11 @@ type Case struct {
 	// Reasons are the Failure reasons the case reports, besides
 	// load_failed and call_failed, which any case may.
 	Reasons []Reason
-	Run     func(ctx context.Context, f Factory) error
+	// Since is the ABI minor that introduced the case. A plugin that
+	// declares an older minor gets advice from it, never a failure (see
+	// Judge).
+	Since int
+	Run   func(ctx context.Context, f Factory) error
 }
 
 // Cases returns the conformance suite, in the order it runs, with no
@@ -57,16 +61,37 @@ func CasesWith(opts Options) []Case {
 			Reasons: []Reason{ReasonListIncomplete, ReasonPageOverLimit, ReasonCursorStuck, ReasonPagingUnbounded}, Run: caseListInOrder},
 		{Name: "list_cursor_advances_and_ends", Doc: "list's cursor moves on every page, no page repeats, and paging reaches a last page in a bounded number of calls",
 			Reasons: []Reason{ReasonCursorStuck, ReasonPagingUnbounded, ReasonPageOverLimit}, Run: caseListCursor},
-		{Name: "clear_forgets_history", Doc: "after clear, provide and list return nothing, an older cursor gives an empty last page, and the key works again",
-			Reasons: []Reason{ReasonHistoryAfterClear, ReasonListAfterClear, ReasonStaleCursor}, Run: caseClear},
+		{Name: "clear_forgets_history", Doc: "after clear, provide and list return nothing, an older cursor gives an empty last page (from ABI 1.1), and the key works again",
+			Reasons: []Reason{ReasonHistoryAfterClear, ReasonListAfterClear, ReasonCursorStuck, ReasonStaleCursor}, Run: caseClear},
+		{Name: "rolled_back_run_leaves_nothing", Doc: "a run that stored and was then rolled back leaves nothing that provide returns, on its instance or another",
+			Reasons: []Reason{ReasonRolledBackKept, ReasonWrongHistory}, Run: caseRolledBack},
+		{Name: "retried_run_stores_once", Doc: "a run rolled back, or a store interrupted by its deadline, then retried, stores its messages exactly once",
+			Reasons: []Reason{ReasonRetryDuplicated}, Run: caseRetried},
+		{Name: "two_instances_one_history", Doc: "two instances serving keys alternately, and at once, give each key the history one instance would",
+			Reasons: []Reason{ReasonInstanceDependent}, Run: caseTwoInstances},
 		{Name: "migrate_state_serves_result", Doc: "migrate_state upgrades a state of an older state_version to one that provide and store then serve",
 			Reasons: []Reason{ReasonMigrateFailed, ReasonMigratedHistoryWrong, ReasonBadOlderState}, Run: caseMigrate(opts)},
 	}
 	for i := range cases {
-		name, run := cases[i].Name, cases[i].Run
-		cases[i].Run = func(ctx context.Context, f Factory) error { return result(name, run(ctx, f)) }
+		cases[i] = judging(cases[i])
 	}
 	return cases
+}
+
+// judging wraps a case's code: its result names the case, and what it
+// finds against rules of a later minor than the plugin's is advice.
+func judging(c Case) Case {
+	name, since, run := c.Name, c.Since, c.Run
+	c.Run = func(ctx context.Context, f Factory) error {
+		j := judgeOf(ctx)
+		if j == nil {
+			j = &judge{declared: -1}
+			ctx = context.WithValue(ctx, judgeKey{}, j)
+		}
+		j.caseName, j.since = name, since
+		return judged(ctx, name, run(ctx, f))
+	}
+	return c
 }
 
 // MaxMessagesPerSession is the most messages the suite stores in one
@@ -76,7 +101,8 @@ func CasesWith(opts Options) []Case {
 const MaxMessagesPerSession = 64
 
 // Run runs every case as a subtest of t against subjects from f. A case
-// that does not apply is skipped.
+// that does not apply is skipped; advice (rules of a later ABI minor than
+// the plugin declares) is logged, and does not fail the test.
 func Run(t *testing.T, f Factory) {
 	t.Helper()
 	RunWith(t, f, Options{})
@@ -87,7 +113,11 @@ func RunWith(t *testing.T, f Factory, opts Options) {
 	t.Helper()
 	for _, c := range CasesWith(opts) {
 		t.Run(c.Name, func(t *testing.T) {
-			err := c.Run(t.Context(), f)
+			v := c.Judge(t.Context(), f)
+			for _, a := range v.Advice {
+				t.Logf("advice: %v", a)
+			}
+			err := v.Err
 			if why, ok := IsSkipped(err); ok {
 				t.Skip(why)
 			}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -409,6 +410,9 @@ func TestSuitePassesCorrectProviders(t *testing.T) {
 	t.Run("by value", func(t *testing.T) { Run(t, factoryOf(func() sdk.Provider { return valueProvider{} })) })
 	t.Run("by reference", func(t *testing.T) { Run(t, factoryOf(func() sdk.Provider { return appendProvider{} })) })
 	t.Run("with list and clear", func(t *testing.T) { Run(t, factoryOf(func() sdk.Provider { return pagedProvider{} })) })
+	t.Run("in a database, in runs", func(t *testing.T) {
+		Run(t, dbFactory(func(db *fakeDB) sdk.Provider { return dbProvider{db} }))
+	})
 	t.Run("with migrate_state", func(t *testing.T) {
 		RunWith(t, factoryOf(func() sdk.Provider { return migratingProvider{} }), olderStates)
 	})
@@ -418,6 +422,8 @@ func TestSuitePassesCorrectProviders(t *testing.T) {
 // case, saying so, and a provider with it runs the case.
 func TestOptionalCasesSkip(t *testing.T) {
 	optional := []string{"list_returns_stored_in_order", "list_cursor_advances_and_ends", "clear_forgets_history", "migrate_state_serves_result"}
+	// The failure cases need a RunSubject, which a plain handlerSubject is not.
+	failure := []string{"rolled_back_run_leaves_nothing", "retried_run_stores_once", "two_instances_one_history"}
 	run := func(p sdk.Provider, opts Options) map[string]error {
 		got := map[string]error{}
 		for _, c := range CasesWith(opts) {
@@ -427,7 +433,10 @@ func TestOptionalCasesSkip(t *testing.T) {
 	}
 	for name, err := range run(appendProvider{}, olderStates) {
 		why, skipped := IsSkipped(err)
-		if slices.Contains(optional, name) {
+		if slices.Contains(failure, name) {
+			assert.True(t, skipped, "case %s on a subject without runs: %v", name, err)
+			assert.Equal(t, SkipNoRuns, why, "case %s", name)
+		} else if slices.Contains(optional, name) {
 			assert.True(t, skipped, "case %s on a provider without the export: %v", name, err)
 			assert.Equal(t, SkipNotImplemented, why, "case %s", name)
 			var s *Skipped
@@ -438,7 +447,9 @@ func TestOptionalCasesSkip(t *testing.T) {
 		}
 	}
 	for name, err := range run(migratingProvider{}, olderStates) {
-		assert.NoError(t, err, "case %s on a provider with every export", name)
+		if _, skipped := IsSkipped(err); !slices.Contains(failure, name) || !skipped {
+			assert.NoError(t, err, "case %s on a provider with every export", name)
+		}
 	}
 	why, skipped := IsSkipped(run(migratingProvider{}, Options{})["migrate_state_serves_result"])
 	assert.True(t, skipped, "migrate_state without an older state")
@@ -470,6 +481,9 @@ func TestEveryCaseCanFail(t *testing.T) {
 		{"clears nothing", "clear_forgets_history", ReasonHistoryAfterClear, factoryOf(func() sdk.Provider { return noopClearer{} })},
 		{"refuses a cursor issued before a clear", "clear_forgets_history", ReasonStaleCursor, factoryOf(func() sdk.Provider { return strictCursor{} })},
 		{"migrates to an empty history", "migrate_state_serves_result", ReasonMigratedHistoryWrong, factoryOf(func() sdk.Provider { return lossyMigrator{} })},
+		{"caches rows across calls, so a rolled-back run's rows stay", "rolled_back_run_leaves_nothing", ReasonRolledBackKept, dbFactory(newRowCache)},
+		{"commits its rows itself, so a retried run stores twice", "retried_run_stores_once", ReasonRetryDuplicated, dbFactory(func(db *fakeDB) sdk.Provider { return selfCommitter{dbProvider{db}} })},
+		{"caches rows across calls, so another instance's stores are missed", "two_instances_one_history", ReasonInstanceDependent, dbFactory(newRowCache)},
 	}
 	cases := map[string]Case{}
 	for _, c := range CasesWith(olderStates) {
@@ -580,4 +594,179 @@ func TestSuiteStaysWithinMaxMessagesPerSession(t *testing.T) {
 	t.Logf("the most messages stored in one slot: %d", most)
 	require.NotEmpty(t, stored, "the count saw no store")
 	assert.LessOrEqual(t, most, MaxMessagesPerSession)
+}
+
+// declaring is a provider that declares ABI version abi in describe.
+type declaring struct {
+	strictCursor
+	abi string
+}
+
+func (p declaring) Describe() abi.PluginInfo {
+	info := p.strictCursor.Describe()
+	info.ABI = p.abi
+	return info
+}
+
+// TestJudgedByDeclaredMinor: a plugin that refuses a cursor issued before
+// clear with invalid_argument passes clear_forgets_history with advice when
+// it declares ABI 1.0, and fails it when it declares 1.1 or later, whose
+// rule that is.
+func TestJudgedByDeclaredMinor(t *testing.T) {
+	var clear Case
+	for _, c := range Cases() {
+		if c.Name == "clear_forgets_history" {
+			clear = c
+		}
+	}
+	require.NotNil(t, clear.Run)
+	require.Equal(t, 1, ReasonStaleCursor.Since())
+	tests := []struct {
+		name   string
+		abi    string
+		advice bool
+	}{
+		{"1.0 plugin", "1.0", true},
+		{"1.1 plugin", "1.1", false},
+		{"1.2 plugin", "1.2", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := factoryOf(func() sdk.Provider { return declaring{abi: tt.abi} })
+			v := clear.Judge(t.Context(), f)
+			assert.Equal(t, tt.abi, v.Declared)
+			if tt.advice {
+				require.NoError(t, v.Err, "a 1.0 plugin is not judged by a rule of 1.1")
+				require.Len(t, v.Advice, 1)
+				a := v.Advice[0]
+				assert.Equal(t, ReasonStaleCursor, a.Reason)
+				assert.Equal(t, "clear_forgets_history", a.Case)
+				assert.Equal(t, 1, a.Since)
+				assert.Equal(t, 0, a.Declared)
+				assert.Contains(t, a.Error(), "would fail rule stale_cursor_not_empty_last_page of 1.1 (this plugin declares 1.0)")
+				assert.ErrorIs(t, a, abi.ErrInvalidArgument)
+				// Run, which knows nothing of advice, passes it too.
+				assert.NoError(t, clear.Run(t.Context(), f))
+				return
+			}
+			var failure *Failure
+			require.ErrorAs(t, v.Err, &failure)
+			assert.Equal(t, ReasonStaleCursor, failure.Reason)
+			assert.Empty(t, v.Advice)
+		})
+	}
+	// The same plugin that answers the stale cursor with an empty last page
+	// gets no advice at 1.0.
+	v := clear.Judge(t.Context(), factoryOf(func() sdk.Provider { return pagedProvider{} }))
+	assert.NoError(t, v.Err)
+	assert.Empty(t, v.Advice)
+}
+
+// TestCaseOfALaterMinorAdvises: every failure of a case introduced by a
+// later minor than the plugin's is advice; a plugin of that minor fails it.
+func TestCaseOfALaterMinorAdvises(t *testing.T) {
+	later := judging(Case{Name: "later", Since: 2, Run: func(ctx context.Context, f Factory) error {
+		if _, err := newSubject(ctx, f); err != nil {
+			return err
+		}
+		return failf(ReasonWrongHistory, "something a 1.2 plugin must not do")
+	}})
+	for _, tt := range []struct {
+		abi  string
+		fail bool
+	}{{"1.0", false}, {"1.1", false}, {"1.2", true}} {
+		t.Run(tt.abi, func(t *testing.T) {
+			v := later.Judge(t.Context(), factoryOf(func() sdk.Provider { return declaring{abi: tt.abi} }))
+			if tt.fail {
+				var failure *Failure
+				require.ErrorAs(t, v.Err, &failure)
+				assert.Equal(t, ReasonWrongHistory, failure.Reason)
+				assert.Empty(t, v.Advice)
+				return
+			}
+			require.NoError(t, v.Err)
+			require.Len(t, v.Advice, 1)
+			assert.Equal(t, 2, v.Advice[0].Since, "a rule of minor 0 in a case of minor 2 is of minor 2")
+		})
+	}
+}
+
+// TestEveryRuleNamesItsMinor: every case and every reason a case documents
+// carries a minor this ABI has.
+func TestEveryRuleNamesItsMinor(t *testing.T) {
+	for _, c := range CasesWith(olderStates) {
+		assert.LessOrEqual(t, c.Since, abi.Minor, "case %s", c.Name)
+		for _, r := range append([]Reason{ReasonLoadFailed, ReasonCallFailed}, c.Reasons...) {
+			since, ok := reasonSince[r]
+			assert.True(t, ok, "reason %s of case %s names no minor (reasonSince)", r, c.Name)
+			assert.LessOrEqual(t, since, abi.Minor, "reason %s", r)
+		}
+	}
+}
+
+// utf16Output writes its output as a kit that measures strings in UTF-16
+// code units does (the Extism AssemblyScript kit's Host.outputString, SPEC
+// section 11.2): the output is cut at the string's UTF-16 length, which is
+// shorter than its UTF-8 bytes as soon as it holds non-ASCII text.
+func utf16Output(h abi.Handler) abi.Handler {
+	return func(ctx context.Context, export string, input []byte) ([]byte, error) {
+		out, err := h(ctx, export, input)
+		if err != nil {
+			return nil, err
+		}
+		return out[:len(utf16.Encode([]rune(string(out))))], nil
+	}
+}
+
+// asciiStore keeps text as a Latin-1 program would: every byte above 0x7f
+// that is not part of a character it knows becomes '?'.
+type asciiStore struct{ appendProvider }
+
+func (asciiStore) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	var msgs []json.RawMessage
+	for _, m := range slices.Concat(req.RequestMessages, req.ResponseMessages) {
+		b := bytes.Clone(m)
+		for i, c := range b {
+			if c > 0x7f {
+				b[i] = '?'
+			}
+		}
+		msgs = append(msgs, b)
+	}
+	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: sdk.AppendOps("/messages", msgs)}}, nil
+}
+
+// TestSuiteStoresMultiByteText: the cases that store text store multi-byte
+// UTF-8 and read it back, so a provider that measures or keeps text in
+// anything but UTF-8 bytes fails them.
+func TestSuiteStoresMultiByteText(t *testing.T) {
+	broken := []struct {
+		name   string
+		reason Reason
+		f      Factory
+	}{
+		{"cuts its output at the UTF-16 length", ReasonCallFailed, func(ctx context.Context) (Subject, error) {
+			return newHandlerSubject(ctx, utf16Output(sdk.Handler(valueProvider{})))
+		}},
+		{"turns non-ASCII bytes into '?'", ReasonWrongHistory, factoryOf(func() sdk.Provider { return asciiStore{} })},
+	}
+	for _, b := range broken {
+		t.Run(b.name, func(t *testing.T) {
+			err := caseNamed(t, "provide_returns_stored_in_order").Run(t.Context(), b.f)
+			var failure *Failure
+			require.ErrorAs(t, err, &failure, "the case passed a provider that %s", b.name)
+			assert.Equal(t, b.reason, failure.Reason, "%v", err)
+		})
+	}
+}
+
+func caseNamed(t *testing.T, name string) Case {
+	t.Helper()
+	for _, c := range CasesWith(olderStates) {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no case %q", name)
+	return Case{}
 }

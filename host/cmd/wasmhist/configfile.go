@@ -26,7 +26,7 @@ const (
 var configKeys = []string{
 	"accept-new-build", "base-url", "config", "db", "dir", "force", "json", "m", "max-input", "max-output", "memory",
 	"model", "model-name", "module", "page-size", "per-service-call", "plugin", "run", "session",
-	"state-key", "status", "store", "timeout", "wasmhist",
+	"sql", "state-key", "status", "store", "timeout", "wasmhist",
 }
 
 // configFileArg finds --config-file in args (it must be read before the

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -70,7 +69,7 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 	}
 	report := conformanceReport{
 		File: path, Plugin: first.Info().Name, Version: first.Info().Version, SHA256: first.SHA256(),
-		Config: cfg, Cases: []caseReport{},
+		Config: cfg, Cases: []caseReport{}, ABI: first.Info().ABI,
 	}
 	if !*asJSON {
 		fmt.Fprintf(e.stdout, "conformance of %s, %s\n\n", describePlugin(first), path)
@@ -90,7 +89,7 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 			return failf(cmd, "writing the report: %w", err)
 		}
 	} else {
-		fmt.Fprintf(e.stdout, "\n%d cases: %d passed, %d failed, %d skipped\n", len(cases), report.Passed, failed, skipped)
+		fmt.Fprintf(e.stdout, "\n%d cases: %d passed, %d failed, %d skipped%s\n", len(cases), report.Passed, failed, skipped, adviceSummary(report))
 	}
 	if failed > 0 {
 		return failf(cmd, "%d of %d cases failed for %s: fix the plugin (each failure above says what a conforming provider does and what this one did)", failed, len(cases), path)
@@ -122,23 +121,15 @@ func runCases(ctx context.Context, e *env, h *host.Host, path string, opts host.
 		width = max(width, len(c.Name))
 	}
 	for _, c := range cases {
-		err := runCase(ctx, h, path, opts, c)
-		cr := caseReport{Name: c.Name, Doc: c.Doc, Result: "pass"}
-		status, detail := "PASS", ""
-		var failure *sdktest.Failure
-		if why, ok := sdktest.IsSkipped(err); ok {
-			status, detail = "SKIP", "skipped: "+why
-			cr.Result, cr.Detail = "skip", why
+		v := runCase(ctx, h, path, opts, c)
+		cr, status, detail := judgeCase(c, v)
+		switch cr.Result {
+		case "fail":
+			failed++
+		case "skip":
 			skipped++
-		} else if errors.As(err, &failure) {
-			status, detail = "FAIL", fmt.Sprintf("reason %s: %v", failure.Reason, failure.Err)
-			cr.Result, cr.Reason, cr.Detail = "fail", string(failure.Reason), fmt.Sprint(failure.Err)
-			failed++
-		} else if err != nil {
-			status, detail = "FAIL", err.Error()
-			cr.Result, cr.Detail = "fail", err.Error()
-			failed++
 		}
+		report.Advised += len(cr.Advice)
 		report.Cases = append(report.Cases, cr)
 		if asJSON {
 			continue
@@ -164,6 +155,10 @@ type conformanceReport struct {
 	Passed  int             `json:"passed"`
 	Failed  int             `json:"failed"`
 	Skipped int             `json:"skipped"`
+	// ABI is the version the plugin declares, by whose rules it is judged;
+	// Advised counts the advice lines of later minors' rules.
+	ABI     string `json:"abi"`
+	Advised int    `json:"advised"`
 }
 
 // caseReport is one case's outcome: pass, fail (with the case's reason
@@ -174,11 +169,15 @@ type caseReport struct {
 	Result string `json:"result"`
 	Reason string `json:"reason,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Since is the ABI version that introduced the case; Advice what it
+	// found against rules of later minors than the plugin declares.
+	Since  string         `json:"since"`
+	Advice []adviceReport `json:"advice,omitempty"`
 }
 
 // runCase runs one case with a factory whose subjects are separate loads
 // of the plugin (so separate instances), closed when the case ends.
-func runCase(ctx context.Context, h *host.Host, path string, opts host.LoadOptions, c sdktest.Case) error {
+func runCase(ctx context.Context, h *host.Host, path string, opts host.LoadOptions, c sdktest.Case) sdktest.Verdict {
 	ctx, cancel := context.WithTimeout(ctx, caseTimeout)
 	defer cancel()
 	var mu sync.Mutex
@@ -198,7 +197,7 @@ func runCase(ctx context.Context, h *host.Host, path string, opts host.LoadOptio
 		mu.Unlock()
 		return configured{Plugin: p, config: opts.Config}, nil
 	}
-	return c.Run(ctx, factory)
+	return c.Judge(ctx, factory)
 }
 
 // configured is a loaded plugin that tells the suite its config, so that

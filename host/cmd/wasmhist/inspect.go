@@ -36,6 +36,9 @@ type inspection struct {
 	InitialState  json.RawMessage  `json:"initial_state,omitempty"`
 	ConfigSchema  json.RawMessage  `json:"config_schema,omitempty"`
 	OmitState     []string         `json:"omit_state,omitempty"`
+	// Interrupt is how the host stops a call past its deadline, with
+	// advice when that is the slow path (interruptPath).
+	Interrupt string `json:"interrupt"`
 }
 
 func runInspect(ctx context.Context, e *env, args []string) error {
@@ -83,6 +86,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 		Exports: p.Exports(), Capabilities: info.Capabilities,
 		StateVersion: info.StateVersion, StateSchema: info.StateSchema,
 		InitialState: info.InitialState, ConfigSchema: info.ConfigSchema, OmitState: info.OmitState,
+		Interrupt: interruptPath(path),
 	}
 	for _, x := range abi.OptionalExports() {
 		if !slices.Contains(r.Exports, x) {
@@ -161,6 +165,7 @@ func printInspection(w io.Writer, r inspection) {
 	if len(r.OmitState) > 0 {
 		row("omit_state", strings.Join(r.OmitState, ", "))
 	}
+	row("interrupt", r.Interrupt)
 	row("state version", fmt.Sprint(r.StateVersion))
 	block := func(title string, raw json.RawMessage) {
 		fmt.Fprintf(w, "%s:\n", title)

@@ -25,12 +25,15 @@ var pluginName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 
 func runNew(_ context.Context, e *env, args []string) error {
 	const cmd = "new"
-	fs := flagSet(e, cmd, "plugin NAME [--dir DIR] [--module PATH] [--wasmhist PATH]",
+	fs := flagSet(e, cmd, "plugin NAME [--sql] [--dir DIR] [--module PATH] [--wasmhist PATH]",
 		"Writes a new plugin module: go.mod, main.go with a provider that keeps a session's\n"+
 			"messages in its state (the quickstart's), conformance_test.go running the conformance\n"+
 			"suite on it natively, and a Makefile that builds NAME.wasm. wasmhist is not\n"+
 			"published, so go.mod replaces it with a clone: --wasmhist, or the wasmhist module\n"+
-			"the current directory is in. Then: cd DIR && go mod tidy && make && wasmhist conformance NAME.wasm")
+			"the current directory is in. With --sql, the plugin keeps history in a database the host\n"+
+			"grants (SQLite or PostgreSQL): the sqlite sample's provider under NAME.\n"+
+			"Then: cd DIR && go mod tidy && make && wasmhist conformance NAME.wasm")
+	withSQL := fs.Bool("sql", false, "write a database plugin (the sql capability) instead of one that keeps history in its state")
 	dir := fs.String("dir", "", "write the module into `DIR`, which must not exist (default ./NAME)")
 	module := fs.String("module", "", "the module `PATH` (default example.com/NAME)")
 	clone := fs.String("wasmhist", "", "the wasmhist clone to build against, a `PATH` (default: the wasmhist module the current directory is in)")
@@ -59,7 +62,11 @@ func runNew(_ context.Context, e *env, args []string) error {
 	if err != nil {
 		return failf(cmd, "reading %s: %w: check that --wasmhist is a clone of wasmhist", filepath.Join(root, "go.mod"), err)
 	}
-	files, err := pluginFiles(newPlugin{Name: name, Module: *module, Wasmhist: root, Go: goVersion})
+	render := pluginFiles
+	if *withSQL {
+		render = sqlPluginFiles
+	}
+	files, err := render(newPlugin{Name: name, Module: *module, Wasmhist: root, Go: goVersion})
 	if err != nil {
 		return failf(cmd, "generating the plugin: %w", err)
 	}
@@ -75,6 +82,9 @@ func runNew(_ context.Context, e *env, args []string) error {
 		return failf(cmd, "creating %s: %w", *dir, err)
 	}
 	for _, f := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(*dir, f.name)), 0o755); err != nil {
+			return failf(cmd, "creating %s: %w", filepath.Dir(filepath.Join(*dir, f.name)), err)
+		}
 		if err := os.WriteFile(filepath.Join(*dir, f.name), f.data, 0o644); err != nil {
 			return failf(cmd, "writing %s: %w", filepath.Join(*dir, f.name), err)
 		}
