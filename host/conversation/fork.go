@@ -14,7 +14,7 @@ import (
 
 // ErrNoSuchTurn: Fork was asked to keep more turns than a slot's history
 // has. Nothing was written.
-var ErrNoSuchTurn = errors.New("portable: the history has fewer turns")
+var ErrNoSuchTurn = errors.New("conversation: the history has fewer turns")
 
 // listPage is how many messages Fork asks the source plugin's list for
 // at a time.
@@ -86,7 +86,7 @@ func turnsOf(ctx context.Context, p *host.Plugin, src *session.Session, key stri
 			// read leaves nothing to commit.
 			page, next, err := p.List(ctx, src, key, cursor, listPage)
 			if err != nil {
-				yield(abi.Message{}, fmt.Errorf("portable: fork: listing slot %q of session %q: %w", key, src.SessionID, err))
+				yield(abi.Message{}, fmt.Errorf("conversation: fork: listing slot %q of session %q: %w", key, src.SessionID, err))
 				return
 			}
 			for _, m := range page {

@@ -21,18 +21,18 @@ var (
 	// ErrSessionExists: the target store already holds a session with the
 	// id being written. Nothing was written; import under another id, or
 	// set ImportOptions.Force to replace it.
-	ErrSessionExists = errors.New("portable: the target store already holds the session")
+	ErrSessionExists = errors.New("conversation: the target store already holds the session")
 	// ErrHistoryRefused: a target plugin refused a page of the history (a
 	// bounded plugin, a message it cannot keep, a page over the host's
 	// input limit). The error is a *RefusedError naming the slot and the
 	// messages. Nothing was written.
-	ErrHistoryRefused = errors.New("portable: the target plugin refused the history")
+	ErrHistoryRefused = errors.New("conversation: the target plugin refused the history")
 	// ErrNoPlugin: a slot of the history has no plugin to take it (or, in
 	// Fork, to read it from).
-	ErrNoPlugin = errors.New("portable: no plugin for the slot")
+	ErrNoPlugin = errors.New("conversation: no plugin for the slot")
 	// ErrInvalidTarget: a Target, a session's fields or a slot list Import
 	// cannot use as given.
-	ErrInvalidTarget = errors.New("portable: invalid import")
+	ErrInvalidTarget = errors.New("conversation: invalid import")
 )
 
 // Target is where Import and Fork write a session: its history into
@@ -93,7 +93,7 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("portable: plugin %s refused messages %d to %d of slot %q: %v\n"+
+	return fmt.Sprintf("conversation: plugin %s refused messages %d to %d of slot %q: %v\n"+
 		"nothing was imported; choose a plugin that keeps the whole history (a bounded one configured to admit it)",
 		e.Plugin, e.First, e.Last, e.Key, e.Err)
 }
@@ -160,7 +160,7 @@ func importSession(ctx context.Context, fields *session.Session, slots []SlotHis
 		next.Revision = max(next.Revision, existing.Revision+1)
 	}
 	if next.Revision > session.MaxRevision {
-		return nil, fmt.Errorf("portable: import session %q at revision %d: %w", id, next.Revision, session.ErrRevisionExhausted)
+		return nil, fmt.Errorf("conversation: import session %q at revision %d: %w", id, next.Revision, session.ErrRevisionExhausted)
 	}
 
 	tx := txn.New()
@@ -184,7 +184,7 @@ func importSession(ctx context.Context, fields *session.Session, slots []SlotHis
 		}
 		pr, err := p.Provider(sl.Key).Provenance(ctx)
 		if err != nil {
-			return fail(fmt.Errorf("portable: import session %q: %w", id, err))
+			return fail(fmt.Errorf("conversation: import session %q: %w", id, err))
 		}
 		if pr.Storage != "" {
 			// The rows are this session's own: package agent runs it.
@@ -203,7 +203,7 @@ func importSession(ctx context.Context, fields *session.Session, slots []SlotHis
 		if errors.Is(err, session.ErrStaleRevision) {
 			return nil, fmt.Errorf("%w: session %q was written there meanwhile, or a database's journal holds it: %w", ErrSessionExists, id, err)
 		}
-		return nil, fmt.Errorf("portable: import session %q: %w", id, err)
+		return nil, fmt.Errorf("conversation: import session %q: %w", id, err)
 	}
 	return next.Clone(), nil
 }
@@ -252,7 +252,7 @@ func loadExisting(ctx context.Context, saver store.Saver, id string) (*session.S
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("portable: import session %q: reading the target store: %w", id, err)
+		return nil, fmt.Errorf("conversation: import session %q: reading the target store: %w", id, err)
 	}
 	return s, nil
 }
@@ -276,13 +276,13 @@ func clearReplaced(ctx context.Context, old *session.Session, to Target) error {
 		}
 		cur, err := p.Provider(key).Provenance(ctx)
 		if err != nil {
-			return fmt.Errorf("portable: replacing session %q: %w", old.SessionID, err)
+			return fmt.Errorf("conversation: replacing session %q: %w", old.SessionID, err)
 		}
 		if cur.Storage != rec.Storage || (rec.Session != "" && rec.Session != old.SessionID) {
 			continue
 		}
 		if err := p.Clear(ctx, old.Clone(), key); err != nil && !errors.Is(err, host.ErrUnsupported) {
-			return fmt.Errorf("portable: replacing session %q: clearing slot %q: %w", old.SessionID, key, err)
+			return fmt.Errorf("conversation: replacing session %q: clearing slot %q: %w", old.SessionID, key, err)
 		}
 	}
 	return nil
@@ -305,7 +305,7 @@ func writeSlot(ctx context.Context, s *session.Session, p *host.Plugin, sl SlotH
 			if refused(err) {
 				return &RefusedError{Key: sl.Key, Plugin: p.Info().Name, First: stored, Last: stored + len(page) - 1, Err: err}
 			}
-			return fmt.Errorf("portable: storing messages %d to %d of slot %q: %w", stored, stored+len(page)-1, sl.Key, err)
+			return fmt.Errorf("conversation: storing messages %d to %d of slot %q: %w", stored, stored+len(page)-1, sl.Key, err)
 		}
 		stored += len(page)
 		page, bytes = page[:0], 0
@@ -313,7 +313,7 @@ func writeSlot(ctx context.Context, s *session.Session, p *host.Plugin, sl SlotH
 	}
 	for m, err := range sl.History {
 		if err != nil {
-			return fmt.Errorf("portable: reading message %d of slot %q: %w", stored+len(page), sl.Key, err)
+			return fmt.Errorf("conversation: reading message %d of slot %q: %w", stored+len(page), sl.Key, err)
 		}
 		if isInput(m) {
 			// A call still open at the next input is never answered: in
@@ -328,7 +328,7 @@ func writeSlot(ctx context.Context, s *session.Session, p *host.Plugin, sl SlotH
 		}
 		size, err := messageSize(m)
 		if err != nil {
-			return fmt.Errorf("portable: message %d of slot %q: %w", stored+len(page), sl.Key, err)
+			return fmt.Errorf("conversation: message %d of slot %q: %w", stored+len(page), sl.Key, err)
 		}
 		page = append(page, m)
 		bytes += size
