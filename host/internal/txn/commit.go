@@ -153,19 +153,9 @@ func (t *Txn) CommitSession(ctx context.Context, next *session.Session, st Store
 		abort()
 		return err
 	}
-	for _, target := range targets {
-		if prep != nil && prep.Target() == target {
-			continue
-		}
-		if err := t.Put(ctx, target, Journal, next.SessionID, next.Revision, data); err != nil {
-			if errors.Is(err, ErrStale) && st.Saver != nil {
-				err = t.repair(ctx, st, target, next, err, abort)
-			}
-			if err != nil {
-				abort()
-				return err
-			}
-		}
+	if err := t.journal(ctx, st, targets, prep, next, data, abort); err != nil {
+		abort()
+		return err
 	}
 	t.mu.Lock()
 	t.fault = st.step
@@ -195,6 +185,26 @@ func (t *Txn) CommitSession(ctx context.Context, next *session.Session, st Store
 		}
 	}
 	return st.step(StepAfterSessionDone)
+}
+
+// journal writes next's journal row into every target but the one the
+// session row went into (prep's), refused where the journal holds a
+// revision not lower: then repair decides whether the store is behind.
+func (t *Txn) journal(ctx context.Context, st Store, targets []string, prep Prepared, next *session.Session, data []byte, abort func()) error {
+	for _, target := range targets {
+		if prep != nil && prep.Target() == target {
+			continue
+		}
+		if err := t.Put(ctx, target, Journal, next.SessionID, next.Revision, data); err != nil {
+			if errors.Is(err, ErrStale) && st.Saver != nil {
+				err = t.repair(ctx, st, target, next, err, abort)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // repair handles a journal row not older than the run's session: a run of
