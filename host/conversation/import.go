@@ -75,11 +75,13 @@ type ImportOptions struct {
 	PageBytes    int
 }
 
-// Page bounds of an import's store calls: 256 messages or 1 MiB of JSON,
-// an eighth of the host's default input limit (host.DefaultLimits), so a
-// page with the plugin's state and the request envelope stays under it.
+// Page bounds of an import's store calls: 128 messages (the sample sqlite
+// plugin writes a row a message, under the sql capability's 256 statements
+// a request) or 1 MiB of JSON, an eighth of the host's default input limit
+// (host.DefaultLimits), so a page with the plugin's state and the request
+// envelope stays under it. A page refused as too large is split.
 const (
-	DefaultPageMessages = 256
+	DefaultPageMessages = 128
 	DefaultPageBytes    = 1 << 20
 )
 
@@ -297,15 +299,36 @@ func writeSlot(ctx context.Context, s *session.Session, p *host.Plugin, sl SlotH
 		stored int
 		open   = map[string]bool{} // calls of the page without a result yet
 	)
+	// put stores page, the slot's messages from first on. A page the
+	// plugin or the host refuses as too large (a plugin's cap on
+	// statements or rows, the host's input limit) is stored in two halves,
+	// split where no call of the page waits for its result, down to pages
+	// that cannot be split: the refusal then names the messages it is about.
+	var put func(page []abi.Message, first int) error
+	put = func(page []abi.Message, first int) error {
+		err := pp.Store(ctx, s, page, nil)
+		if err == nil {
+			return nil
+		}
+		if tooLarge(err) {
+			if i := splitPoint(page); i > 0 {
+				if err := put(page[:i], first); err != nil {
+					return err
+				}
+				return put(page[i:], first+i)
+			}
+		}
+		if refused(err) {
+			return &RefusedError{Key: sl.Key, Plugin: p.Info().Name, First: first, Last: first + len(page) - 1, Err: err}
+		}
+		return fmt.Errorf("conversation: storing messages %d to %d of slot %q: %w", first, first+len(page)-1, sl.Key, err)
+	}
 	flush := func() error {
 		if len(page) == 0 {
 			return nil
 		}
-		if err := pp.Store(ctx, s, page, nil); err != nil {
-			if refused(err) {
-				return &RefusedError{Key: sl.Key, Plugin: p.Info().Name, First: stored, Last: stored + len(page) - 1, Err: err}
-			}
-			return fmt.Errorf("conversation: storing messages %d to %d of slot %q: %w", stored, stored+len(page)-1, sl.Key, err)
+		if err := put(page, stored); err != nil {
+			return err
 		}
 		stored += len(page)
 		page, bytes = page[:0], 0
@@ -341,6 +364,33 @@ func writeSlot(ctx context.Context, s *session.Session, p *host.Plugin, sl SlotH
 	}
 	return flush()
 }
+
+// tooLarge reports a refusal of a page that a smaller page may avoid.
+func tooLarge(err error) bool {
+	return errors.Is(err, abi.ErrResourceExhausted) || errors.Is(err, host.ErrInputTooLarge) ||
+		errors.Is(err, host.ErrOutputTooLarge) || errors.Is(err, host.ErrMemoryLimit)
+}
+
+// splitPoint is the index nearest the middle of page where no call of
+// page[:i] waits for its result, or 0 when there is none.
+func splitPoint(page []abi.Message) int {
+	open := map[string]bool{}
+	best := 0
+	for i, m := range page[:len(page)-1] {
+		for _, id := range m.CallIDs() {
+			open[id] = true
+		}
+		for _, id := range m.ResultIDs() {
+			delete(open, id)
+		}
+		if len(open) == 0 && (best == 0 || abs(i+1-len(page)/2) < abs(best-len(page)/2)) {
+			best = i + 1
+		}
+	}
+	return best
+}
+
+func abs(x int) int { return max(x, -x) }
 
 // refused reports a store error that is the plugin's or the host's answer
 // to what was sent, not a failure of the storage under it.

@@ -409,7 +409,10 @@ func TestImportOfARefusedHistory(t *testing.T) {
 	require.ErrorIs(t, err, conversation.ErrHistoryRefused)
 	var re *conversation.RefusedError
 	require.ErrorAs(t, err, &re)
-	assert.Equal(t, conversation.RefusedError{Key: key, Plugin: "bounded", First: 4, Last: 7, Err: re.Err}, *re)
+	// The refused page (messages 4 to 7) is split until what remains
+	// cannot be: message 4 fits the bound, the call and its result (5, 6)
+	// are refused together.
+	assert.Equal(t, conversation.RefusedError{Key: key, Plugin: "bounded", First: 5, Last: 6, Err: re.Err}, *re)
 	require.ErrorIs(t, err, abi.ErrResourceExhausted, "the plugin's own code")
 	assert.Contains(t, err.Error(), "nothing was imported")
 	_, err = st.Load(ctx, "refused")
@@ -494,4 +497,19 @@ func TestImportIsAllOrNothing(t *testing.T) {
 			assert.Len(t, history(t, pr.plugin, stored), 12)
 		})
 	}
+}
+
+// TestImportSplitsAPageTooLarge: a page the plugin refuses as too large
+// (the sqlite plugin writes a row a message, under the sql capability's
+// 256 statements a request) is stored in halves, never splitting a call
+// from its result; the whole history is imported.
+func TestImportSplitsAPageTooLarge(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	pr := r.pair(t, sqliteOnSQLite, sqliteStore)
+	msgs := turnsOfChat(150) // 600 messages
+	got, err := conversation.Import(ctx, &session.Session{SessionID: "big"}, []conversation.SlotHistory{{Key: key, History: values(msgs)}}, pr.target("big"), &conversation.ImportOptions{PageMessages: 600})
+	require.NoError(t, err)
+	assert.Equal(t, texts(msgs), texts(history(t, pr.plugin, got)))
+	assert.Equal(t, len(msgs), pr.rows(t))
 }

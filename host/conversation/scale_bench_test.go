@@ -1,0 +1,95 @@
+package conversation_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/conversation"
+	"github.com/wasmhist/wasmhist/host/pggrant"
+	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/sqlgrant"
+	"github.com/wasmhist/wasmhist/host/store"
+	"github.com/wasmhist/wasmhist/host/store/pgstore"
+	"github.com/wasmhist/wasmhist/host/store/sqlitestore"
+	"github.com/wasmhist/wasmhist/internal/pgtest"
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
+)
+
+// BenchmarkScale imports a conversation of n messages (turns of a user
+// line, a tool call, its result and an answer) into the sqlite plugin with
+// the session store in the same database, on SQLite and on PostgreSQL, and
+// forks it whole into a new session; it reports the time per message, which
+// stays flat when both are linear in the history.
+func BenchmarkScale(b *testing.B) {
+	ctx := context.Background()
+	h, err := host.New(ctx, host.Config{})
+	require.NoError(b, err)
+	defer h.Close(ctx)
+	wasm := host.File(sdktest.BuildPlugin(b, "../../plugins/sqlite"))
+	var dsn string
+	engines := []struct {
+		name string
+		open func(b *testing.B, n int) (*host.Plugin, store.Store)
+	}{
+		{"sqlite", func(b *testing.B, n int) (*host.Plugin, store.Store) {
+			db := filepath.Join(b.TempDir(), "h.db")
+			p, err := h.Load(ctx, wasm, host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: db})}})
+			require.NoError(b, err)
+			st, err := sqlitestore.Open(db)
+			require.NoError(b, err)
+			b.Cleanup(func() { st.Close(); p.Close(ctx) })
+			return p, st
+		}},
+		{"postgres", func(b *testing.B, n int) (*host.Plugin, store.Store) {
+			if dsn == "" {
+				dsn = pgtest.Start(b).DSN("postgres")
+			}
+			name := fmt.Sprint("db", n)
+			p, err := h.Load(ctx, wasm, host.LoadOptions{Grants: []host.Grant{pggrant.New(pggrant.Config{Name: name, AdminDSN: dsn, Schema: "data" + name, HostSchema: "host" + name})}})
+			require.NoError(b, err)
+			st, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Name: name, Schema: "host" + name})
+			require.NoError(b, err)
+			b.Cleanup(func() { st.Close(); p.Close(ctx) })
+			return p, st
+		}},
+	}
+	run := 0
+	for _, e := range engines {
+		for _, n := range []int{1_000, 10_000, 100_000} {
+			msgs := turnsOfChat(n / 4)
+			b.Run(fmt.Sprintf("%s/import/messages=%d", e.name, n), func(b *testing.B) {
+				run++
+				p, st := e.open(b, run)
+				to := conversation.Target{Store: st, Plugins: map[string]*host.Plugin{key: p}}
+				i := 0
+				for b.Loop() {
+					i++
+					_, err := conversation.Import(ctx, &session.Session{SessionID: fmt.Sprint("s", i)}, []conversation.SlotHistory{{Key: key, History: values(msgs)}}, to, nil)
+					require.NoError(b, err)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/msg")
+			})
+			b.Run(fmt.Sprintf("%s/fork/messages=%d", e.name, n), func(b *testing.B) {
+				run++
+				p, st := e.open(b, run)
+				plugins := map[string]*host.Plugin{key: p}
+				to := conversation.Target{Store: st, Plugins: plugins}
+				src, err := conversation.Import(ctx, &session.Session{SessionID: "src"}, []conversation.SlotHistory{{Key: key, History: values(msgs)}}, to, nil)
+				require.NoError(b, err)
+				i := 0
+				b.ResetTimer()
+				for b.Loop() {
+					i++
+					_, err := conversation.Fork(ctx, src, plugins, 0, to, fmt.Sprint("f", i))
+					require.NoError(b, err)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/msg")
+			})
+		}
+	}
+}
