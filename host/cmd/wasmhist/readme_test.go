@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// pluginFlagNames are what the README's "[plugin flags]" stands for.
+// pluginFlagNames are what the command reference's "[plugin flags]" stands for.
 var pluginFlagNames = []string{"config", "timeout", "memory", "max-input", "max-output"}
 
 var (
@@ -20,13 +20,14 @@ var (
 	readmeFlag = regexp.MustCompile(`(?:^|[\s\[])--?([a-z][a-z-]*)`)
 )
 
-// TestReadmeCommandTable: the README's command table shows, for every
-// command, exactly the flags its --help lists.
+// TestReadmeCommandTable: the command table of docs/commands.md (the
+// reference the README links to) shows, for every command, exactly the
+// flags its --help lists.
 func TestReadmeCommandTable(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "commands.md"))
 	require.NoError(t, err)
 	rows := readmeRow.FindAllStringSubmatch(string(b), -1)
-	require.NotEmpty(t, rows, "no command table in README.md")
+	require.NotEmpty(t, rows, "no command table in docs/commands.md")
 	seen := map[string]bool{}
 	for _, row := range rows {
 		synopsis := strings.ReplaceAll(row[1], `\|`, "|")
@@ -56,7 +57,7 @@ func TestReadmeCommandTable(t *testing.T) {
 			}
 			slices.Sort(documented)
 			slices.Sort(listed)
-			assert.Equal(t, listed, documented, "README row for %q against its --help", name)
+			assert.Equal(t, listed, documented, "docs/commands.md row for %q against its --help", name)
 		})
 		seen[name] = true
 	}
@@ -64,6 +65,6 @@ func TestReadmeCommandTable(t *testing.T) {
 		if len(p) == 1 && p[0] == "session" {
 			continue // documented through its subcommands
 		}
-		assert.True(t, seen[strings.Join(p, " ")], "README's command table has no row for %q", strings.Join(p, " "))
+		assert.True(t, seen[strings.Join(p, " ")], "docs/commands.md's command table has no row for %q", strings.Join(p, " "))
 	}
 }
