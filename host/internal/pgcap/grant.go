@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
@@ -37,6 +38,10 @@ type Config struct {
 	Tenant func(ctx context.Context) (string, error)
 	// Limits bound each request.
 	Limits Limits
+	// LockWait bounds the time the statements of one call wait for locks
+	// other transactions hold, which is not the plugin's (see busy.go);
+	// DefaultLockWait when zero.
+	LockWait time.Duration
 }
 
 func (c *Config) hostSchema() string {
@@ -89,6 +94,9 @@ func (c *Config) schema(ctx context.Context) (string, error) {
 // NewGrant returns a grant of the sql capability on PostgreSQL.
 func NewGrant(cfg Config) capability.Grant {
 	cfg.Limits = cfg.Limits.WithDefaults()
+	if cfg.LockWait <= 0 {
+		cfg.LockWait = DefaultLockWait
+	}
 	return &grant{cfg: cfg}
 }
 
@@ -124,7 +132,7 @@ func (g *grant) Begin(ctx context.Context, b capability.Backend) (capability.Ses
 	if err != nil {
 		return nil, err
 	}
-	s := &session{db: db, role: r, conn: c, pc: c.Conn().PgConn(), limits: g.cfg.Limits, calls: txn.NewCalls()}
+	s := &session{db: db, role: r, conn: c, pc: c.Conn().PgConn(), limits: g.cfg.Limits, lockWait: g.cfg.LockWait, calls: txn.NewCalls()}
 	s.deadline, _ = ctx.Deadline()
 	return s, nil
 }

@@ -81,7 +81,10 @@ func (s *session) HostExec(ctx context.Context, q string) error { return s.host(
 
 // CallStarts implements txn.Conn: the host's statements of the call end by
 // the call's deadline.
-func (s *session) CallStarts(ctx context.Context) { s.deadline, _ = ctx.Deadline() }
+func (s *session) CallStarts(ctx context.Context) {
+	s.deadline, _ = ctx.Deadline()
+	s.waited = 0 // each call may wait LockWait for others' locks
+}
 
 // CallKept implements txn.Conn: from here the Txn commits the call's work,
 // within the run's remaining time rather than the call's.

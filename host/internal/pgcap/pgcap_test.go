@@ -141,6 +141,7 @@ func TestPostgreSQL(t *testing.T) {
 			t.Run("hostile", func(t *testing.T) { testHostile(t, e) })
 			t.Run("transaction control", func(t *testing.T) { testTransactionControl(t, e) })
 			t.Run("limits", func(t *testing.T) { testLimits(t, e) })
+			t.Run("lock waits", func(t *testing.T) { testLockWait(t, e) })
 			t.Run("session state reset", func(t *testing.T) { testReset(t, e) })
 			t.Run("tenants", func(t *testing.T) { testTenants(t, e) })
 			t.Run("txn", func(t *testing.T) { testTxn(t, e) })
@@ -403,7 +404,7 @@ func testTransactionControl(t *testing.T, e *env) {
 func testLimits(t *testing.T, e *env) {
 	ctx := context.Background()
 	g := e.grant("limits", Limits{Timeout: 300 * time.Millisecond, MaxRows: 100, MaxResultBytes: 64 << 10, MaxStatements: 3, MaxRequestBytes: 4096})
-	e.oneCall(t, g, "CREATE TABLE t (x integer)", "INSERT INTO t VALUES (1)", "CREATE TABLE locked (x integer)")
+	e.oneCall(t, g, "CREATE TABLE t (x integer)", "INSERT INTO t VALUES (1)")
 	const endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
 	for _, tt := range []struct {
 		name   string
@@ -414,21 +415,12 @@ func testLimits(t *testing.T, e *env) {
 		{"pg_sleep", []string{"SELECT pg_sleep(30)"}, abi.ErrResourceExhausted, true},
 		{"endless recursive cte", []string{endless + "SELECT count(*) FROM c"}, abi.ErrResourceExhausted, true},
 		{"statement_timeout off", []string{"SET statement_timeout = 0", "SELECT pg_sleep(30)"}, abi.ErrResourceExhausted, true},
-		{"lock wait", []string{"SET lock_timeout = 0", "SELECT * FROM locked"}, abi.ErrResourceExhausted, true},
 		{"too many rows", []string{endless + "SELECT x FROM c"}, abi.ErrResourceExhausted, false},
 		{"too many bytes", []string{"SELECT repeat('x', 100000)"}, abi.ErrResourceExhausted, false},
 		{"too many statements", []string{"SELECT 1", "SELECT 2", "SELECT 3", "SELECT 4"}, abi.ErrResourceExhausted, false},
 		{"too large a request", []string{"SELECT '" + strings.Repeat("x", 5000) + "'"}, abi.ErrResourceExhausted, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.name == "lock wait" {
-				// Another connection holds the table.
-				tx, err := e.admin.Begin(ctx)
-				require.NoError(t, err)
-				defer tx.Rollback(ctx)
-				_, err = tx.Exec(ctx, "LOCK TABLE limits.locked IN ACCESS EXCLUSIVE MODE")
-				require.NoError(t, err)
-			}
 			c := e.begin(ctx, t, g)
 			start := time.Now()
 			_, err := c.sql(ctx, "INSERT INTO t VALUES (2)")
