@@ -38,11 +38,14 @@ func (s *session) Accept(ctx context.Context, g capability.Grant) error {
 	if !ok {
 		return fmt.Errorf("pgcap: %s is held by a PostgreSQL transaction; a grant of type %T cannot join it", txn.PostgresTarget(s.db.name), g)
 	}
-	schema, err := pg.cfg.schema(ctx)
+	if pg.cfg.AdminDSN != s.db.dsn {
+		return fmt.Errorf("pgcap: %s: this run's transaction is another database's: give the grants on different databases different names", txn.PostgresTarget(s.db.name))
+	}
+	schema, _, err := pg.cfg.schema(ctx, s.db.key)
 	if err != nil {
 		return err
 	}
-	if schema != s.role.schema || pg.cfg.AdminDSN != s.db.dsn {
+	if schema != s.role.schema {
 		return fmt.Errorf("pgcap: %s: this run's transaction is schema %q's; schema %q cannot join it: give the grants on different schemas different names",
 			txn.PostgresTarget(s.db.name), s.role.schema, schema)
 	}
