@@ -203,7 +203,7 @@ func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
 // transaction.
 func (s *session) usable() error {
 	if s.failed != nil {
-		return fmt.Errorf("pgcap: %s: the transaction was lost: %w", s.db.name, s.failed)
+		return fmt.Errorf("pgcap: %s: the transaction was lost: %w", s.db.name, hostCause(s.failed))
 	}
 	if !s.began || s.ended {
 		return fmt.Errorf("pgcap: %s: %w", s.db.name, txn.ErrNoTarget)
