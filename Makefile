@@ -48,7 +48,7 @@ test: plugins
 test-under-load: plugins
 	@pids=""; for i in $$(seq $$((4 * $$(nproc)))); do (while :; do :; done) & pids="$$pids $$!"; done; \
 	trap 'kill $$pids' EXIT; \
-	$(GO) test -count=1 -run '^TestConcurrentProcessesOneSession$$/^(file|sqlite-same-db|sqlite-other-db)$$' ./host/agent/ && \
+	$(GO) test -count=1 -run '^TestConcurrentProcessesOneSession$$/^(file|sqlite-same-db|sqlite-other-db|postgres-same-db)$$' ./host/agent/ && \
 	$(GO) test -count=1 -run '^(TestManyProcessesOneFile|TestConcurrentChatsOneSQLiteStore)$$' ./host/internal/sqlcap/ ./host/cmd/wasmhist/
 
 # Static checks; fails on a dirty tree so CI sees what a developer forgot.

@@ -69,7 +69,9 @@ type Config struct {
 	// plugins never use it.
 	AdminDSN string
 	// Schema is the plugin's schema (1 to 40 of a-z, 0-9, _). With
-	// TenantFunc, the prefix of one schema per tenant: Schema__tenant.
+	// TenantFunc, the prefix of one schema per tenant: Schema__ and an
+	// HMAC of the tenant, which no plugin role can map back (the host
+	// schema's tenants table, readable by the admin, does).
 	Schema string
 	// HostSchema is the host's schema; empty means "wasmhist", the
 	// session store's default. It must be the session store's for a run's

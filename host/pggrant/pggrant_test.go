@@ -153,11 +153,16 @@ func TestPostgreSQL(t *testing.T) {
 			_, err := runSQL(ctx, t, p, false, "CREATE TABLE secret (x text)", "INSERT INTO secret VALUES ('"+tenant+"')")
 			require.NoError(t, err)
 		}
+		// Schema names do not say the tenant; the operator finds them in
+		// the host schema's tenants table.
+		schema := func(tenant string) string {
+			return value(t, "SELECT schema FROM wasmhist.tenants WHERE prefix = 'app' AND tenant = '"+tenant+"'")
+		}
 		ctx := context.WithValue(t.Context(), tenantKey{}, "acme")
-		_, err := runSQL(ctx, t, p, false, "SELECT x FROM app__globex.secret")
+		_, err := runSQL(ctx, t, p, false, "SELECT x FROM "+schema("globex")+".secret")
 		require.ErrorIs(t, err, abi.ErrPermissionDenied)
-		assert.Equal(t, "acme", value(t, "SELECT x FROM app__acme.secret"))
-		assert.Equal(t, "globex", value(t, "SELECT x FROM app__globex.secret"))
+		assert.Equal(t, "acme", value(t, "SELECT x FROM "+schema("acme")+".secret"))
+		assert.Equal(t, "globex", value(t, "SELECT x FROM "+schema("globex")+".secret"))
 		_, err = runSQL(t.Context(), t, p, false, "SELECT 1")
 		require.ErrorContains(t, err, "no tenant")
 	})

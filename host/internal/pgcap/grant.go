@@ -2,9 +2,13 @@ package pgcap
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
@@ -28,7 +32,7 @@ type Config struct {
 	// plugin's statements.
 	AdminDSN string
 	// Schema is the plugin's schema; with Tenant, the prefix of one schema
-	// per tenant (Schema + "__" + tenant).
+	// per tenant (Schema + "__" + an opaque suffix, see tenantSchema).
 	Schema string
 	// HostSchema is the host's schema (DefaultHostSchema when empty).
 	HostSchema string
@@ -37,6 +41,10 @@ type Config struct {
 	Tenant func(ctx context.Context) (string, error)
 	// Limits bound each request.
 	Limits Limits
+	// LockWait bounds the time the statements of one call wait for locks
+	// other transactions hold, which is not the plugin's (see busy.go);
+	// DefaultLockWait when zero.
+	LockWait time.Duration
 }
 
 func (c *Config) hostSchema() string {
@@ -68,27 +76,43 @@ func (c *Config) Check() error {
 	return nil
 }
 
-// schema returns the plugin schema of the call in ctx.
-func (c *Config) schema(ctx context.Context) (string, error) {
+// schema returns the plugin schema of the call in ctx on a database
+// whose host key is key and, for a tenant's schema, the name it had before
+// tenant names became opaque (see tenantSchema).
+func (c *Config) schema(ctx context.Context, key string) (schema, legacy string, err error) {
 	if err := c.Check(); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if c.Tenant == nil {
-		return c.Schema, nil
+		return c.Schema, "", nil
 	}
 	t, err := c.Tenant(ctx)
 	if err != nil {
-		return "", fmt.Errorf("pgcap: %s: choose tenant: %w", c.Name, err)
+		return "", "", fmt.Errorf("pgcap: %s: choose tenant: %w", c.Name, err)
 	}
 	if !tenantName.MatchString(t) {
-		return "", fmt.Errorf("pgcap: %s: tenant %q: want 1 to 20 of a-z, 0-9 and _", c.Name, t)
+		return "", "", fmt.Errorf("pgcap: %s: tenant %q: want 1 to 20 of a-z, 0-9 and _", c.Name, t)
 	}
-	return c.Schema + "__" + t, nil
+	return tenantSchema(key, c.Schema, t), c.Schema + "__" + t, nil
+}
+
+// tenantSchema is the schema of tenant t of the grants on schema prefix:
+// the prefix and 80 bits of an HMAC of both under the host key, so that
+// no plugin role reads a tenant's name in the catalog (schema, role and
+// application names). The host schema's tenants table, readable by the
+// admin only, maps each back to its tenant.
+func tenantSchema(key, prefix, t string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte("wasmhist tenant schema\x00" + prefix + "\x00" + t))
+	return prefix + "__" + hex.EncodeToString(m.Sum(nil))[:20]
 }
 
 // NewGrant returns a grant of the sql capability on PostgreSQL.
 func NewGrant(cfg Config) capability.Grant {
 	cfg.Limits = cfg.Limits.WithDefaults()
+	if cfg.LockWait <= 0 {
+		cfg.LockWait = DefaultLockWait
+	}
 	return &grant{cfg: cfg}
 }
 
@@ -103,20 +127,33 @@ func (g *grant) Engine() string { return Engine }
 
 // Begin takes a connection of the call's role. The transaction begins with
 // the first request.
+//
+// Connecting and provisioning (the host schema, the role; hosts starting
+// together take turns on the host schema's lock) are the host's work, not
+// the plugin's: the call's clock stands still meanwhile, as during a lock
+// wait (see busy.go), for up to provisionWait.
 func (g *grant) Begin(ctx context.Context, b capability.Backend) (capability.Session, error) {
 	store, ok := b.(*Store)
 	if !ok {
 		return nil, fmt.Errorf("pgcap: backend of unexpected type %T", b)
 	}
-	schema, err := g.cfg.schema(ctx)
-	if err != nil {
+	if err := g.cfg.Check(); err != nil {
 		return nil, err
 	}
+	deadline, _ := ctx.Deadline()
+	resume := capability.Pause(ctx)
+	defer resume()
+	ctx, cancel := context.WithTimeout(ctx, provisionWait)
+	defer cancel()
 	db, err := store.database(ctx, &g.cfg)
 	if err != nil {
 		return nil, err
 	}
-	r, err := db.role(ctx, schema)
+	schema, legacy, err := g.cfg.schema(ctx, db.key)
+	if err != nil {
+		return nil, err
+	}
+	r, err := db.tenantRole(ctx, schema, legacy)
 	if err != nil {
 		return nil, err
 	}
@@ -124,10 +161,14 @@ func (g *grant) Begin(ctx context.Context, b capability.Backend) (capability.Ses
 	if err != nil {
 		return nil, err
 	}
-	s := &session{db: db, role: r, conn: c, pc: c.Conn().PgConn(), limits: g.cfg.Limits, calls: txn.NewCalls()}
-	s.deadline, _ = ctx.Deadline()
+	s := &session{db: db, role: r, conn: c, pc: c.Conn().PgConn(), limits: g.cfg.Limits, lockWait: g.cfg.LockWait, calls: txn.NewCalls()}
+	s.deadline = deadline
 	return s, nil
 }
+
+// provisionWait bounds what a call waits for its connection, provisioning
+// included: provisioning's own bound (see database.init).
+const provisionWait = 30 * time.Second
 
 // Kind is the sql capability on PostgreSQL as a Host registers it.
 var Kind = capability.Kind{

@@ -207,7 +207,8 @@ func testShared(t *testing.T, e *env) {
 		"SELECT lo_unlink(lo_from_bytea(0, 'gone before the commit'))"))
 	require.NoError(t, call(t, b, "SELECT 1"))
 	db := e.adminValue(t, "SELECT current_database()::text")
-	roleB := roleName(db, "bridge__b")
+	sa, sb := e.tenantSchema(t, "bridge", "a"), e.tenantSchema(t, "bridge", "b")
+	roleB := roleName(db, sb)
 
 	for _, tt := range []struct {
 		name string
@@ -215,8 +216,8 @@ func testShared(t *testing.T, e *env) {
 		// names is in the refusal: what was shared, with whom.
 		names string
 	}{
-		{"schema to PUBLIC", []string{"GRANT USAGE ON SCHEMA bridge__a TO PUBLIC"}, "schema bridge__a to PUBLIC"},
-		{"schema to the other tenant", []string{"GRANT USAGE, CREATE ON SCHEMA bridge__a TO " + roleB}, "schema bridge__a to " + roleB},
+		{"schema to PUBLIC", []string{"GRANT USAGE ON SCHEMA " + sa + " TO PUBLIC"}, "schema " + sa + " to PUBLIC"},
+		{"schema to the other tenant", []string{"GRANT USAGE, CREATE ON SCHEMA " + sa + " TO " + roleB}, "schema " + sa + " to " + roleB},
 		{"table to PUBLIC", []string{"GRANT SELECT, INSERT ON secret TO PUBLIC"}, "relation secret to PUBLIC"},
 		{"table to the other tenant", []string{"GRANT ALL ON secret TO " + roleB}, "relation secret to " + roleB},
 		{"column to PUBLIC", []string{"GRANT SELECT (x) ON secret TO PUBLIC"}, "column secret.x to PUBLIC"},
@@ -233,10 +234,10 @@ func testShared(t *testing.T, e *env) {
 			require.ErrorIs(t, err, ErrShared)
 			assert.Contains(t, err.Error(), tt.names)
 			c := e.begin(b, t, g)
-			_, err = c.sql(b, "SELECT x FROM bridge__a.secret")
+			_, err = c.sql(b, "SELECT x FROM "+sa+".secret")
 			require.ErrorIs(t, err, abi.ErrPermissionDenied, "tenant b reads a's table")
 			c.end(b, false)
-			assert.Equal(t, "f f", e.adminValue(t, "SELECT concat_ws(' ', has_schema_privilege('"+roleB+"', 'bridge__a', 'USAGE'), has_table_privilege('"+roleB+"', 'bridge__a.secret', 'SELECT'))"))
+			assert.Equal(t, "f f", e.adminValue(t, "SELECT concat_ws(' ', has_schema_privilege('"+roleB+"', '"+sa+"', 'USAGE'), has_table_privilege('"+roleB+"', '"+sa+".secret', 'SELECT'))"))
 			assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_largeobject_metadata"))
 			assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_default_acl"))
 		})
@@ -250,11 +251,11 @@ func testShared(t *testing.T, e *env) {
 		require.NoError(t, tx.Put(ctx, txn.PostgresTarget("main"), txn.Sessions, "bridged", 1, []byte(`{}`)))
 		require.ErrorIs(t, tx.Commit(ctx), ErrShared)
 		assert.Equal(t, "<no row>", e.adminValue(t, "SELECT id FROM wasmhist.sessions WHERE id = 'bridged'"))
-		assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM bridge__a.secret"))
+		assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM "+sa+".secret"))
 	})
 	t.Run("membership", func(t *testing.T) {
 		c := e.begin(a, t, g)
-		_, err := c.sql(a, "GRANT "+roleName(db, "bridge__a")+" TO "+roleB)
+		_, err := c.sql(a, "GRANT "+roleName(db, sa)+" TO "+roleB)
 		c.end(a, true)
 		require.ErrorIs(t, err, abi.ErrPermissionDenied)
 		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_auth_members WHERE member = '"+roleB+"'::regrole"))

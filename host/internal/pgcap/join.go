@@ -38,11 +38,14 @@ func (s *session) Accept(ctx context.Context, g capability.Grant) error {
 	if !ok {
 		return fmt.Errorf("pgcap: %s is held by a PostgreSQL transaction; a grant of type %T cannot join it", txn.PostgresTarget(s.db.name), g)
 	}
-	schema, err := pg.cfg.schema(ctx)
+	if pg.cfg.AdminDSN != s.db.dsn {
+		return fmt.Errorf("pgcap: %s: this run's transaction is another database's: give the grants on different databases different names", txn.PostgresTarget(s.db.name))
+	}
+	schema, _, err := pg.cfg.schema(ctx, s.db.key)
 	if err != nil {
 		return err
 	}
-	if schema != s.role.schema || pg.cfg.AdminDSN != s.db.dsn {
+	if schema != s.role.schema {
 		return fmt.Errorf("pgcap: %s: this run's transaction is schema %q's; schema %q cannot join it: give the grants on different schemas different names",
 			txn.PostgresTarget(s.db.name), s.role.schema, schema)
 	}
@@ -81,7 +84,10 @@ func (s *session) HostExec(ctx context.Context, q string) error { return s.host(
 
 // CallStarts implements txn.Conn: the host's statements of the call end by
 // the call's deadline.
-func (s *session) CallStarts(ctx context.Context) { s.deadline, _ = ctx.Deadline() }
+func (s *session) CallStarts(ctx context.Context) {
+	s.deadline, _ = ctx.Deadline()
+	s.waited = 0 // each call may wait LockWait for others' locks
+}
 
 // CallKept implements txn.Conn: from here the Txn commits the call's work,
 // within the run's remaining time rather than the call's.
@@ -197,7 +203,7 @@ func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
 // transaction.
 func (s *session) usable() error {
 	if s.failed != nil {
-		return fmt.Errorf("pgcap: %s: the transaction was lost: %w", s.db.name, s.failed)
+		return fmt.Errorf("pgcap: %s: the transaction was lost: %w", s.db.name, hostCause(s.failed))
 	}
 	if !s.began || s.ended {
 		return fmt.Errorf("pgcap: %s: %w", s.db.name, txn.ErrNoTarget)

@@ -141,6 +141,7 @@ func TestPostgreSQL(t *testing.T) {
 			t.Run("hostile", func(t *testing.T) { testHostile(t, e) })
 			t.Run("transaction control", func(t *testing.T) { testTransactionControl(t, e) })
 			t.Run("limits", func(t *testing.T) { testLimits(t, e) })
+			t.Run("lock waits", func(t *testing.T) { testLockWait(t, e) })
 			t.Run("session state reset", func(t *testing.T) { testReset(t, e) })
 			t.Run("tenants", func(t *testing.T) { testTenants(t, e) })
 			t.Run("txn", func(t *testing.T) { testTxn(t, e) })
@@ -150,7 +151,10 @@ func TestPostgreSQL(t *testing.T) {
 			t.Run("shared objects", func(t *testing.T) { testShared(t, e) })
 			t.Run("counters off", func(t *testing.T) { testCountersOff(t, e) })
 			t.Run("extension in the host schema", func(t *testing.T) { testHostSchemaExtension(t, e) })
-			if !e.adminSuper {
+			if e.adminSuper {
+				t.Run("a stuck backend is ended", func(t *testing.T) { testStuckBackend(t, e, "stuck") })
+			} else {
+				t.Run("the right to end a stuck backend", func(t *testing.T) { testSignalRight(t, e, mode.db) })
 				t.Run("admin not the database's owner", func(t *testing.T) { testNotOwner(t, e) })
 			}
 		})
@@ -403,7 +407,7 @@ func testTransactionControl(t *testing.T, e *env) {
 func testLimits(t *testing.T, e *env) {
 	ctx := context.Background()
 	g := e.grant("limits", Limits{Timeout: 300 * time.Millisecond, MaxRows: 100, MaxResultBytes: 64 << 10, MaxStatements: 3, MaxRequestBytes: 4096})
-	e.oneCall(t, g, "CREATE TABLE t (x integer)", "INSERT INTO t VALUES (1)", "CREATE TABLE locked (x integer)")
+	e.oneCall(t, g, "CREATE TABLE t (x integer)", "INSERT INTO t VALUES (1)")
 	const endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
 	for _, tt := range []struct {
 		name   string
@@ -414,21 +418,12 @@ func testLimits(t *testing.T, e *env) {
 		{"pg_sleep", []string{"SELECT pg_sleep(30)"}, abi.ErrResourceExhausted, true},
 		{"endless recursive cte", []string{endless + "SELECT count(*) FROM c"}, abi.ErrResourceExhausted, true},
 		{"statement_timeout off", []string{"SET statement_timeout = 0", "SELECT pg_sleep(30)"}, abi.ErrResourceExhausted, true},
-		{"lock wait", []string{"SET lock_timeout = 0", "SELECT * FROM locked"}, abi.ErrResourceExhausted, true},
 		{"too many rows", []string{endless + "SELECT x FROM c"}, abi.ErrResourceExhausted, false},
 		{"too many bytes", []string{"SELECT repeat('x', 100000)"}, abi.ErrResourceExhausted, false},
 		{"too many statements", []string{"SELECT 1", "SELECT 2", "SELECT 3", "SELECT 4"}, abi.ErrResourceExhausted, false},
 		{"too large a request", []string{"SELECT '" + strings.Repeat("x", 5000) + "'"}, abi.ErrResourceExhausted, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.name == "lock wait" {
-				// Another connection holds the table.
-				tx, err := e.admin.Begin(ctx)
-				require.NoError(t, err)
-				defer tx.Rollback(ctx)
-				_, err = tx.Exec(ctx, "LOCK TABLE limits.locked IN ACCESS EXCLUSIVE MODE")
-				require.NoError(t, err)
-			}
 			c := e.begin(ctx, t, g)
 			start := time.Now()
 			_, err := c.sql(ctx, "INSERT INTO t VALUES (2)")
@@ -470,6 +465,15 @@ func testReset(t *testing.T, e *env) {
 
 type tenantKey struct{}
 
+// tenantSchema is the schema of tenant of the grants on prefix, as the
+// operator finds it.
+func (e *env) tenantSchema(t testing.TB, prefix, tenant string) string {
+	t.Helper()
+	s := e.adminValue(t, "SELECT schema FROM wasmhist.tenants WHERE prefix = '"+prefix+"' AND tenant = '"+tenant+"'")
+	require.NotEqual(t, "<no row>", s, "tenant %s of %s", tenant, prefix)
+	return s
+}
+
 func testTenants(t *testing.T, e *env) {
 	ctx := context.Background()
 	g := NewGrant(Config{Name: "main", AdminDSN: e.dsn, Schema: "multi", Tenant: func(ctx context.Context) (string, error) {
@@ -488,12 +492,70 @@ func testTenants(t *testing.T, e *env) {
 	}
 	actx := context.WithValue(ctx, tenantKey{}, "acme")
 	c := e.begin(actx, t, g)
-	_, err := c.sql(actx, "SELECT * FROM multi__globex.secret")
+	_, err := c.sql(actx, "SELECT * FROM "+e.tenantSchema(t, "multi", "globex")+".secret")
 	require.ErrorIs(t, err, abi.ErrPermissionDenied)
 	resp, err := c.sql(actx, "SELECT x FROM secret")
 	require.NoError(t, err)
 	require.NoError(t, c.end(actx, true))
 	assert.JSONEq(t, `[["acme"]]`, mustJSON(resp.Results[0].Rows))
+
+	t.Run("names not readable from another tenant", func(t *testing.T) {
+		// acme's call is open, so its backend is in pg_stat_activity.
+		c := e.begin(actx, t, g)
+		c.must(actx, "SELECT x FROM secret")
+		gctx := context.WithValue(ctx, tenantKey{}, "globex")
+		other := e.begin(gctx, t, g)
+		resp := other.must(gctx,
+			`SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'multi\_\_%'`,
+			`SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'wasmhist sql multi\_\_%' AND pid <> pg_backend_pid()`,
+			`SELECT count(*) FROM pg_namespace WHERE nspname ~ 'acme'`,
+			`SELECT count(*) FROM pg_roles WHERE rolname ~ 'acme'`,
+			`SELECT count(*) FROM pg_stat_activity WHERE application_name ~ 'acme' OR usename ~ 'acme'`,
+			`SELECT count(*) FROM pg_proc WHERE prosrc ~ 'acme'`,
+			`SELECT count(*) FROM pg_class WHERE relname ~ 'acme'`,
+			`SELECT count(*) FROM pg_description WHERE description ~ 'acme'`,
+			`SELECT count(*) FROM pg_shdescription WHERE description ~ 'acme'`,
+		)
+		// The catalog is readable: the other tenant's schema and backend
+		// are there, under names that do not say whose they are.
+		assert.JSONEq(t, `[2]`, mustJSON(resp.Results[0].Rows[0]), "both tenants' schemas")
+		assert.JSONEq(t, `[1]`, mustJSON(resp.Results[1].Rows[0]), "acme's backend")
+		for i, r := range resp.Results[2:] {
+			assert.JSONEq(t, `[0]`, mustJSON(r.Rows[0]), "query %d names the tenant", i+2)
+		}
+		// The map from schemas to tenants is the admin's.
+		_, err := other.sql(gctx, "SELECT tenant FROM wasmhist.tenants")
+		require.ErrorIs(t, err, abi.ErrPermissionDenied)
+		assert.ErrorContains(t, err, "permission denied for table tenants")
+		other.end(gctx, false)
+		c.end(actx, false)
+	})
+
+	t.Run("schemas named by their tenant are renamed", func(t *testing.T) {
+		// A tenant's schema and role as hosts before opaque names
+		// provisioned them, with data and a journal row.
+		db, err := e.store.database(ctx, &Config{Name: "main", AdminDSN: e.dsn, Schema: "multi"})
+		require.NoError(t, err)
+		legacy, legacyRole := "multi__oldco", roleName(db.db, "multi__oldco")
+		require.NoError(t, pgx.BeginFunc(ctx, db.admin, func(tx pgx.Tx) error {
+			return provisionRole(ctx, tx, db.hostSchema, legacy, legacyRole, password(db.key, legacyRole))
+		}))
+		e.superExec(t, "CREATE TABLE multi__oldco.secret (x text)", "INSERT INTO multi__oldco.secret VALUES ('oldco')",
+			"ALTER TABLE multi__oldco.secret OWNER TO "+legacyRole,
+			"INSERT INTO wasmhist.journal (owner, id, revision, updated, data) VALUES ('"+legacyRole+"', 'j', 1, now(), '{}')")
+		octx := context.WithValue(ctx, tenantKey{}, "oldco")
+		c := e.begin(octx, t, g)
+		resp, err := c.sql(octx, "SELECT x FROM secret", "INSERT INTO secret VALUES ('more')", "SELECT current_schema()::text")
+		require.NoError(t, err)
+		require.NoError(t, c.end(octx, true))
+		assert.JSONEq(t, `[["oldco"]]`, mustJSON(resp.Results[0].Rows))
+		schema := e.tenantSchema(t, "multi", "oldco")
+		assert.JSONEq(t, mustJSON([][]string{{schema}}), mustJSON(resp.Results[2].Rows))
+		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_namespace WHERE nspname ~ 'oldco'"))
+		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_roles WHERE rolname ~ 'oldco'"))
+		assert.Equal(t, "2", e.adminValue(t, "SELECT count(*)::text FROM "+schema+".secret"))
+		assert.Equal(t, roleName(db.db, schema), e.adminValue(t, "SELECT owner FROM wasmhist.journal WHERE id = 'j'"))
+	})
 
 	c = e.begin(ctx, t, g)
 	_, err = c.sql(ctx, "SELECT 1")

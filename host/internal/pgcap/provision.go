@@ -53,6 +53,14 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 			updated timestamptz NOT NULL,
 			data json NOT NULL,
 			PRIMARY KEY (owner, id))`,
+		// The tenant of each tenant schema, whose name does not say it
+		// (see tenantSchema): for the operator.
+		`CREATE TABLE IF NOT EXISTS `+qs+`.tenants (
+			schema text PRIMARY KEY,
+			prefix text NOT NULL,
+			tenant text NOT NULL,
+			UNIQUE (prefix, tenant))`,
+		`REVOKE ALL ON `+qs+`.tenants FROM PUBLIC`,
 		`CREATE UNLOGGED TABLE IF NOT EXISTS `+qs+`.commit_guard (token_hash bytea NOT NULL)`,
 		// Only when missing: ALTER TABLE waits for every open transaction
 		// holding a guard row.
@@ -251,6 +259,19 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 		// Settings the plugin gave its role (ALTER ROLE CURRENT_USER SET)
 		// go; the host pins those it depends on in each connection's
 		// startup parameters as well (see initRole).
+	}
+	for _, q := range stmts {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			if strings.Contains(q, "PASSWORD") {
+				q = verb + " ROLE " + qr
+			}
+			return fmt.Errorf("%s: %w", firstLine(q), err)
+		}
+	}
+	if err := checkSignal(ctx, tx, name); err != nil {
+		return err
+	}
+	stmts = []string{
 		`ALTER ROLE ` + qr + ` RESET ALL`,
 		`DO $d$ BEGIN EXECUTE format('ALTER ROLE %I IN DATABASE %I RESET ALL', ` + quoteLiteral(name) + `, current_database()); END $d$`,
 		`ALTER ROLE ` + qr + ` SET search_path = ` + qs,
@@ -288,6 +309,61 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 		return err
 	}
 	return checkOutbound(ctx, tx, name)
+}
+
+// migrateTenant records the tenant of schema and, where the tenant's
+// schema and role still have the names that said the tenant (legacy,
+// prefix__tenant, and its role legacyRole), renames them to schema and
+// name, moving the role's journal rows with it: the data, its owner's
+// grants and the role's members stay as they were. It runs under the
+// host schema's lock, before provisionRole.
+func migrateTenant(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, legacy, legacyRole string) error {
+	qh := pgx.Identifier{hostSchema}.Sanitize()
+	if _, err := tx.Exec(ctx, txn.PostgresLock(qh)); err != nil {
+		return err
+	}
+	prefix, tenant, _ := strings.Cut(legacy, "__")
+	if _, err := tx.Exec(ctx, `INSERT INTO `+qh+`.tenants (schema, prefix, tenant) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, schema, prefix, tenant); err != nil {
+		return err
+	}
+	var oldSchema, newSchema, oldRole, newRole bool
+	if err := tx.QueryRow(ctx, `SELECT
+			EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = $1), EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = $2),
+			EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = $3), EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = $4)`,
+		legacy, schema, legacyRole, name).Scan(&oldSchema, &newSchema, &oldRole, &newRole); err != nil {
+		return err
+	}
+	if oldSchema && !newSchema {
+		if _, err := tx.Exec(ctx, `ALTER SCHEMA `+pgx.Identifier{legacy}.Sanitize()+` RENAME TO `+pgx.Identifier{schema}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	if oldRole && !newRole {
+		if _, err := tx.Exec(ctx, `ALTER ROLE `+pgx.Identifier{legacyRole}.Sanitize()+` RENAME TO `+pgx.Identifier{name}.Sanitize()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+qh+`.journal SET owner = $1 WHERE owner = $2`, name, legacyRole); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSignal makes sure the admin has the privileges of role name: a
+// CREATEROLE admin needs them to provision the role's schema, and to end
+// the role's backend that ignores its cancel (pg_terminate_backend takes
+// the privileges of the backend's role or of pg_signal_backend; see
+// session.abandon). A NOINHERIT admin's membership gives none.
+func checkSignal(ctx context.Context, tx pgx.Tx, name string) error {
+	var ok bool
+	var admin string
+	if err := tx.QueryRow(ctx, `SELECT pg_catalog.pg_has_role(current_user, $1, 'USAGE'), pg_catalog.quote_ident(current_user)`, name).Scan(&ok, &admin); err != nil {
+		return err
+	}
+	if ok {
+		return nil
+	}
+	return fmt.Errorf("%w: it is NOINHERIT, so it has none of the privileges of the plugin roles it belongs to, which it needs to provision their schemas and end their stuck backends:\nas a superuser, ALTER ROLE %s INHERIT", ErrAdminPrivileges, admin)
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

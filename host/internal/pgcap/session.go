@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
@@ -27,6 +28,11 @@ type session struct {
 	conn   *pgxpool.Conn
 	pc     *pgconn.PgConn
 	limits Limits
+	// lockWait bounds the time the statements of one call wait for locks
+	// other transactions hold; waited is what they waited so far (see
+	// busy.go).
+	lockWait time.Duration
+	waited   time.Duration
 
 	began bool
 	// wrote: the transaction has written (it has a transaction id).
@@ -73,7 +79,10 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	if err := s.limits.CheckStatements(len(stmts)); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
+	// The request's clock, like the call's, stands still while a
+	// statement waits for another transaction's lock (see busy.go).
+	call := ctx
+	ctx, cancel := capability.WithClock(ctx, s.limits.Timeout)
 	defer cancel()
 	if !s.began {
 		if err := s.begin(ctx); err != nil {
@@ -82,9 +91,13 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	}
 	out := newResultWriter(s.limits)
 	for i, st := range stmts {
-		if err := s.exec(ctx, st, out); err != nil {
+		if err := s.exec(ctx, call, st, out); err != nil {
 			if len(stmts) > 1 {
-				err = sqlwire.InStatement(err, i)
+				if hf := (*capability.HostFault)(nil); errors.As(err, &hf) {
+					hf.Plugin = sqlwire.InStatement(hf.Plugin, i)
+				} else {
+					err = sqlwire.InStatement(err.(*abi.Error), i)
+				}
 				if s.failed != nil {
 					s.failed = err
 				}
@@ -95,12 +108,12 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	return out.finish(), nil
 }
 
-// begin starts the transaction with the request limit (plus a second,
-// for the host's cancel to come first) as its server-side statement
-// timeout, in case the host is gone; the plugin may change it for its own
-// statements, never for the host's commit (see settle).
+// begin starts the transaction with the request limit and the lock wait
+// (plus a second, for the host's cancel to come first) as its server-side
+// statement timeout, in case the host is gone; the plugin may change it
+// for its own statements, never for the host's commit (see settle).
 func (s *session) begin(ctx context.Context) error {
-	if err := s.beginTracked(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout+time.Second)); err != nil {
+	if err := s.beginTracked(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout+s.lockWait+time.Second)); err != nil {
 		return err
 	}
 	s.began, s.wrote, s.guarded, s.settled = true, false, false, false
@@ -138,8 +151,10 @@ var errTransactionControl = abi.Errorf(abi.CodePermissionDenied,
 
 // exec runs one statement of the plugin inside a savepoint of its own, so
 // that a failing statement undoes only itself (PostgreSQL otherwise
-// aborts the whole transaction), as on SQLite.
-func (s *session) exec(ctx context.Context, st statement, out *resultWriter) *abi.Error {
+// aborts the whole transaction), as on SQLite. ctx is the request's, call
+// the call's context: both clocks stand still while the statement waits
+// for a lock.
+func (s *session) exec(ctx, call context.Context, st statement, out *resultWriter) error {
 	if s.settled {
 		// The guard was released: a statement of the plugin's after that
 		// must not be able to COMMIT the transaction's writes.
@@ -155,12 +170,18 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) *ab
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	endWatch := s.watchLocks(cancel, ctx, call)
 	rr := s.pc.ExecParams(sctx, st.sql, st.values, st.oids, nil, nil)
 	werr := out.statement(rr, st.json, cancel)
 	tag, err := rr.Close()
+	busy := endWatch()
 	if s.pc.IsClosed() {
 		s.began = false
 		s.abandon(ctx)
+		if busy {
+			s.failed = s.busyFault()
+			return s.failed
+		}
 		if isTimeout(ctx, err) {
 			// The statement went on past its cancel: the host gave up.
 			return s.poison(s.mapError(ctx, err))
@@ -189,6 +210,12 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) *ab
 	defer rcancel()
 	if rerr := s.host(rctx, "ROLLBACK TO SAVEPOINT "+stmtSavepoint+"; RELEASE SAVEPOINT "+stmtSavepoint); rerr != nil {
 		s.poison(abi.Errorf(abi.CodeUnavailable, "sql: the transaction was lost: %v", rerr))
+	}
+	if busy {
+		// As on SQLite, the call fails with the host's error: nothing the
+		// plugin asked for in it commits.
+		s.failed = s.busyFault()
+		return s.failed
 	}
 	if werr != nil {
 		return werr
@@ -222,6 +249,15 @@ func (s *session) abandon(ctx context.Context) {
 	defer cancel()
 	s.db.admin.Exec(tctx, `SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_stat_activity a
 		WHERE a.pid OPERATOR(pg_catalog.=) $1 AND a.usename OPERATOR(pg_catalog.=) $2`, pid, s.role.name)
+}
+
+// hostCause is the host's error behind err, if the host failed the call
+// (capability.HostFault), else err.
+func hostCause(err error) error {
+	if hf := (*capability.HostFault)(nil); errors.As(err, &hf) {
+		return hf.Cause
+	}
+	return err
 }
 
 func errOr(err, other error) error {
@@ -342,7 +378,7 @@ func (s *session) End(ctx context.Context, ok bool) error {
 	}()
 	if !s.began {
 		if ok && s.failed != nil {
-			return fmt.Errorf("pgcap: %s: the call's transaction was rolled back after: %w", s.db.name, s.failed)
+			return fmt.Errorf("pgcap: %s: the call's transaction was rolled back after: %w", s.db.name, hostCause(s.failed))
 		}
 		return nil
 	}
@@ -354,7 +390,7 @@ func (s *session) End(ctx context.Context, ok bool) error {
 		return fmt.Errorf("pgcap: %s: roll back: %w", s.db.name, err)
 	}
 	if ok {
-		return fmt.Errorf("pgcap: %s: the call's transaction was rolled back after: %w", s.db.name, s.failed)
+		return fmt.Errorf("pgcap: %s: the call's transaction was rolled back after: %w", s.db.name, hostCause(s.failed))
 	}
 	return nil
 }

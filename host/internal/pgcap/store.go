@@ -70,9 +70,12 @@ type database struct {
 // role is one plugin schema's role and its pool.
 type role struct {
 	schema, name string
-	ready        chan struct{}
-	err          error
-	pool         *pgxpool.Pool
+	// legacy is a tenant schema's name before tenant names became opaque
+	// (prefix__tenant), which provisioning renames (see migrateTenant).
+	legacy string
+	ready  chan struct{}
+	err    error
+	pool   *pgxpool.Pool
 }
 
 // database returns the named database, connecting and provisioning the
@@ -188,10 +191,16 @@ func (db *database) init(ctx context.Context) {
 // role returns the pool of the role owning schema, provisioning both on
 // first use.
 func (db *database) role(ctx context.Context, schema string) (*role, error) {
+	return db.tenantRole(ctx, schema, "")
+}
+
+// tenantRole is role for a tenant's schema, whose name before tenant
+// names became opaque was legacy.
+func (db *database) tenantRole(ctx context.Context, schema, legacy string) (*role, error) {
 	db.mu.Lock()
 	r, ok := db.roles[schema]
 	if !ok {
-		r = &role{schema: schema, name: roleName(db.db, schema), ready: make(chan struct{})}
+		r = &role{schema: schema, legacy: legacy, name: roleName(db.db, schema), ready: make(chan struct{})}
 		db.roles[schema] = r
 		go db.initRole(context.WithoutCancel(ctx), r)
 	}
@@ -280,6 +289,11 @@ func runtimeParams(schema string) map[string]string {
 
 func (db *database) provisionRole(ctx context.Context, r *role) error {
 	return pgx.BeginFunc(ctx, db.admin, func(tx pgx.Tx) error {
+		if r.legacy != "" {
+			if err := migrateTenant(ctx, tx, db.hostSchema, r.schema, r.name, r.legacy, roleName(db.db, r.legacy)); err != nil {
+				return fmt.Errorf("give tenant schema %q its opaque name: %w", r.legacy, err)
+			}
+		}
 		return provisionRole(ctx, tx, db.hostSchema, r.schema, r.name, password(db.key, r.name))
 	})
 }
