@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/wasmhist/wasmhist/host/session"
@@ -238,18 +237,4 @@ func (r *run) checkHeld(ctx context.Context, p HistoryProvider, key string, old,
 		}
 	}
 	return nil, nil
-}
-
-// markHeld records in next, for each slot whose every storage the commit
-// writes into (the session row or a journal row goes there with it), that
-// the storage holds next's revision.
-func markHeld(next *session.Session, targets []string) {
-	for key, p := range next.Provenance {
-		fields := strings.Fields(p.Storage)
-		if len(fields) == 0 || slices.ContainsFunc(fields, func(t string) bool { return !slices.Contains(targets, t) }) {
-			continue
-		}
-		p.Revision = next.Revision
-		next.SetProvenance(key, p)
-	}
 }

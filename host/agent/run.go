@@ -525,7 +525,7 @@ func (r *run) commit(ctx context.Context) error {
 	}
 	next := snapshot(r.work)
 	next.Revision++
-	markHeld(next, r.txn.Targets())
+	txn.MarkHeld(next, r.txn.Targets())
 	if err := r.recordRun(next); err != nil {
 		return err
 	}

@@ -197,6 +197,7 @@ func importSession(ctx context.Context, fields *session.Session, slots []SlotHis
 	if finish != nil {
 		finish(next)
 	}
+	txn.MarkHeld(next, tx.Targets())
 	// No Load: a journal row newer than the session means the database
 	// held this id before; the import is refused rather than bringing
 	// that session back.

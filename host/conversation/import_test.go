@@ -512,4 +512,5 @@ func TestImportSplitsAPageTooLarge(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, texts(msgs), texts(history(t, pr.plugin, got)))
 	assert.Equal(t, len(msgs), pr.rows(t))
+	assert.Equal(t, got.Revision, got.Provenance[key].Revision, "the database holds the imported session at its revision")
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/wasmhist/wasmhist/host/session"
 )
@@ -256,5 +258,22 @@ func (t *Txn) repair(ctx context.Context, st Store, target string, next *session
 	default:
 		return fmt.Errorf("txn: session %q: the session store is behind database %s (revision %d) and could not be brought up to date: %w",
 			next.SessionID, target, rev, err)
+	}
+}
+
+// MarkHeld records in next, for each slot whose every storage target is in
+// targets (the databases the commit of next writes into: the session row
+// or a journal row goes there with it), that the storage holds next's
+// revision (session.Provenance.Revision). The agent compares it with what
+// a database holds before a run, so a session moved or restored together
+// with its database is recognised by content.
+func MarkHeld(next *session.Session, targets []string) {
+	for key, p := range next.Provenance {
+		fields := strings.Fields(p.Storage)
+		if len(fields) == 0 || slices.ContainsFunc(fields, func(t string) bool { return !slices.Contains(targets, t) }) {
+			continue
+		}
+		p.Revision = next.Revision
+		next.SetProvenance(key, p)
 	}
 }
