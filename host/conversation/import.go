@@ -75,11 +75,14 @@ type ImportOptions struct {
 	PageBytes    int
 }
 
-// Page bounds of an import's store calls: 256 messages or 1 MiB of JSON,
-// an eighth of the host's default input limit (host.DefaultLimits), so a
-// page with the plugin's state and the request envelope stays under it.
+// Page bounds of an import's store calls: 128 messages or 1 MiB of JSON.
+// 128 is half the sql capability's 256 statements of one request, so a
+// plugin that writes a message in one statement plus its bookkeeping (the
+// sample sqlite plugin writes n+1) stays under it; 1 MiB is an eighth of
+// the host's default input limit (host.DefaultLimits), so a page with the
+// plugin's state and the request envelope stays under that.
 const (
-	DefaultPageMessages = 256
+	DefaultPageMessages = 128
 	DefaultPageBytes    = 1 << 20
 )
 

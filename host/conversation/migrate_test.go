@@ -2,11 +2,13 @@ package conversation_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/conversation"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/store"
@@ -87,4 +89,25 @@ func TestMigrate(t *testing.T) {
 	assert.Equal(t, want, outcomes(ms), "after the destination went on")
 	assert.Len(t, history(t, dst.plugin, moved), 12, "the destination's own turn is kept")
 	assert.Len(t, history(t, src.plugin, ss[1]), 8, "the source is only read")
+}
+
+// TestImportDefaultPages: an import with the default page bounds of a
+// history longer than a page goes into the sqlite plugin, whose store
+// writes a page of n messages in n+1 sql statements, under the sql
+// capability's limit of 256 a request.
+func TestImportDefaultPages(t *testing.T) {
+	r := newRig(t)
+	for _, pk := range []pluginKind{sqliteOnSQLite, sqliteOnPG} {
+		t.Run(string(pk), func(t *testing.T) {
+			pr := r.pair(t, pk, dirStore)
+			var ms []abi.Message
+			for i := range 600 {
+				ms = append(ms, abi.NewMessage([]abi.Role{abi.RoleUser, abi.RoleAssistant}[i%2], fmt.Sprint("m", i)))
+			}
+			s, err := conversation.Import(context.Background(), &session.Session{SessionID: "long"},
+				[]conversation.SlotHistory{{Key: key, History: values(ms)}}, pr.target("long"), nil)
+			require.NoError(t, err)
+			assert.Equal(t, ms, history(t, pr.plugin, s))
+		})
+	}
 }
