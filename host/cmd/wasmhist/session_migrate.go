@@ -92,19 +92,41 @@ func runSessionMigrate(ctx context.Context, e *env, args []string) error {
 }
 
 // storePlugins loads the plugins of many sessions in one host, once per
-// plugin and database.
+// plugin and database, keeping the maxLoaded used last: a directory store
+// gives each session a database of its own, and a plugin per database
+// kept for the whole run would grow with the store.
 type storePlugins struct {
 	e      *env
 	cmd    string
 	host   *host.Host
 	ps     *pluginSettings
 	loaded map[[2]string]*host.Plugin // by plugin name and database
+	used   map[[2]string]int          // when each was last asked for
+	clock  int
+	noSQL  map[string]bool // plugins that keep no history in a database
 }
+
+// maxLoaded bounds the plugins storePlugins keeps loaded. The sessions
+// are handled one at a time, each with a plugin or two a side, so the
+// plugins it closes belong to sessions already done.
+const maxLoaded = 8
 
 // get returns built-in plugin name granted db ("" for none).
 func (sp *storePlugins) get(ctx context.Context, name, db string) (*host.Plugin, error) {
-	if p, ok := sp.loaded[[2]string{name, db}]; ok {
+	if sp.used == nil {
+		sp.used, sp.noSQL = map[[2]string]int{}, map[string]bool{}
+	}
+	if sp.noSQL[name] {
+		db = "" // one instance serves every database
+	}
+	sp.clock++
+	k := [2]string{name, db}
+	if p, ok := sp.loaded[k]; ok {
+		sp.used[k] = sp.clock
 		return p, nil
+	}
+	if len(sp.loaded) >= maxLoaded {
+		sp.evict(ctx)
 	}
 	if !isBuiltin(name) {
 		return nil, failf(sp.cmd, "plugin %s is not a built-in plugin: this command loads only %s", name, strings.Join(builtinPlugins, " and "))
@@ -125,12 +147,24 @@ func (sp *storePlugins) get(ctx context.Context, name, db string) (*host.Plugin,
 	if err != nil {
 		return nil, err
 	}
-	if !wantsSQL(p) && db != "" {
-		// Its history is in the session: one instance serves every database.
-		sp.loaded[[2]string{name, ""}] = p
-	}
-	sp.loaded[[2]string{name, db}] = p
+	sp.loaded[k] = p
+	sp.used[k] = sp.clock
+	sp.noSQL[name] = !wantsSQL(p)
 	return p, nil
+}
+
+// evict closes the plugin used longest ago.
+func (sp *storePlugins) evict(ctx context.Context) {
+	var oldest [2]string
+	first := true
+	for k := range sp.loaded {
+		if first || sp.used[k] < sp.used[oldest] {
+			oldest, first = k, false
+		}
+	}
+	sp.loaded[oldest].Close(context.WithoutCancel(ctx))
+	delete(sp.loaded, oldest)
+	delete(sp.used, oldest)
 }
 
 // on is the PluginSet of the plugins each slot names, granted dbOf(s).

@@ -195,3 +195,25 @@ func TestSessionPruneLeavesNoRow(t *testing.T) {
 		r.failsWithOneLine(t, exitUsage, []string{"session", "prune", "--older-than", bad, "--store", "sessions.db"}, "--older-than", fmt.Sprint("positive duration"))
 	}
 }
+
+// TestSessionMigrateFromDirectory: sessions of a directory store, each
+// with its sqlite database beside it (more of them than the command keeps
+// plugins loaded), and one of the in-memory plugin, move into an SQLite
+// store with their history.
+func TestSessionMigrateFromDirectory(t *testing.T) {
+	t.Parallel()
+	r := invocation{dir: t.TempDir()}
+	var ids []string
+	for i := range maxLoaded + 2 {
+		id := fmt.Sprint("d", i)
+		ids = append(ids, id)
+		r.ok(t, "chat", "--store", "sessions/", "--session", id, "--plugin", "sqlite", "-m", "I like Italian food")
+	}
+	r.ok(t, "chat", "--store", "sessions/", "--session", "mem", "--plugin", "inmemory", "-m", "I like Thai food")
+	out := r.ok(t, "session", "migrate", "--from", "sessions/", "--to", "all.db")
+	assert.Contains(t, out, fmt.Sprintf("%d copied", len(ids)+1))
+	for _, id := range ids {
+		assert.Regexp(t, `(?m)^assistant: .*Italian`, r.ok(t, "chat", "--store", "all.db", "--session", id, "-m", "What food do I like?"), "session %s", id)
+	}
+	assert.Regexp(t, `(?m)^assistant: .*Thai`, r.ok(t, "chat", "--store", "all.db", "--session", "mem", "-m", "What food do I like?"))
+}
