@@ -168,6 +168,7 @@ type pairing struct {
 	plugin  *host.Plugin
 	storeOf func(id string) store.Saver
 	rows    func(t testing.TB) int // rows of the plugin's messages table; -1 without a database
+	db      string                 // the SQLite file of the plugin and of sqlitestore
 }
 
 type pluginKind string
@@ -202,7 +203,7 @@ func (r *rig) pair(t *testing.T, pk pluginKind, sk storeKind) *pairing {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "history.db")
 	name, data, hostSchema := fmt.Sprint("db", r.n), fmt.Sprint("data", r.n), fmt.Sprint("host", r.n)
-	pr := &pairing{rows: func(testing.TB) int { return -1 }}
+	pr := &pairing{rows: func(testing.TB) int { return -1 }, db: db}
 	var opts host.LoadOptions
 	switch pk {
 	case sqliteOnSQLite:

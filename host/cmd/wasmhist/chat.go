@@ -69,7 +69,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	sessionPath := fs.String("session", "", "session `FILE` (NAME.json), or with --store the session's id: created when missing, resumed otherwise")
 	store := storeFlags(fs)
 	acceptNewBuild := fs.Bool("accept-new-build", false, "resume a session another build of its plugin wrote (another version or sha256): its migrate_state runs if the state version changed, and this build is recorded")
-	dbPath := fs.String("db", "", "SQLite database `PATH` granted to a plugin that wants sql (default: the session file with .db)")
+	dbPath := fs.String("db", "", "the database granted to a plugin that wants sql: an SQLite file `PATH` (default: the session file with .db), postgres (a schema of the database in $"+postgresDSNEnv+") or env:VAR")
 	perCall := fs.Bool("per-service-call", false, "persist after every model call instead of once per run")
 	everyStatus := fs.Bool("status", false, "print where the history and the session are after every answer, not only when that changes")
 	mc := modelFlags(fs)
@@ -323,7 +323,7 @@ func (c *chatSetup) loadPlugin(ctx context.Context, e *env, cmd, path, sessionPa
 		return "", errors.New("no database given")
 	}})}
 	if c.db != "" {
-		if grants, err = dbGrants(cmd, c.db); err != nil {
+		if grants, err = dbGrantsFor(e, cmd, c.db); err != nil {
 			return err
 		}
 	}
@@ -348,7 +348,7 @@ func (c *chatSetup) checkStorage(cmd, dbPath string) error {
 	case !wantsSQL(c.plugin):
 		c.db = ""
 	}
-	if c.db != "" {
+	if _, pg := pgDBEnv(c.db); c.db != "" && !pg {
 		if err := checkDatabase(cmd, c.db); err != nil {
 			return err
 		}

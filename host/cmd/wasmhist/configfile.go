@@ -24,9 +24,9 @@ const (
 // configKeys are the flags of all commands, which a configuration file
 // may set. TestConfigKeysAreTheFlags keeps the list equal to the flags.
 var configKeys = []string{
-	"accept-new-build", "base-url", "config", "db", "dir", "force", "json", "m", "max-input", "max-output", "memory",
-	"model", "model-name", "module", "page-size", "per-service-call", "plugin", "run", "session",
-	"sql", "state-key", "status", "store", "timeout", "wasmhist",
+	"accept-new-build", "base-url", "config", "db", "dir", "force", "from", "json", "m", "max-input", "max-output", "memory",
+	"model", "model-name", "module", "older-than", "page-size", "per-service-call", "plugin", "run", "session",
+	"sql", "state-key", "status", "store", "timeout", "to", "wasmhist",
 }
 
 // configFileArg finds --config-file in args (it must be read before the

@@ -3,15 +3,81 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/pggrant"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
 )
 
+// pgPluginSchema is the PostgreSQL schema --db postgres grants a plugin;
+// the host's rows (the journal, and the sessions of --store postgres on
+// the same database) are in pgstore's schema, "wasmhist".
+const pgPluginSchema = "history"
+
+// pgDBEnv reports whether --db names PostgreSQL (postgres, postgresql or
+// env:VAR, as --store does), and the variable holding its connection
+// string.
+func pgDBEnv(db string) (string, bool) {
+	switch low := strings.ToLower(db); {
+	case low == "postgres" || low == "postgresql":
+		return postgresDSNEnv, true
+	case strings.HasPrefix(db, "env:") && len(db) > len("env:"):
+		return strings.TrimPrefix(db, "env:"), true
+	}
+	return "", false
+}
+
+// pgName names the database of a connection string for the txn target
+// and provenance ("postgres:NAME"): its database name, never a secret. A
+// session store and a grant on one database get the same name, so a
+// run's session row commits with its plugin's writes.
+func pgName(cmd, env, dsn string) (string, error) {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		// The error may quote the string: say only where it came from.
+		return "", usagef(cmd, "$%s is not a PostgreSQL connection string: set it as postgres://USER@HOST/DB", env)
+	}
+	if cfg.Database == "" {
+		return cfg.User, nil
+	}
+	return cfg.Database, nil
+}
+
+// dbGrantsFor grants the sql capability on --db db: an SQLite file
+// (dbGrants), or with postgres or env:VAR a PostgreSQL schema of the
+// database whose connection string is in $WASMHIST_POSTGRES_DSN or $VAR
+// (never on the command line, where ps and shell history would show its
+// password).
+func dbGrantsFor(e *env, cmd, db string) ([]host.Grant, error) {
+	v, ok := pgDBEnv(db)
+	if !ok {
+		return dbGrants(cmd, db)
+	}
+	dsn := ""
+	if e.getenv != nil {
+		dsn = e.getenv(v)
+	}
+	if dsn == "" {
+		return nil, usagef(cmd, "--db %s: $%s is empty: set it to the PostgreSQL connection string (postgres://USER@HOST/DB, the password in ~/.pgpass or $PGPASSWORD)", db, v)
+	}
+	name, err := pgName(cmd, v, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return []host.Grant{pggrant.New(pggrant.Config{Name: name, AdminDSN: dsn, Schema: pgPluginSchema})}, nil
+}
+
 // dbGrants grants the sql capability on the database at path. The grant
 // is lazy: the file is created by the first statement a plugin runs, so a
-// plugin that does not use sql leaves no file behind.
+// plugin that does not use sql leaves no file behind. --db postgres and
+// env:VAR need the environment: see dbGrantsFor.
 func dbGrants(cmd, path string) ([]host.Grant, error) {
+	if v, ok := pgDBEnv(path); ok {
+		return nil, usagef(cmd, "--db %s (PostgreSQL, from $%s) is not supported by this command: pass the plugin's SQLite file", path, v)
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, failf(cmd, "database path %s: %w", path, err)

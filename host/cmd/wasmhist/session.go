@@ -23,6 +23,8 @@ func sessionCommands() []sessionCommand {
 		{"delete", "FILE", "clear what the session's plugins stored, then remove FILE", runSessionDelete},
 		{"export", "FILE", "print the session as stored, after validating it", runSessionExport},
 		{"import", "FILE", "write the session read from standard input to FILE", runSessionImport},
+		{"migrate", "", "copy every session of --from, with its history, into --to", runSessionMigrate},
+		{"prune", "", "delete the sessions last committed before --older-than, with their data", runSessionPrune},
 	}
 }
 

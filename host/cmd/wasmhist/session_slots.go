@@ -39,7 +39,7 @@ func loadSlotPlugins(ctx context.Context, e *env, cmd string, f sessionFile, s *
 		return "", errors.New("no database given: pass --db")
 	}})}
 	if sp.db != "" {
-		if grants, err = dbGrants(cmd, sp.db); err != nil {
+		if grants, err = dbGrantsFor(e, cmd, sp.db); err != nil {
 			return nil, err
 		}
 	}
@@ -126,6 +126,9 @@ func (sp *slotPlugins) checkDB(p *host.Plugin) error {
 	if sp.db == "" {
 		return fmt.Errorf("plugin %s keeps history in a database, and the store names none: pass --db with the database the session was chatted with", p.Info().Name)
 	}
+	if _, pg := pgDBEnv(sp.db); pg {
+		return nil
+	}
 	if _, err := os.Stat(sp.db); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("plugin %s keeps history in database %s, which %w: pass --db with the database the session was chatted with", p.Info().Name, sp.db, errNoDatabase)
 	}
@@ -176,7 +179,7 @@ type slotFlags struct {
 func addSlotFlags(fs *flags) slotFlags {
 	return slotFlags{
 		plugin: fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the built-in plugin each slot names)"),
-		db:     fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)"),
+		db:     fs.String("db", "", "the plugin's database: an SQLite file `PATH` (default: the session file with .db), postgres (connection string from $"+postgresDSNEnv+") or env:VAR"),
 		ps:     pluginFlags(fs),
 		store:  storeFlags(fs),
 	}

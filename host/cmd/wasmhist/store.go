@@ -171,7 +171,13 @@ func (s *storeFlag) open(ctx context.Context, e *env, cmd string) (*openedStore,
 		if dsn == "" {
 			return nil, usagef(cmd, "--store %s: $%s is empty: set it to the PostgreSQL connection string (postgres://USER@HOST/DB, the password in ~/.pgpass or $PGPASSWORD)", s.raw, s.env)
 		}
-		st, err := pgstore.Open(ctx, dsn)
+		name, err := pgName(cmd, s.env, dsn)
+		if err != nil {
+			return nil, err
+		}
+		// Named as --db postgres names a grant on the same database, so
+		// that a run's session row commits with the plugin's writes.
+		st, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Name: name})
 		if err != nil {
 			return nil, failf(cmd, "session store PostgreSQL ($%s): %w: check the connection string in $%s and that the server is up", s.env, err, s.env)
 		}
