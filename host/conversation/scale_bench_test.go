@@ -32,6 +32,7 @@ func BenchmarkScale(b *testing.B) {
 	defer h.Close(ctx)
 	wasm := host.File(sdktest.BuildPlugin(b, "../../plugins/sqlite"))
 	var dsn string
+	parent := b // the server lives as long as the whole benchmark
 	engines := []struct {
 		name string
 		open func(b *testing.B, n int) (*host.Plugin, store.Store)
@@ -47,7 +48,7 @@ func BenchmarkScale(b *testing.B) {
 		}},
 		{"postgres", func(b *testing.B, n int) (*host.Plugin, store.Store) {
 			if dsn == "" {
-				dsn = pgtest.Start(b).DSN("postgres")
+				dsn = pgtest.Start(parent).DSN("postgres")
 			}
 			name := fmt.Sprint("db", n)
 			p, err := h.Load(ctx, wasm, host.LoadOptions{Grants: []host.Grant{pggrant.New(pggrant.Config{Name: name, AdminDSN: dsn, Schema: "data" + name, HostSchema: "host" + name})}})
