@@ -43,6 +43,9 @@ func (f sessionFile) historyDB(s *session.Session) string {
 	if rec == "" {
 		return f.dbPath()
 	}
+	if abs, err := filepath.Abs(f.dbPath()); err == nil && abs == rec {
+		return f.dbPath() // as the user named it
+	}
 	candidates := []string{rec}
 	if f.dir != "" {
 		candidates = append(candidates, filepath.Join(f.dir, filepath.Base(rec)))
