@@ -88,7 +88,7 @@ func runSessionFork(ctx context.Context, e *env, args []string) error {
 	case errors.Is(err, conversation.ErrNoSuchTurn):
 		return failf(cmd, "forking %s: %w; nothing was written", source, err)
 	case errors.Is(err, conversation.ErrSessionExists):
-		return &quietError{msg: fmt.Sprintf("wasmhist %s: %s already holds session %s: fork into a new name", cmd, target, newID), err: err}
+		return &quietError{msg: fmt.Sprintf("wasmhist %s: %s already holds session %s: fork into a new name", cmd, d.place(), newID), err: err}
 	default:
 		return failf(cmd, "forking %s into %s: %w: nothing was written", source, target, err)
 	}

@@ -171,6 +171,14 @@ func (d *docImport) where(id string) string {
 	return fmt.Sprintf("session %s in %s", id, d.store.describe())
 }
 
+// place names the target store: FILE, or the --store.
+func (d *docImport) place() string {
+	if d.file != nil {
+		return d.file.path
+	}
+	return d.store.describe()
+}
+
 // saver opens the target store for session id and returns it with the
 // database a plugin that wants sql gets by default.
 func (d *docImport) saver(ctx context.Context, id string) (store.Saver, string, error) {
@@ -358,6 +366,10 @@ func (d *docImport) commit(ctx context.Context, fields *session.Session, names m
 	if err != nil {
 		return err
 	}
+	replaced, err := d.replaceCorrupt(ctx, id)
+	if err != nil {
+		return err
+	}
 	plugins, db, err := d.plugins(ctx, names, defaultDB)
 	if err != nil {
 		return err
@@ -370,7 +382,7 @@ func (d *docImport) commit(ctx context.Context, fields *session.Session, names m
 	case interrupted(ctx, err):
 		return failf(d.cmd, "%w while %s was imported: nothing was imported", errInterrupted, where)
 	case errors.Is(err, conversation.ErrSessionExists):
-		return &quietError{msg: fmt.Sprintf("wasmhist %s: %s already holds session %s: pass --force to replace it, or import under another id with --as", d.cmd, where, id), err: err}
+		return &quietError{msg: fmt.Sprintf("wasmhist %s: %s already holds session %s: pass --force to replace it, or import under another id with --as", d.cmd, d.place(), id), err: err}
 	case errors.As(err, &pe):
 		return failf(d.cmd, "standard input: %w; nothing was imported", pe)
 	case errors.Is(err, conversation.ErrHistoryRefused):
@@ -386,6 +398,27 @@ func (d *docImport) commit(ctx context.Context, fields *session.Session, names m
 	if db != "" {
 		line += ", database " + db
 	}
-	fmt.Fprintln(d.e.stdout, line)
+	fmt.Fprintln(d.e.stdout, line+replaced)
 	return nil
+}
+
+// replaceCorrupt removes, with --force, a stored session of id that is
+// corrupt (nothing can be read of it, so nothing is lost), as a raw
+// import does; without --force it is refused with the advice for it. It
+// returns what to add to the report.
+func (d *docImport) replaceCorrupt(ctx context.Context, id string) (string, error) {
+	if d.sa == nil {
+		return "", nil
+	}
+	_, _, err := d.sa.loadStored(ctx, d.e, id)
+	switch {
+	case !d.sa.corrupt(err):
+		return "", nil
+	case !d.force:
+		return "", failf(d.cmd, "%w: %s", err, d.sa.loadAdvice(err, ""))
+	}
+	if err := d.sa.removeCorrupt(ctx, d.e); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(", replacing the corrupt stored one (%s)", oneLine(err.Error())), nil
 }
