@@ -24,8 +24,8 @@ const (
 // configKeys are the flags of all commands, which a configuration file
 // may set. TestConfigKeysAreTheFlags keeps the list equal to the flags.
 var configKeys = []string{
-	"accept-new-build", "base-url", "config", "db", "dir", "force", "from", "json", "m", "max-input", "max-output", "memory",
-	"model", "model-name", "module", "older-than", "page-size", "per-service-call", "plugin", "run", "session",
+	"accept-new-build", "as", "at", "base-url", "config", "db", "dir", "force", "format", "from", "json", "m", "max-input", "max-output", "memory",
+	"model", "model-name", "module", "older-than", "page-size", "per-service-call", "plugin", "raw", "run", "session",
 	"sql", "state-key", "status", "store", "timeout", "to", "wasmhist",
 }
 

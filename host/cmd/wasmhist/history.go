@@ -81,6 +81,9 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 		r.Database = db
 	}
 	if _, hasSlot := s.State[*key]; hasSlot {
+		if err := checkReadDB(cmd, p, db); err != nil {
+			return err
+		}
 		if r.Messages, err = listHistory(ctx, cmd, a.where(s.SessionID), p, s, *key, *pageSize); err != nil {
 			return err
 		}
@@ -114,14 +117,16 @@ func openHistoryPlugin(ctx context.Context, e *env, a *sessionArg, s *session.Se
 	if err != nil {
 		return nil, nil, "", err
 	}
-	db = a.defaultDB(s.SessionID)
+	if f, err := a.file(); err == nil {
+		db = f.historyDB(s)
+	}
 	if dbPath != "" {
 		db = dbPath
 	}
 	if db == "" {
 		db = filepath.Join(os.TempDir(), "wasmhist-no-database-given.db")
 	}
-	grants, err := dbGrants(cmd, db)
+	grants, err := dbGrantsFor(e, cmd, db)
 	if err != nil {
 		return nil, nil, "", err
 	}

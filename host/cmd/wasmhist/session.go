@@ -21,8 +21,9 @@ func sessionCommands() []sessionCommand {
 		{"list", "[DIR]", "list the session files in DIR (default .)", runSessionList},
 		{"show", "FILE", "summarize a session: id, revision, each slot's plugin, state and messages", runSessionShow},
 		{"delete", "FILE", "clear what the session's plugins stored, then remove FILE", runSessionDelete},
-		{"export", "FILE", "print the session as stored, after validating it", runSessionExport},
-		{"import", "FILE", "write the session read from standard input to FILE", runSessionImport},
+		{"export", "FILE", "print the session with its whole history as one portable document", runSessionExport},
+		{"import", "FILE", "write the conversation read from standard input to FILE, all or nothing", runSessionImport},
+		{"fork", "SOURCE NEW", "start NEW from the first turns of SOURCE, sharing nothing with it", runSessionFork},
 		{"migrate", "", "copy every session of --from, with its history, into --to", runSessionMigrate},
 		{"prune", "", "delete the sessions last committed before --older-than, with their data", runSessionPrune},
 	}

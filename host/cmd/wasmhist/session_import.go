@@ -11,21 +11,10 @@ import (
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
-func runSessionImport(ctx context.Context, e *env, args []string) error {
-	const cmd = "session import"
-	fs := flagSet(e, cmd, "FILE [--force] < SESSION.json",
-		"Reads a session from standard input, checks it against schemas/session.json, and writes it\n"+
-			"to FILE as chat does (atomically, under the session directory's lock). An existing FILE is\n"+
-			"refused unless --force, and even then only by a session of a newer revision. A plugin that\n"+
-			"keeps history in a database keeps it in the exported session's database: chat on FILE\n"+
-			"needs --db with that database. With --store, the session goes into the store under its\n"+
-			"own id (no FILE).")
-	force := fs.Bool("force", false, "replace an existing FILE with a session of a newer revision, or a stored session that is corrupt")
-	store := storeFlags(fs)
-	pos, err := parse(fs, cmd, args)
-	if err != nil {
-		return err
-	}
+// importRaw is session import of a session file as stored (what
+// 'session export --raw' prints): it is written as it is, its state
+// included, into FILE or with --store into the store.
+func importRaw(ctx context.Context, e *env, cmd string, store *storeFlag, pos []string, force *bool) error {
 	if store.set() {
 		if len(pos) > 0 {
 			return usagef(cmd, "unexpected argument %q: with --store the session keeps its own id: use 'wasmhist session import --store %s < SESSION.json'", pos[0], store.raw)

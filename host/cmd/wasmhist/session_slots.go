@@ -33,7 +33,7 @@ type slotPlugins struct {
 func loadSlotPlugins(ctx context.Context, e *env, cmd string, f sessionFile, s *session.Session, pluginSpec, dbPath string, ps *pluginSettings) (_ *slotPlugins, err error) {
 	sp := &slotPlugins{db: dbPath, byName: map[string]*host.Plugin{}, missing: map[string]string{}}
 	if sp.db == "" {
-		sp.db = f.dbPath()
+		sp.db = f.historyDB(s)
 	}
 	grants := []host.Grant{sqlgrant.New(sqlgrant.Config{PathFunc: func(context.Context) (string, error) {
 		return "", errors.New("no database given: pass --db")

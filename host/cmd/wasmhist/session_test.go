@@ -120,7 +120,7 @@ func TestSessionExportImport(t *testing.T) {
 	stored, err := os.ReadFile(filepath.Join(dir, "old.json"))
 	require.NoError(t, err)
 
-	exported := r.ok(t, "session", "export", "old.json")
+	exported := r.ok(t, "session", "export", "--raw", "old.json")
 	require.Equal(t, string(stored), exported, "export is not the file as stored")
 
 	out := invocation{dir: dir, stdin: exported}.ok(t, "session", "import", "new.json")
@@ -141,7 +141,7 @@ func TestSessionExportImport(t *testing.T) {
 	in := invocation{dir: dir, stdin: exported}
 	in.failsWithOneLine(t, exitFail, []string{"session", "import", "new.json"}, "new.json exists", "--force")
 	in.failsWithOneLine(t, exitFail, []string{"session", "import", "--force", "new.json"}, "at least as new", "revision 2", "its revision 3")
-	newer := invocation{dir: dir, stdin: r.ok(t, "session", "export", "new.json")}
+	newer := invocation{dir: dir, stdin: r.ok(t, "session", "export", "--raw", "new.json")}
 	newer.ok(t, "session", "import", "--force", "old.json")
 	assert.Contains(t, r.ok(t, "session", "show", "old.json"), "revision:             3\n")
 
@@ -175,12 +175,8 @@ func TestSessionDelete(t *testing.T) {
 	require.Equal(t, 2, sessions)
 	require.Equal(t, 4, messages)
 
-	// Without --db the session's database is not there: nothing is cleared
-	// and the file stays.
-	r.failsWithOneLine(t, exitFail, []string{"session", "delete", "gone.json"}, "gone.db", "does not exist", "--db", "--force")
-	require.FileExists(t, filepath.Join(dir, "gone.json"))
-
-	out := r.ok(t, "session", "delete", "gone.json", "--db", "shared.db")
+	// Without --db the database the session records is the one cleared.
+	out := r.ok(t, "session", "delete", "gone.json")
 	assert.Equal(t, "deleted gone.json (session gone, revision 1); cleared: history\n", out)
 	assert.NoFileExists(t, filepath.Join(dir, "gone.json"))
 	sessions, messages = sqliteRows(t, db)
@@ -224,7 +220,7 @@ func TestSessionSubcommandHelp(t *testing.T) {
 		assert.True(t, strings.HasPrefix(out, "Usage: wasmhist session "+c.name), "%s --help:\n%s", c.name, out)
 		invocation{}.failsWithOneLine(t, exitUsage, []string{"session", c.name, "--bogus"}, "-bogus", "wasmhist session "+c.name+" --help")
 	}
-	invocation{}.failsWithOneLine(t, exitUsage, []string{"session", "rename"}, `unknown subcommand "rename"`, "validate, list, show, delete, export, import")
+	invocation{}.failsWithOneLine(t, exitUsage, []string{"session", "rename"}, `unknown subcommand "rename"`, "validate, list, show, delete, export, import, fork")
 }
 
 // TestSessionRevisionBound: a session whose next commit would overflow

@@ -69,7 +69,7 @@ func TestStoreSQLite(t *testing.T) {
 	assert.Regexp(t, `(?m)^demo\s+demo\s+2\s+history=sqlite`, list)
 	show := r.ok(t, "session", "show", "--store", "sessions.db", "demo")
 	assert.Contains(t, show, "4 messages stored in database sessions.db")
-	exported := r.ok(t, "session", "export", "--store", "sessions.db", "demo")
+	exported := r.ok(t, "session", "export", "--raw", "--store", "sessions.db", "demo")
 	back, err := session.Decode([]byte(exported))
 	require.NoError(t, err)
 	assert.Equal(t, s.Revision, back.Revision)
