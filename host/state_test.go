@@ -30,7 +30,7 @@ func TestSelectFromState(t *testing.T) {
 	p := &Plugin{docs: statepatch.NewCache(4)}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			raws, msgs, err := p.selectFromState(abi.ExportProvide, json.RawMessage(tt.state), &abi.StateSelection{Pointer: tt.pointer})
+			raws, msgs, err := p.selectFromState(abi.ExportProvide, json.RawMessage(tt.state), &abi.StateSelection{Pointer: tt.pointer}, true)
 			if tt.wantErr {
 				require.ErrorIs(t, err, ErrInvalidOutput)
 				return
