@@ -34,7 +34,9 @@ type decodedMessages struct {
 }
 
 // decode decodes raws into msgs (of the same length), from memory where it
-// can; check refuses a decoded message (nothing is then remembered). On
+// can: a copy of the remembered message, or with shared the remembered
+// message itself, which the caller must not hand out or edit. check
+// refuses a decoded message (nothing is then remembered). On
 // failure it returns the index of the message that failed, and either
 // json's error or check's.
 //
@@ -47,13 +49,15 @@ type decodedMessages struct {
 // bound below the history's size made every provide decode the whole
 // history again, and refill the memory as often as it fitted in it:
 // provide's cost grew 30 times for 10 times the messages.
-func (c *decodedMessages) decode(raws []json.RawMessage, msgs []abi.Message, check func(*abi.Message) error) (int, error) {
+func (c *decodedMessages) decode(raws []json.RawMessage, msgs []abi.Message, shared bool, check func(*abi.Message) error) (int, error) {
 	var miss []int
 	size, missSize := 0, 0
 	c.mu.Lock()
 	for i, raw := range raws {
 		size += len(raw)
-		if m, ok := c.m[string(raw)]; ok {
+		if m, ok := c.m[string(raw)]; ok && shared {
+			msgs[i] = m
+		} else if ok {
 			msgs[i] = cloneMessage(m)
 		} else {
 			miss = append(miss, i)

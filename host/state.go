@@ -139,7 +139,7 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.
 	if err != nil {
 		return nil, nil, invalidOutput(export, "from_state pointer %q: %v", sel.Pointer, err)
 	}
-	msgs, err := decodeStoredMessages(&p.decoded, export, sel.Pointer, raws)
+	msgs, err := decodeStoredMessages(&p.decoded, export, sel.Pointer, raws, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -148,6 +148,11 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.
 		w = *sel.Window
 	}
 	kept := applyWindow(msgs, w)
+	// msgs share the host's memory of decoded messages: the caller gets
+	// copies of the ones kept, and only of those.
+	for i := range kept {
+		kept[i] = cloneMessage(kept[i])
+	}
 	if !raw {
 		return nil, kept, nil
 	}
