@@ -158,8 +158,8 @@ func BenchmarkListPage(b *testing.B) {
 	}
 }
 
-// BenchmarkInMemoryScale measures provide (no window: the whole history)
-// and store (one turn's two messages) through the in-memory plugin as
+// BenchmarkInMemoryScale measures provide (no window: the whole history),
+// provide with a window of 200 messages, and store (one turn's two messages) through the in-memory plugin as
 // WebAssembly against histories of 1k, 10k and 100k messages of about 500
 // bytes, to show how each grows with the history: it must not grow faster
 // than the history does. The state is built once as JSON; an untimed store
@@ -178,6 +178,10 @@ func BenchmarkInMemoryScale(b *testing.B) {
 	p, err := h.Load(ctx, host.File(sdktest.BuildPlugin(b, "github.com/wasmhist/wasmhist/plugins/inmemory")), host.LoadOptions{})
 	require.NoError(b, err)
 	prov := p.Provider("history")
+	// The same build with a window of the newest 200 messages.
+	pw, err := h.Load(ctx, host.File(sdktest.BuildPlugin(b, "github.com/wasmhist/wasmhist/plugins/inmemory")), host.LoadOptions{Config: []byte(`{"max_messages":200}`)})
+	require.NoError(b, err)
+	windowed := pw.Provider("history")
 	user, reply := benchMessage(abi.RoleUser, 0), benchMessage(abi.RoleAssistant, 1)
 	request := []abi.Message{user}
 	for _, n := range []int{1000, 10_000, 100_000} {
@@ -190,6 +194,19 @@ func BenchmarkInMemoryScale(b *testing.B) {
 					hist, err := prov.Provide(ctx, s, request)
 					if err != nil || len(hist) != n+1 {
 						b.Fatalf("provide returned %d messages, want %d: %v", len(hist), n+1, err)
+					}
+				}
+				b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			})
+			b.Run("windowed-provide", func(b *testing.B) {
+				if _, err := windowed.Provide(ctx, s, request); err != nil { // its first call indexes the state
+					b.Fatal(err)
+				}
+				cpu := cpuTime()
+				for b.Loop() {
+					hist, err := windowed.Provide(ctx, s, request)
+					if err != nil || len(hist) != 200 {
+						b.Fatalf("provide returned %d messages, want 200: %v", len(hist), err)
 					}
 				}
 				b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
