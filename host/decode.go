@@ -165,9 +165,13 @@ func decodeMessagesAt(export, field string, first int, raws []json.RawMessage) (
 // decodeStoredMessages decodes messages a plugin keeps in its state. The
 // state was validated against the plugin's state_schema, so only the shape
 // the host needs is checked here.
-func decodeStoredMessages(cache *decodedMessages, export, at string, raws []json.RawMessage) ([]abi.Message, error) {
+//
+// With shared set, messages served from memory are the memory's own: the
+// caller must hand out only cloneMessage copies of them, and may copy just
+// the ones it keeps (a window over a long history keeps few).
+func decodeStoredMessages(cache *decodedMessages, export, at string, raws []json.RawMessage, shared bool) ([]abi.Message, error) {
 	msgs := make([]abi.Message, len(raws))
-	i, err := cache.decode(raws, msgs, func(m *abi.Message) error {
+	i, err := cache.decode(raws, msgs, shared, func(m *abi.Message) error {
 		switch m.Role {
 		case abi.RoleSystem, abi.RoleUser, abi.RoleAssistant, abi.RoleTool:
 			return nil

@@ -53,7 +53,7 @@ func FuzzDecodeProvide(f *testing.F) {
 			return
 		}
 		if r.FromState != nil {
-			_, _, err = p.selectFromState(abi.ExportProvide, state, r.FromState)
+			_, _, err = p.selectFromState(abi.ExportProvide, state, r.FromState, true)
 			checkDecodeErr(t, err)
 		}
 		_, err = decodeMessages(abi.ExportProvide, "messages", r.Messages)
@@ -124,7 +124,7 @@ func FuzzSelectPointer(f *testing.F) {
 	f.Add([]byte(`"s"`), "/x")
 	p := &Plugin{docs: statepatch.NewCache(4)}
 	f.Fuzz(func(t *testing.T, doc []byte, ptr string) {
-		_, _, err := p.selectFromState(abi.ExportProvide, doc, &abi.StateSelection{Pointer: ptr})
+		_, _, err := p.selectFromState(abi.ExportProvide, doc, &abi.StateSelection{Pointer: ptr}, true)
 		checkDecodeErr(t, err)
 	})
 }

@@ -21,7 +21,10 @@ type provided struct {
 	changed bool
 }
 
-func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request []json.RawMessage) (*provided, error) {
+// provide runs the provide export. raw says whether the caller wants the
+// selected history as the plugin stored it too (provided.raw): a copy of
+// the history's bytes, which Provider.Provide does without.
+func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request []json.RawMessage, raw bool) (*provided, error) {
 	r := newRequest(p.stateSize(abi.ExportProvide, state) + rawSize(request))
 	p.common(r, abi.ExportProvide, facts, state)
 	if len(request) > 0 {
@@ -39,7 +42,7 @@ func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json
 		}
 		switch {
 		case resp.FromState != nil:
-			res.raw, res.msgs, err = p.selectFromState(abi.ExportProvide, next, resp.FromState)
+			res.raw, res.msgs, err = p.selectFromState(abi.ExportProvide, next, resp.FromState, raw)
 		case len(resp.Messages) > 0:
 			res.raw = resp.Messages
 			res.msgs, err = decodeMessages(abi.ExportProvide, "messages", resp.Messages)

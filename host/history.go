@@ -51,7 +51,7 @@ func (pp *Provider) Provide(ctx context.Context, s *session.Session, request []a
 	if err != nil {
 		return nil, err
 	}
-	res, err := pp.p.provide(ctx, facts, state, raws)
+	res, err := pp.p.provide(ctx, facts, state, raws, false)
 	if err != nil {
 		return nil, err
 	}

@@ -9,8 +9,9 @@ import (
 	"github.com/wasmhist/wasmhist/abi"
 )
 
-// maxDecodedBytes bounds the raw size of the messages a plugin's
-// decodedMessages remembers; past it the cache starts over.
+// maxDecodedBytes is the least raw size of the messages a plugin's
+// decodedMessages may remember; the bound is twice the largest history it
+// decoded when that is more (see decode).
 const maxDecodedBytes = 8 << 20
 
 // decodedMessages remembers the messages the host decoded from a plugin's
@@ -27,20 +28,40 @@ type decodedMessages struct {
 	mu    sync.Mutex
 	m     map[string]abi.Message
 	bytes int
+	// largest is the raw size of the largest history decoded since m
+	// started over.
+	largest int
 }
 
 // decode decodes raws into msgs (of the same length), from memory where it
-// can; check refuses a decoded message (nothing is then remembered). On
+// can: a copy of the remembered message, or with shared the remembered
+// message itself, which the caller must not hand out or edit. check
+// refuses a decoded message (nothing is then remembered). On
 // failure it returns the index of the message that failed, and either
 // json's error or check's.
-func (c *decodedMessages) decode(raws []json.RawMessage, msgs []abi.Message, check func(*abi.Message) error) (int, error) {
+//
+// The memory is bounded by the larger of maxDecodedBytes and twice the
+// largest history decoded since it last started over, this one included,
+// and a decode that would pass the bound starts it over with raws'
+// messages alone: a history is always remembered whole, so the next
+// provide of the same history and a turn more decodes the turn only, and
+// the memory follows the histories in use down as well as up. A fixed
+// bound below the history's size made every provide decode the whole
+// history again, and refill the memory as often as it fitted in it:
+// provide's cost grew 30 times for 10 times the messages.
+func (c *decodedMessages) decode(raws []json.RawMessage, msgs []abi.Message, shared bool, check func(*abi.Message) error) (int, error) {
 	var miss []int
+	size, missSize := 0, 0
 	c.mu.Lock()
 	for i, raw := range raws {
-		if m, ok := c.m[string(raw)]; ok {
+		size += len(raw)
+		if m, ok := c.m[string(raw)]; ok && shared {
+			msgs[i] = m
+		} else if ok {
 			msgs[i] = cloneMessage(m)
 		} else {
 			miss = append(miss, i)
+			missSize += len(raw)
 		}
 	}
 	c.mu.Unlock()
@@ -57,9 +78,26 @@ func (c *decodedMessages) decode(raws []json.RawMessage, msgs []abi.Message, che
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.largest = max(c.largest, size)
+	limit := max(maxDecodedBytes, 2*c.largest)
+	if c.m == nil || c.bytes+missSize > limit {
+		// Start over with this history: what raws hit moves over, the
+		// rest of the old memory goes.
+		old := c.m
+		c.m, c.bytes, c.largest = make(map[string]abi.Message, len(raws)), 0, size
+		limit = max(maxDecodedBytes, 2*size)
+		for _, raw := range raws {
+			if m, ok := old[string(raw)]; ok && c.bytes+len(raw) <= limit {
+				if _, dup := c.m[string(raw)]; !dup {
+					c.m[string(raw)] = m
+					c.bytes += len(raw)
+				}
+			}
+		}
+	}
 	for _, i := range miss {
-		if c.bytes+len(raws[i]) > maxDecodedBytes || c.m == nil {
-			c.m, c.bytes = map[string]abi.Message{}, 0
+		if c.bytes+len(raws[i]) > limit {
+			break
 		}
 		if _, ok := c.m[string(raws[i])]; !ok {
 			c.m[string(raws[i])] = cloneMessage(msgs[i])

@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestDecodedMessages(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var c decodedMessages
 			for range 2 { // the second pass is served from memory
-				msgs, err := decodeStoredMessages(&c, "provide", "/h", tt.raws)
+				msgs, err := decodeStoredMessages(&c, "provide", "/h", tt.raws, false)
 				if tt.want != "" {
 					require.ErrorIs(t, err, ErrInvalidOutput)
 					assert.Contains(t, err.Error(), tt.want)
@@ -58,8 +59,46 @@ func TestDecodedMessagesBounded(t *testing.T) {
 	for i := range 20 {
 		raw := append(json.RawMessage{}, big...)
 		raw[len(raw)-5] = byte('a' + i)
-		_, err := decodeStoredMessages(&c, "provide", "/h", []json.RawMessage{raw})
+		_, err := decodeStoredMessages(&c, "provide", "/h", []json.RawMessage{raw}, false)
 		require.NoError(t, err)
 		require.LessOrEqual(t, c.bytes, maxDecodedBytes)
+	}
+}
+
+// A history larger than maxDecodedBytes is remembered whole, so the next
+// provide of it and one turn more decodes one turn: a fixed bound below
+// the history made every provide decode all of it.
+func TestDecodedMessagesRemembersWholeHistory(t *testing.T) {
+	msg := func(i int) json.RawMessage {
+		return json.RawMessage(`{"role":"user","contents":[{"type":"text","text":"` + strings.Repeat("x", 64<<10) + strconv.Itoa(i) + `"}]}`)
+	}
+	var history []json.RawMessage
+	for i := range 3 * maxDecodedBytes / (64 << 10) { // 24 MiB
+		history = append(history, msg(i))
+	}
+	var c decodedMessages
+	largest := 0
+	tests := []struct {
+		name string
+		raws []json.RawMessage
+	}{
+		{"first", history},
+		{"a turn more", append(history[:len(history):len(history)], msg(-1), msg(-2))},
+		{"a shorter history", history[:10]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeStoredMessages(&c, "provide", "/h", tt.raws, false)
+			require.NoError(t, err)
+			for i, raw := range tt.raws {
+				require.Contains(t, c.m, string(raw), "message %d of %d is not remembered", i, len(tt.raws))
+			}
+			size := 0
+			for _, raw := range tt.raws {
+				size += len(raw)
+			}
+			largest = max(largest, size)
+			require.LessOrEqual(t, c.bytes, max(maxDecodedBytes, 2*largest))
+		})
 	}
 }

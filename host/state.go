@@ -120,9 +120,9 @@ func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateC
 }
 
 // selectFromState resolves a from_state selection against state: the
-// messages at the pointer, reduced by the window. It returns them both as
-// the plugin stored them and decoded.
-func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.StateSelection) ([]json.RawMessage, []abi.Message, error) {
+// messages at the pointer, reduced by the window. It returns them decoded
+// and, when raw is set, as the plugin stored them too.
+func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.StateSelection, raw bool) ([]json.RawMessage, []abi.Message, error) {
 	// The indexed document the last patch left in the cache finds the
 	// array's elements without scanning the state. Its views stay valid
 	// while this call holds the Doc. A missing member or null selects no
@@ -139,7 +139,7 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.
 	if err != nil {
 		return nil, nil, invalidOutput(export, "from_state pointer %q: %v", sel.Pointer, err)
 	}
-	msgs, err := decodeStoredMessages(&p.decoded, export, sel.Pointer, raws)
+	msgs, err := decodeStoredMessages(&p.decoded, export, sel.Pointer, raws, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -148,6 +148,14 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.
 		w = *sel.Window
 	}
 	kept := applyWindow(msgs, w)
+	// msgs share the host's memory of decoded messages: the caller gets
+	// copies of the ones kept, and only of those.
+	for i := range kept {
+		kept[i] = cloneMessage(kept[i])
+	}
+	if !raw {
+		return nil, kept, nil
+	}
 	// A window keeps a leading system message and a contiguous run of the
 	// newest messages (package reducer), so the raw messages kept are the
 	// same head and tail.

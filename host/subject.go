@@ -21,7 +21,7 @@ func (p *Plugin) ProvideState(ctx context.Context, facts abi.SessionFacts, state
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := p.provide(ctx, facts, state, request)
+	res, err := p.provide(ctx, facts, state, request, true)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,12 +3,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/session"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -153,4 +156,104 @@ func BenchmarkListPage(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkInMemoryScale measures provide (no window: the whole history),
+// provide with a window of 200 messages, and store (one turn's two messages) through the in-memory plugin as
+// WebAssembly against histories of 1k, 10k and 100k messages of about 500
+// bytes, to show how each grows with the history: it must not grow faster
+// than the history does. The state is built once as JSON; an untimed store
+// leaves its indexed document in the host's cache, as a previous turn
+// would. Each store appends to the same session, so the history grows by
+// two messages an iteration (run with a fixed -benchtime such as 20x).
+//
+// Besides wall time each reports cpu-ns/op, the process's CPU time (user
+// and system, the collector's included) per iteration, which a machine
+// loaded by other work disturbs far less.
+func BenchmarkInMemoryScale(b *testing.B) {
+	ctx := context.Background()
+	h, err := host.New(ctx, host.Config{})
+	require.NoError(b, err)
+	defer h.Close(ctx)
+	p, err := h.Load(ctx, host.File(sdktest.BuildPlugin(b, "github.com/wasmhist/wasmhist/plugins/inmemory")), host.LoadOptions{})
+	require.NoError(b, err)
+	prov := p.Provider("history")
+	// The same build with a window of the newest 200 messages.
+	pw, err := h.Load(ctx, host.File(sdktest.BuildPlugin(b, "github.com/wasmhist/wasmhist/plugins/inmemory")), host.LoadOptions{Config: []byte(`{"max_messages":200}`)})
+	require.NoError(b, err)
+	windowed := pw.Provider("history")
+	user, reply := benchMessage(abi.RoleUser, 0), benchMessage(abi.RoleAssistant, 1)
+	request := []abi.Message{user}
+	for _, n := range []int{1000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			s := scaleSession(b, n)
+			require.NoError(b, prov.Store(ctx, s, nil, []abi.Message{reply}))
+			b.Run("provide", func(b *testing.B) {
+				cpu := cpuTime()
+				for b.Loop() {
+					hist, err := prov.Provide(ctx, s, request)
+					if err != nil || len(hist) != n+1 {
+						b.Fatalf("provide returned %d messages, want %d: %v", len(hist), n+1, err)
+					}
+				}
+				b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			})
+			b.Run("windowed-provide", func(b *testing.B) {
+				if _, err := windowed.Provide(ctx, s, request); err != nil { // its first call indexes the state
+					b.Fatal(err)
+				}
+				cpu := cpuTime()
+				for b.Loop() {
+					hist, err := windowed.Provide(ctx, s, request)
+					if err != nil || len(hist) != 200 {
+						b.Fatalf("provide returned %d messages, want 200: %v", len(hist), err)
+					}
+				}
+				b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			})
+			b.Run("store", func(b *testing.B) {
+				cpu := cpuTime()
+				for b.Loop() {
+					if err := prov.Store(ctx, s, request, []abi.Message{reply}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			})
+		})
+	}
+}
+
+// cpuTime is the CPU time the process has used, user and system, in
+// nanoseconds.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// scaleSession returns a session whose "history" slot holds n messages of
+// about 500 bytes, built as state JSON rather than stored turn by turn.
+func scaleSession(b *testing.B, n int) *session.Session {
+	b.Helper()
+	var data bytes.Buffer
+	data.WriteString(`{"messages":[`)
+	for i := range n {
+		if i > 0 {
+			data.WriteByte(',')
+		}
+		role := abi.RoleUser
+		if i%2 == 1 {
+			role = abi.RoleAssistant
+		}
+		m := benchMessage(role, i)
+		raw, err := json.Marshal(&m)
+		require.NoError(b, err)
+		data.Write(raw)
+	}
+	data.WriteString(`]}`)
+	return &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "bench",
+		State: map[string]session.ProviderState{"history": {Provider: provider.Name, StateVersion: provider.StateVersion, Data: data.Bytes()}}}
 }

@@ -332,6 +332,7 @@ func compileIn(ctx context.Context, cache *Cache, funcs []capability.Func, wasm 
 	if err != nil {
 		return nil, err
 	}
+	releaseCodeBodies(m)
 	c = &compiled{rt: rt, module: m, hasMemory: len(m.ExportedMemories()) > 0}
 	// As go-sdk does for a WASI module (SPEC section 2.4): a reactor's
 	// _initialize, or else __wasm_call_ctors, taking no parameters.
