@@ -192,7 +192,7 @@ func TestSessionPruneLeavesNoRow(t *testing.T) {
 	assert.NotContains(t, list, "old")
 
 	for _, bad := range []string{"", "-1h", "soon", "0d"} {
-		r.failsWithOneLine(t, exitUsage, []string{"session", "prune", "--older-than", bad, "--store", "sessions.db"}, "--older-than", fmt.Sprint("positive duration"))
+		r.failsWithOneLine(t, exitUsage, []string{"session", "prune", "--older-than", bad, "--store", "sessions.db"}, "--older-than", "positive duration")
 	}
 }
 

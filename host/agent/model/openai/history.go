@@ -79,6 +79,7 @@ func assistantMessage(a *openai.ChatCompletionAssistantMessageParam) (abi.Messag
 		return abi.Message{}, fmt.Errorf("%w: an assistant refusal", ErrUnsupportedContent)
 	case !param.IsOmitted(a.Audio):
 		return abi.Message{}, fmt.Errorf("%w: assistant audio", ErrUnsupportedContent)
+	//lint:ignore SA1019 the deprecated field is read only to refuse it with a clear error
 	case !param.IsOmitted(a.FunctionCall):
 		return abi.Message{}, fmt.Errorf("%w: the deprecated function_call (use tool_calls)", ErrUnsupportedContent)
 	}
