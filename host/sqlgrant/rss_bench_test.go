@@ -1,6 +1,6 @@
 //go:build linux
 
-package host_test
+package sqlgrant_test
 
 import (
 	"bufio"
