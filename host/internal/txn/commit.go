@@ -67,6 +67,28 @@ func (s *Staged) Abort() {
 	}
 }
 
+// StageSession writes next's session row (data, as session.Encode wrote
+// it) into t's open transaction on target, when t holds one there (a
+// plugin granted that database wrote in the run): the row then commits
+// with the plugin's writes, and the returned Prepared says so. It returns
+// nil, nil when t holds no transaction on target: the store saves on its
+// own. A stored revision not lower than next's is an error wrapping
+// session.ErrStaleRevision. Every database store calls it first in its
+// PrepareSave.
+func (t *Txn) StageSession(ctx context.Context, target string, next *session.Session, data []byte) (Prepared, error) {
+	if t == nil || target == "" || t.Participant(target) == nil {
+		return nil, nil
+	}
+	err := t.Put(ctx, target, Sessions, next.SessionID, next.Revision, data)
+	if errors.Is(err, ErrStale) {
+		return nil, fmt.Errorf("%w: %w", session.ErrStaleRevision, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Staged{Into: target}, nil
+}
+
 // Step names a point of CommitSession, where tests inject faults.
 type Step string
 

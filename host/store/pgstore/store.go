@@ -192,7 +192,7 @@ func (s *Store) Load(ctx context.Context, id string) (*session.Session, error) {
 // WHERE on its latest committed version, so no write lands between the
 // check and this one.
 func (s *Store) Save(ctx context.Context, sess *session.Session) error {
-	p, err := s.prepare(ctx, nil, sess)
+	p, err := s.PrepareSave(ctx, nil, sess)
 	if err != nil {
 		return err
 	}
@@ -206,10 +206,6 @@ func (s *Store) Save(ctx context.Context, sess *session.Session) error {
 // written in a transaction of the store's own, which holds the row's lock
 // until Commit.
 func (s *Store) PrepareSave(ctx context.Context, tx *txn.Txn, sess *session.Session) (txn.Prepared, error) {
-	return s.prepare(ctx, tx, sess)
-}
-
-func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session) (txn.Prepared, error) {
 	data, err := session.Encode(sess)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: save: %w", err)
@@ -217,15 +213,11 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 	if sess.SessionID == "" {
 		return nil, fmt.Errorf("pgstore: save: %w: empty session id", session.ErrInvalid)
 	}
-	if target := s.Target(); tx != nil && target != "" && tx.Participant(target) != nil {
-		err := tx.Put(ctx, target, txn.Sessions, sess.SessionID, sess.Revision, data)
-		if errors.Is(err, txn.ErrStale) {
-			return nil, fmt.Errorf("pgstore: save %q at revision %d: %w: %w", sess.SessionID, sess.Revision, session.ErrStaleRevision, err)
-		}
+	if prep, err := tx.StageSession(ctx, s.Target(), sess, data); prep != nil || err != nil {
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
 		}
-		return &txn.Staged{Into: target}, nil
+		return prep, nil
 	}
 	own, err := s.pool.Begin(ctx)
 	if err != nil {

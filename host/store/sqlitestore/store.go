@@ -180,7 +180,7 @@ func (s *Store) Target() string { return s.target }
 // WHERE clause: SQLite runs the statement under the database's write lock,
 // so no other write can land between the check and the write.
 func (s *Store) Save(ctx context.Context, sess *session.Session) error {
-	p, err := s.prepare(ctx, nil, sess)
+	p, err := s.PrepareSave(ctx, nil, sess)
 	if err != nil {
 		return err
 	}
@@ -193,10 +193,6 @@ func (s *Store) Save(ctx context.Context, sess *session.Session) error {
 // Otherwise the row is written in a transaction of the store's own that
 // holds SQLite's write lock until Commit.
 func (s *Store) PrepareSave(ctx context.Context, tx *txn.Txn, sess *session.Session) (txn.Prepared, error) {
-	return s.prepare(ctx, tx, sess)
-}
-
-func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session) (txn.Prepared, error) {
 	data, err := session.Encode(sess)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: save: %w", err)
@@ -204,15 +200,11 @@ func (s *Store) prepare(ctx context.Context, tx *txn.Txn, sess *session.Session)
 	if sess.SessionID == "" {
 		return nil, fmt.Errorf("sqlitestore: save: %w: empty session id", session.ErrInvalid)
 	}
-	if tx != nil && tx.Participant(s.target) != nil {
-		err := tx.Put(ctx, s.target, txn.Sessions, sess.SessionID, sess.Revision, data)
-		if errors.Is(err, txn.ErrStale) {
-			return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w: %w", sess.SessionID, sess.Revision, session.ErrStaleRevision, err)
-		}
+	if prep, err := tx.StageSession(ctx, s.target, sess, data); prep != nil || err != nil {
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: save %q at revision %d: %w", sess.SessionID, sess.Revision, err)
 		}
-		return &txn.Staged{Into: s.target}, nil
+		return prep, nil
 	}
 	own, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
