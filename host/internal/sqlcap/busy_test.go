@@ -120,7 +120,10 @@ func TestManyProcessesOneFile(t *testing.T) {
 		busy int
 	)
 	for i := range procs {
-		s := newStore(t, Limits{Timeout: 50 * time.Millisecond})
+		// 100 ms: far below the waits for 15 other writers, above what the
+		// two statements take under the race detector beside other test
+		// packages on 2 cores (at 50 ms, 1 turn of 128 once overran there; with the wait charged, about 20 of 128 turns still fail at 100 ms).
+		s := newStore(t, Limits{Timeout: 100 * time.Millisecond})
 		session := fmt.Sprintf("s%d", i)
 		wg.Add(1)
 		go func() {
