@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -51,7 +52,12 @@ func BenchmarkScale(b *testing.B) {
 				dsn = pgtest.Start(parent).DSN("postgres")
 			}
 			name := fmt.Sprint("db", n)
-			p, err := h.Load(ctx, wasm, host.LoadOptions{Grants: []host.Grant{pggrant.New(pggrant.Config{Name: name, AdminDSN: dsn, Schema: "data" + name, HostSchema: "host" + name})}})
+			// A page of 128 inserts is one sql request; its 2 s default
+			// limit guards against runaway statements and is what a
+			// request on a loaded machine can reach, so the benchmark,
+			// which measures throughput, allows 30 s.
+			limits := pggrant.Limits{Timeout: 30 * time.Second}
+			p, err := h.Load(ctx, wasm, host.LoadOptions{Grants: []host.Grant{pggrant.New(pggrant.Config{Name: name, AdminDSN: dsn, Schema: "data" + name, HostSchema: "host" + name, Limits: limits})}})
 			require.NoError(b, err)
 			st, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Name: name, Schema: "host" + name})
 			require.NoError(b, err)
