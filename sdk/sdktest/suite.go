@@ -57,7 +57,7 @@ func CasesWith(opts Options) []Case {
 			Reasons: []Reason{ReasonInstanceDependent}, Run: caseStateless},
 		{Name: "malformed_requests_rejected", Doc: "malformed describe, provide and store requests get invalid_argument, not a trap, and the subject keeps working",
 			Reasons: []Reason{ReasonMalformedAccepted, ReasonWrongHistory}, Run: caseMalformed},
-		{Name: "import_pages_read_back", Doc: "a history with tool calls, stored as an importer stores it (pages of request messages that never split a call from its result), reads back identical on any instance (from ABI 1.2)",
+		{Name: "import_pages_read_back", Doc: "a history with tool calls, stored as an importer stores it (pages of request messages), reads back identical on any instance (from ABI 1.2)",
 			Reasons: []Reason{ReasonImportRefused, ReasonImportDiffers}, Since: 2, Run: caseImport},
 		{Name: "store_keeps_split_pairs", Doc: "stores that end between a tool call and its result, or start with a result whose call came before, are kept as given (from ABI 1.2)",
 			Reasons: []Reason{ReasonSplitPairRefused, ReasonSplitPairAltered}, Since: 2, Run: caseSplitPairs},
