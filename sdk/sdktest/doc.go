@@ -4,7 +4,10 @@
 // must pass (what it stores comes back in order; its state survives any
 // JSON library; state keys stay apart; unknown fields are tolerated; it
 // works from its initial state; any instance serves any call; malformed
-// requests get invalid_argument). Each case drives a plugin only through
+// requests get invalid_argument; a history stored as an importer stores it,
+// and stores that split a tool call from its result, are kept as given).
+// The failure cases (a rolled-back run, a retried one, two instances, a
+// crashed instance) need a RunSubject and are skipped on other subjects. Each case drives a plugin only through
 // the Subject interface, which the host's *host.Plugin implements for both
 // WebAssembly and native plugins, so one suite checks a plugin's Go code
 // and its .wasm build alike.

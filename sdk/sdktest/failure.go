@@ -2,6 +2,7 @@ package sdktest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -25,6 +26,15 @@ const (
 	// deadline and then retried left its messages more than once, or not
 	// at all.
 	ReasonRetryDuplicated Reason = "retry_not_stored_once"
+	// readable_after_crashed_instance: after an instance crashed in a
+	// store (killed by its deadline mid-call), the next instance misses
+	// history stored before the crash (a provider that keeps it only in
+	// the instance).
+	ReasonCrashLost Reason = "history_lost_after_crash"
+	// readable_after_crashed_instance: part of what the crashed store
+	// wrote is visible afterwards (a provider that writes some of a call's
+	// rows outside the run's transaction).
+	ReasonCrashHalfWritten Reason = "crashed_store_half_visible"
 )
 
 // SkipNoRuns is the Skipped.Why of a failure case on a subject that is not
@@ -196,4 +206,89 @@ func caseTwoInstances(ctx context.Context, f Factory) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// caseCrashed kills stores by their deadline, from 1 µs doubling until one
+// completes: each attempt that the deadline stopped crashed its instance
+// at some point of the call (a host discards an instance its deadline
+// interrupted), before or during its writes. After each, the history is
+// what was stored before it: within the run, which goes on and commits,
+// and on a new instance after that commit.
+func caseCrashed(ctx context.Context, f Factory) error {
+	s, err := runSubject(ctx, f)
+	if err != nil {
+		return err
+	}
+	turns := script("crash", 3)
+	sl := newSlot(s, newSessionID(), "history")
+	if err := s.InRun(ctx, true, func(ctx context.Context) error { return sl.store(ctx, s, turns[0]) }); err != nil {
+		return fmt.Errorf("the first run: %w", err)
+	}
+	for wait := time.Microsecond; ; wait *= 2 {
+		before := sl.state
+		attempt := &slot{facts: sl.facts, state: before}
+		crashed := false
+		err := s.InRun(ctx, true, func(ctx context.Context) error {
+			tctx, cancel := context.WithTimeout(ctx, wait)
+			deadline, _ := tctx.Deadline()
+			err := attempt.store(tctx, s, turns[1])
+			cancel()
+			if err == nil || time.Now().Before(deadline) || ctx.Err() != nil {
+				return err // stored, or failed by itself
+			}
+			crashed = true
+			history, err := (&slot{facts: sl.facts, state: before}).provide(ctx, s)
+			if err != nil {
+				return fmt.Errorf("after the crash, in the same run: %w", err)
+			}
+			return afterCrash(history, stored(turns[:1]), "provide in the run, on the instance after the crashed one")
+		})
+		if err != nil {
+			return fmt.Errorf("a run whose store had a deadline of %v: %w", wait, err)
+		}
+		if !crashed {
+			sl.state = attempt.state
+			break
+		}
+		if wait > time.Minute {
+			return fmt.Errorf("no store finished within a deadline of %v", wait)
+		}
+		next, err := runSubject(ctx, f)
+		if err != nil {
+			return err
+		}
+		history, err := sl.provide(ctx, next)
+		if err != nil {
+			return fmt.Errorf("after a store crashed at a deadline of %v and its run committed: %w", wait, err)
+		}
+		if err := afterCrash(history, stored(turns[:1]), fmt.Sprintf("provide on a new instance after a store crashed at a deadline of %v and its run committed", wait)); err != nil {
+			return err
+		}
+	}
+	// The key goes on as if nothing had crashed, on a new instance.
+	next, err := runSubject(ctx, f)
+	if err != nil {
+		return err
+	}
+	if err := next.InRun(ctx, true, func(ctx context.Context) error { return sl.store(ctx, next, turns[2]) }); err != nil {
+		return fmt.Errorf("the run after the crashes: %w", err)
+	}
+	history, err := sl.provide(ctx, next)
+	if err != nil {
+		return err
+	}
+	return afterCrash(history, stored(turns), "provide on a new instance after the crashes and two more runs")
+}
+
+// afterCrash checks a history read after a crash: missing messages are
+// history lost, any more than want are the crashed call's.
+func afterCrash(got, want []json.RawMessage, where string) error {
+	err := sameMessages(got, want)
+	if err == nil {
+		return nil
+	}
+	if len(got) > len(want) && sameMessages(got[:len(want)], want) == nil {
+		return because(ReasonCrashHalfWritten, fmt.Errorf("%s: %w", where, err))
+	}
+	return because(ReasonCrashLost, fmt.Errorf("%s: %w", where, err))
 }

@@ -51,6 +51,16 @@ var reasonSince = map[Reason]int{
 	// did not happen (SPEC sections 1 and 8).
 	ReasonRolledBackKept:  0,
 	ReasonRetryDuplicated: 0,
+	// Of the cases ABI 1.2 added: a store killed mid-call leaves the
+	// history as it was; a history stored as an importer stores it, and
+	// stores that split a tool call from its result, are kept as given
+	// (SPEC sections 4.3 and 8.2).
+	ReasonCrashLost:        2,
+	ReasonCrashHalfWritten: 2,
+	ReasonImportRefused:    2,
+	ReasonImportDiffers:    2,
+	ReasonSplitPairRefused: 2,
+	ReasonSplitPairAltered: 2,
 }
 
 // Since is the ABI minor that introduced the rule the reason reports.

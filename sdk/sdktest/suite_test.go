@@ -423,7 +423,7 @@ func TestSuitePassesCorrectProviders(t *testing.T) {
 func TestOptionalCasesSkip(t *testing.T) {
 	optional := []string{"list_returns_stored_in_order", "list_cursor_advances_and_ends", "clear_forgets_history", "migrate_state_serves_result"}
 	// The failure cases need a RunSubject, which a plain handlerSubject is not.
-	failure := []string{"rolled_back_run_leaves_nothing", "retried_run_stores_once", "two_instances_one_history"}
+	failure := []string{"rolled_back_run_leaves_nothing", "retried_run_stores_once", "two_instances_one_history", "readable_after_crashed_instance"}
 	run := func(p sdk.Provider, opts Options) map[string]error {
 		got := map[string]error{}
 		for _, c := range CasesWith(opts) {
@@ -484,6 +484,12 @@ func TestEveryCaseCanFail(t *testing.T) {
 		{"caches rows across calls, so a rolled-back run's rows stay", "rolled_back_run_leaves_nothing", ReasonRolledBackKept, dbFactory(newRowCache)},
 		{"commits its rows itself, so a retried run stores twice", "retried_run_stores_once", ReasonRetryDuplicated, dbFactory(func(db *fakeDB) sdk.Provider { return selfCommitter{dbProvider{db}} })},
 		{"caches rows across calls, so another instance's stores are missed", "two_instances_one_history", ReasonInstanceDependent, dbFactory(newRowCache)},
+		{"keeps stores in its instance and writes them at its next store", "readable_after_crashed_instance", ReasonCrashLost, dbFactory(newWriteBehind)},
+		{"commits a store's request messages itself, before its response", "readable_after_crashed_instance", ReasonCrashHalfWritten, dbFactory(func(db *fakeDB) sdk.Provider { return halfCommitter{dbProvider{db}} })},
+		{"keeps only system and user messages of request_messages", "import_pages_read_back", ReasonImportDiffers, factoryOf(func() sdk.Provider { return inputOnly{} })},
+		{"refuses assistant and tool messages in request_messages", "import_pages_read_back", ReasonImportRefused, factoryOf(func() sdk.Provider { return inputRefuser{} })},
+		{"strips each store's unpaired tool calls and results", "store_keeps_split_pairs", ReasonSplitPairAltered, factoryOf(func() sdk.Provider { return orphanStripper{} })},
+		{"refuses a store whose tool calls and results do not pair up", "store_keeps_split_pairs", ReasonSplitPairRefused, factoryOf(func() sdk.Provider { return pairChecker{} })},
 	}
 	cases := map[string]Case{}
 	for _, c := range CasesWith(olderStates) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -102,9 +103,11 @@ func Test_main(t *testing.T) {
 		case "console":
 			cmd, want, ok := strings.Cut(bl.text, "\n")
 			require.True(t, ok && strings.HasPrefix(cmd, "$ "), "console block %q: want a $ command line, then its output", cmd)
-			c := console{out: filepath.Join(outDir, fmt.Sprintf("console-%d.txt", len(consoles))), want: want}
+			c := console{out: filepath.Join(outDir, fmt.Sprintf("console-%d", len(consoles))), want: want}
 			consoles = append(consoles, c)
-			fmt.Fprintf(&script, "%s | tee %s\n", strings.TrimPrefix(cmd, "$ "), c.out)
+			// The command's output, error output and exit status, kept
+			// apart, whether it succeeds or not; then shown.
+			fmt.Fprintf(&script, "set +e\n%s >%[2]s.out 2>%[2]s.err\necho $? >%[2]s.status\nset -e\ncat %[2]s.out %[2]s.err\n", strings.TrimPrefix(cmd, "$ "), c.out)
 		default:
 			t.Fatalf("README.md has a ```%s block: the test runs sh, go and console blocks only", bl.lang)
 		}
@@ -112,7 +115,7 @@ func Test_main(t *testing.T) {
 	// Every step has something to run; a README without them tests nothing.
 	require.GreaterOrEqual(t, shells, 5, "sh blocks in README.md")
 	require.Equal(t, 2, files, "go blocks in README.md (main.go, conformance_test.go)")
-	require.Len(t, consoles, 1, "console blocks in README.md")
+	require.Len(t, consoles, 2, "console blocks in README.md (conformance, the refused chat of step 6)")
 
 	cmd := exec.CommandContext(t.Context(), "bash", "-c", script.String())
 	cmd.Dir = work
@@ -120,18 +123,38 @@ func Test_main(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "the quickstart's steps failed; the script:\n%s\noutput:\n%s", script.String(), out)
 
-	got, err := os.ReadFile(consoles[0].out)
-	require.NoError(t, err)
-	header, table, _ := strings.Cut(string(got), "\n\n")
+	read := func(c console, what string) string {
+		b, err := os.ReadFile(c.out + "." + what)
+		require.NoError(t, err)
+		return string(b)
+	}
+	require.Equal(t, "0\n", read(consoles[0], "status"), "conformance failed:\n%s", read(consoles[0], "err"))
+	got := read(consoles[0], "out")
+	header, table, _ := strings.Cut(got, "\n\n")
 	assert.True(t, strings.HasPrefix(header, "conformance of recent 0.1.0 (sha256 "), "conformance header:\n%s", got)
 	_, wantTable, _ := strings.Cut(consoles[0].want, "\n\n")
 	assert.Equal(t, wantTable, table, "README.md's conformance table differs from the real one")
-	assert.True(t, strings.HasSuffix(table, "15 cases: 13 passed, 0 failed, 2 skipped\n"), "the quickstart plugin must pass every case:\n%s", got)
+	assert.True(t, strings.HasSuffix(table, "18 cases: 16 passed, 0 failed, 2 skipped\n"), "the quickstart plugin must pass every case:\n%s", got)
 
 	assert.Contains(t, string(out), "assistant: You told me you like Italian food.", "a new process did not remember")
 	assert.Contains(t, string(out), "4 messages", "history through the plugin's list export")
-	assert.Contains(t, string(out), "ok  \texample.com/recent", "the native conformance test of step 6")
+	assert.Contains(t, string(out), "ok  \texample.com/recent", "the native conformance test of step 7")
+
+	// Step 6: the rebuilt plugin's chat is refused in the one line shown,
+	// naming the flag, and nothing else is printed; accepted, the session
+	// goes on with its history.
+	refusal := consoles[1]
+	assert.Equal(t, "1\n", read(refusal, "status"), "the chat with a rebuilt plugin was not refused")
+	assert.Empty(t, read(refusal, "out"), "the refused chat answered")
+	assert.Equal(t, anySum.ReplaceAllString(refusal.want, "SUM"), anySum.ReplaceAllString(read(refusal, "err"), "SUM"), "README.md's refusal differs from the real one")
+	assert.Contains(t, refusal.want, "--accept-new-build")
+	assert.Equal(t, 2, strings.Count(string(out), "assistant: You told me you like Italian food."), "the accepted build did not continue the session's history:\n%s", out)
+	assert.Contains(t, string(out), "revision 4", "the chat after accepting needs no flag")
 }
+
+// anySum matches the sha256 prefix a message names a build by: a rebuild
+// by another Go toolchain has another.
+var anySum = regexp.MustCompile(`\b[0-9a-f]{12}\b`)
 
 // quickstartEnv is the reader's environment, but with the command and
 // the sample plugins installed under work, and module settings at Go's
