@@ -500,16 +500,21 @@ func TestImportIsAllOrNothing(t *testing.T) {
 	}
 }
 
-// TestImportSplitsAPageTooLarge: a page the plugin refuses as too large
-// (the sqlite plugin writes a row a message, under the sql capability's
-// 256 statements a request) is stored in halves, never splitting a call
-// from its result; the whole history is imported.
+// TestImportSplitsAPageTooLarge: a page refused as too large (600
+// messages, 150 answers of 64 KiB: over the host's 8 MiB input limit, then, halved,
+// over the sql capability's 4 MiB request limit, which the sqlite plugin
+// reports as resource_exhausted) is stored in halves, never splitting a
+// call from its result; the whole history is imported.
 func TestImportSplitsAPageTooLarge(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
 	pr := r.pair(t, sqliteOnSQLite, sqliteStore)
 	msgs := turnsOfChat(150) // 600 messages
-	got, err := conversation.Import(ctx, &session.Session{SessionID: "big"}, []conversation.SlotHistory{{Key: key, History: values(msgs)}}, pr.target("big"), &conversation.ImportOptions{PageMessages: 600})
+	pad := strings.Repeat("x", 64<<10)
+	for i := 3; i < len(msgs); i += 4 {
+		msgs[i] = abi.NewMessage(abi.RoleAssistant, msgs[i].Contents[0].Text+pad)
+	}
+	got, err := conversation.Import(ctx, &session.Session{SessionID: "big"}, []conversation.SlotHistory{{Key: key, History: values(msgs)}}, pr.target("big"), &conversation.ImportOptions{PageMessages: 600, PageBytes: 1 << 30})
 	require.NoError(t, err)
 	assert.Equal(t, texts(msgs), texts(history(t, pr.plugin, got)))
 	assert.Equal(t, len(msgs), pr.rows(t))

@@ -161,12 +161,18 @@ func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreRespo
 	store := func(d string) (*sql.Rows, error) {
 		var b sql.Batch
 		// The counter moves first: a write, so the call holds the write
-		// lock before anything reads, and each insert below takes its
-		// number from it.
+		// lock before anything reads, and the inserts below take their
+		// numbers from it.
 		b.Exec(sql.Rebind(d, bumpSequence), st.SessionKey, len(msgs))
-		for i, raw := range msgs {
-			h := headers[i]
-			b.Exec(sql.Rebind(d, insertMessage), st.SessionKey, len(msgs)-i, h.Role, h.calls, h.results, raw)
+		for start := 0; start < len(msgs); start += rowsPerInsert {
+			end := min(start+rowsPerInsert, len(msgs))
+			args := make([]any, 0, 1+5*(end-start))
+			args = append(args, st.SessionKey)
+			for i := start; i < end; i++ {
+				h := headers[i]
+				args = append(args, len(msgs)-i, h.Role, h.calls, h.results, msgs[i])
+			}
+			b.Exec(sql.Rebind(d, insertRows(end-start)), args...)
 		}
 		_, err := b.Run()
 		return nil, err
