@@ -12,7 +12,8 @@ import (
 	"github.com/wasmhist/wasmhist/host/store"
 )
 
-// A service keys conversations by user: Sessions loads the user's session
+// A service keys conversations by user: NewSessions configures an agent
+// whose Saver is a store, and Sessions loads the user's session
 // from the agent's store (or starts one), runs one turn at a time per
 // user, and commits through the store. RunUpdate.Text is the reply as it
 // streams; the stream's last update is the run's result.
@@ -27,15 +28,11 @@ func ExampleSessions() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{
+	users, err := agent.NewSessions(agent.Config{
 		Model:     offline.New(),
 		Providers: []agent.ProviderConfig{{Provider: agent.NewMemoryProvider("history")}},
 		Saver:     sessions,
 	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	users, err := agent.NewSessions(a)
 	if err != nil {
 		log.Fatal(err)
 	}

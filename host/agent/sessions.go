@@ -45,16 +45,25 @@ type turnLock struct {
 	waiters int
 }
 
-// NewSessions returns the turns of a over the sessions its Config.Saver
-// keeps. The Saver must be a store.Store (every store of package
-// host/store and its subpackages is); otherwise the error wraps ErrConfig.
-func NewSessions(a *Agent) (*Sessions, error) {
-	st, ok := a.cfg.Saver.(store.Store)
+// NewSessions returns an agent configured by cfg (see New) and its turns
+// over the sessions cfg.Saver keeps. The Saver must be a store.Store (every
+// store of package host/store and its subpackages is); otherwise the error
+// wraps ErrConfig.
+func NewSessions(cfg Config) (*Sessions, error) {
+	st, ok := cfg.Saver.(store.Store)
 	if !ok {
-		return nil, fmt.Errorf("%w: Sessions needs a Config.Saver that loads sessions too (a store.Store), have %T", ErrConfig, a.cfg.Saver)
+		return nil, fmt.Errorf("%w: Sessions needs a Config.Saver that loads sessions too (a store.Store), have %T", ErrConfig, cfg.Saver)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		return nil, err
 	}
 	return &Sessions{agent: a, store: st, turns: map[string]*turnLock{}}, nil
 }
+
+// Agent returns the agent that runs the turns, to run it on a session
+// outside the store.
+func (ss *Sessions) Agent() *Agent { return ss.agent }
 
 // lock waits until no other turn of session id runs in this process, or
 // until ctx ends.

@@ -24,13 +24,11 @@ func newSessions(t *testing.T, m model.Client) (*agent.Sessions, *store.Dir) {
 	t.Helper()
 	dir, err := store.NewDir(t.TempDir())
 	require.NoError(t, err)
-	a, err := agent.New(agent.Config{
+	ss, err := agent.NewSessions(agent.Config{
 		Model:     m,
 		Providers: []agent.ProviderConfig{{Provider: agent.NewMemoryProvider("history")}},
 		Saver:     dir,
 	})
-	require.NoError(t, err)
-	ss, err := agent.NewSessions(a)
 	require.NoError(t, err)
 	return ss, dir
 }
@@ -206,9 +204,12 @@ func TestSessionsWaitEndsWithContext(t *testing.T) {
 
 // TestNewSessionsNeedsAStore: an agent whose Saver cannot load is refused.
 func TestNewSessionsNeedsAStore(t *testing.T) {
-	a, err := agent.New(agent.Config{Model: offline.New()})
-	require.NoError(t, err)
-	_, err = agent.NewSessions(a)
+	_, err := agent.NewSessions(agent.Config{Model: offline.New()})
 	require.ErrorIs(t, err, agent.ErrConfig)
 	assert.ErrorContains(t, err, "store.Store")
+	dir, err := store.NewDir(t.TempDir())
+	require.NoError(t, err)
+	_, err = agent.NewSessions(agent.Config{Saver: dir})
+	require.ErrorIs(t, err, agent.ErrConfig, "the agent's own configuration is checked too")
+	assert.ErrorContains(t, err, "no model client")
 }
