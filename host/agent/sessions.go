@@ -22,10 +22,12 @@ const StaleAttempts = 4
 // each turn loads the session (store.LoadOrNew: a new id starts a new
 // session), runs, and commits through the Saver, one turn at a time per
 // session id in this process. A turn that another process committed under
-// fails at commit with session.ErrStaleRevision, having changed nothing;
-// Sessions then loads the session again and runs the turn again, up to
-// StaleAttempts times, as long as nothing of it has reached the caller (a
-// streamed turn is retried only if it failed before its first update).
+// fails at commit with session.ErrStaleRevision; when it committed nothing
+// (per service call, an earlier call of the turn may have) and nothing of
+// it has reached the caller (a streamed turn failed before its first
+// update), Sessions loads the session again and runs the turn again, up to
+// StaleAttempts times. No pause comes between: the refusal means the other
+// commit is done, and the reload sees it.
 //
 // One Sessions serves any number of sessions and is safe for concurrent
 // use; make one per agent and share it, since turns are serialised only
@@ -106,8 +108,9 @@ func (ss *Sessions) Run(ctx context.Context, id string, input []abi.Message, opt
 		if err != nil {
 			return nil, fmt.Errorf("agent: session %q: %w", id, err)
 		}
+		loaded := s.Revision
 		res, err := ss.agent.Run(ctx, s, input, opts)
-		if err == nil || !errors.Is(err, session.ErrStaleRevision) || attempt == StaleAttempts {
+		if !retryable(err, s, loaded, attempt) {
 			return res, err
 		}
 	}
@@ -130,9 +133,9 @@ func (ss *Sessions) RunStream(ctx context.Context, id string, input []abi.Messag
 				yield(RunUpdate{}, fmt.Errorf("agent: session %q: %w", id, err))
 				return
 			}
-			streamed, retry := false, false
+			loaded, streamed, retry := s.Revision, false, false
 			for u, err := range ss.agent.RunStream(ctx, s, input, opts) {
-				if err != nil && !streamed && errors.Is(err, session.ErrStaleRevision) && attempt < StaleAttempts {
+				if !streamed && retryable(err, s, loaded, attempt) {
 					retry = true // nothing reached the caller: run again
 					break
 				}
@@ -146,6 +149,14 @@ func (ss *Sessions) RunStream(ctx context.Context, id string, input []abi.Messag
 			}
 		}
 	}
+}
+
+// retryable reports whether a turn that failed with err on s, loaded at
+// revision loaded, runs again: another process committed under it, and it
+// committed nothing itself (per service call, a turn commits after each
+// model call; run again, it would store its input twice).
+func retryable(err error, s *session.Session, loaded int64, attempt int) bool {
+	return errors.Is(err, session.ErrStaleRevision) && s.Revision == loaded && attempt < StaleAttempts
 }
 
 // History yields the stored history of session id (see Agent.History);

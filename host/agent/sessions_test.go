@@ -20,14 +20,16 @@ import (
 	"github.com/wasmhist/wasmhist/host/store"
 )
 
-func newSessions(t *testing.T, m model.Client) (*agent.Sessions, *store.Dir) {
+func newSessions(t *testing.T, m model.Client, perCall ...bool) (*agent.Sessions, *store.Dir) {
 	t.Helper()
 	dir, err := store.NewDir(t.TempDir())
 	require.NoError(t, err)
 	ss, err := agent.NewSessions(agent.Config{
-		Model:     m,
-		Providers: []agent.ProviderConfig{{Provider: agent.NewMemoryProvider("history")}},
-		Saver:     dir,
+		Model:                            m,
+		Tools:                            []agent.Tool{clockTool()},
+		Providers:                        []agent.ProviderConfig{{Provider: agent.NewMemoryProvider("history")}},
+		Saver:                            dir,
+		RequirePerServiceCallPersistence: len(perCall) > 0 && perCall[0],
 	})
 	require.NoError(t, err)
 	return ss, dir
@@ -88,19 +90,25 @@ func TestSessionsHammer(t *testing.T) {
 	assert.Len(t, seen, workers*turns, "each turn stored once")
 }
 
-// rivalModel is a model whose first call another process's commit races:
-// while the call is in flight, a rival saves the session at the next
-// revision, so the turn's commit is stale. Its first stream yields nothing
-// when silent is set.
+// rivalModel is a model whose first call (second, with callFirst)
+// another process's commit races: while the call is in flight, a rival
+// saves the session at the next revision, so the turn's next commit is
+// stale. Its first stream yields nothing when silent is set; with
+// callFirst its first answer calls the clock tool.
 type rivalModel struct {
-	store  store.Store
-	id     string
-	silent bool
-	calls  atomic.Int32
+	store     store.Store
+	id        string
+	silent    bool
+	callFirst bool
+	calls     atomic.Int32
 }
 
 func (m *rivalModel) rival(ctx context.Context) error {
-	if m.calls.Add(1) != 1 {
+	n := m.calls.Add(1)
+	if m.callFirst {
+		n--
+	}
+	if n != 1 {
 		return nil
 	}
 	s, err := store.LoadOrNew(ctx, m.store, m.id)
@@ -114,6 +122,9 @@ func (m *rivalModel) rival(ctx context.Context) error {
 func (m *rivalModel) Complete(ctx context.Context, req model.Request) (*model.Response, error) {
 	if err := m.rival(ctx); err != nil {
 		return nil, err
+	}
+	if m.callFirst && m.calls.Load() == 1 {
+		return &model.Response{Messages: []abi.Message{{Role: abi.RoleAssistant, Contents: []abi.Content{{Type: abi.ContentFunctionCall, CallID: "c1", Name: "clock", Arguments: []byte(`{}`)}}}}}, nil
 	}
 	return &model.Response{Messages: []abi.Message{abi.NewMessage(abi.RoleAssistant, "answer")}}, nil
 }
@@ -133,8 +144,9 @@ func (m *rivalModel) Stream(ctx context.Context, req model.Request) iter.Seq2[mo
 }
 
 // TestSessionsStaleRevision: a turn another process committed under is run
-// again on the session loaded anew, unless something of it was streamed:
-// then the caller gets session.ErrStaleRevision and nothing is stored.
+// again on the session loaded anew, unless something of it was streamed or
+// it committed an earlier model call: then the caller gets
+// session.ErrStaleRevision, and only what committed is stored.
 func TestSessionsStaleRevision(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -142,15 +154,22 @@ func TestSessionsStaleRevision(t *testing.T) {
 		silent    bool
 		wantCalls int32
 		wantStale bool
+		perCall   bool
+		callFirst bool
+		// After a stale turn: the stored revision and history.
+		wantRevision int64
+		wantHistory  []string
 	}{
 		{name: "run", wantCalls: 2},
 		{name: "stream, nothing streamed before the commit", stream: true, silent: true, wantCalls: 2},
 		{name: "stream, text streamed before the commit", stream: true, wantCalls: 1, wantStale: true},
+		{name: "run per service call, an earlier call committed", perCall: true, callFirst: true, wantCalls: 2, wantStale: true,
+			wantRevision: 2, wantHistory: []string{"user:q", "assistant:"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m := &rivalModel{id: "u", silent: c.silent}
-			ss, dir := newSessions(t, m)
+			m := &rivalModel{id: "u", silent: c.silent, callFirst: c.callFirst}
+			ss, dir := newSessions(t, m, c.perCall)
 			m.store = dir
 			q := []abi.Message{abi.NewMessage(abi.RoleUser, "q")}
 			var err error
@@ -168,9 +187,14 @@ func TestSessionsStaleRevision(t *testing.T) {
 			require.NoError(t, lerr)
 			if c.wantStale {
 				require.ErrorIs(t, err, session.ErrStaleRevision)
-				assert.Equal(t, "answer", text, "what reached the caller before the error")
-				assert.EqualValues(t, 1, s.Revision, "the rival's commit only")
-				assert.Empty(t, history(t, ss, "u"))
+				if c.stream {
+					assert.Equal(t, "answer", text, "what reached the caller before the error")
+				}
+				if c.wantRevision == 0 {
+					c.wantRevision = 1 // the rival's commit only
+				}
+				assert.Equal(t, c.wantRevision, s.Revision)
+				assert.Equal(t, c.wantHistory, history(t, ss, "u"), "stored once, not run again")
 				return
 			}
 			require.NoError(t, err)
