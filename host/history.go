@@ -82,6 +82,12 @@ func (pp *Provider) Store(ctx context.Context, s *session.Session, request, resp
 	return nil
 }
 
+// List returns one page of what the plugin stored under the provider's
+// key (see Plugin.List): what package host/agent calls a HistoryLister.
+func (pp *Provider) List(ctx context.Context, s *session.Session, cursor string, limit int) ([]abi.Message, string, error) {
+	return pp.p.List(ctx, s, pp.key, cursor, limit)
+}
+
 // List returns one page of what the plugin stored under key, oldest first,
 // and the cursor of the next page ("" after the last). ErrUnsupported when
 // the plugin has no list export.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"log/slog"
 	"sync"
 
@@ -218,14 +217,6 @@ func (r *RunResult) Text() string {
 	return ""
 }
 
-// RunUpdate is one item of a streamed run: either a piece of a model
-// response or a complete message (each model message when its call ends,
-// each tool result when the tools of an iteration have run).
-type RunUpdate struct {
-	Model   *model.Update
-	Message *abi.Message
-}
-
 // Agent runs a model with tools over sessions, loading and storing history
 // through providers.
 //
@@ -371,63 +362,6 @@ func (a *Agent) Run(ctx context.Context, s *session.Session, input []abi.Message
 		res.Messages = concat(rep.prior, res.Messages)
 	}
 	return res, nil
-}
-
-// RunStream is Run with the model's output streamed. The sequence yields
-// each model update as it arrives and each complete message; it ends with
-// a non-nil error if the run fails. A consumer that stops early does not
-// fail the run: what completed (whole model calls and the tool results
-// already produced) is stored, with orphan tool calls removed, and the
-// call in flight is abandoned. A run RunOptions.RunID says was committed
-// (see Run) yields what it returned, as complete messages, and runs
-// nothing.
-func (a *Agent) RunStream(ctx context.Context, s *session.Session, input []abi.Message, opts *RunOptions) iter.Seq2[RunUpdate, error] {
-	return func(yield func(RunUpdate, error) bool) {
-		stopped := false
-		emit := func(u RunUpdate) bool {
-			if stopped {
-				return false
-			}
-			if !yield(u, nil) {
-				stopped = true
-			}
-			return !stopped
-		}
-		rep, err := lookupRun(s, input, opts)
-		if err != nil {
-			yield(RunUpdate{}, err)
-			return
-		}
-		if rep != nil {
-			// A repeated run: first the messages the earlier attempt
-			// returned, each as a complete message; then, if it
-			// stopped before it finished, the rest of it.
-			msgs := rep.prior
-			if rep.replay != nil {
-				msgs = rep.replay.Messages
-			}
-			for i := range msgs {
-				if !emit(RunUpdate{Message: &msgs[i]}) {
-					return
-				}
-			}
-			if rep.replay != nil {
-				return
-			}
-			input = nil
-		}
-		r, err := a.newRun(ctx, s, input, opts, emit)
-		if err != nil {
-			yield(RunUpdate{}, err)
-			return
-		}
-		r.continues(rep)
-		if _, err := r.execute(ctx); err != nil && !stopped {
-			yield(RunUpdate{}, err)
-		} else if err != nil {
-			a.log.Warn("agent: storing a run the consumer stopped failed", "session", s.SessionID, "error", err)
-		}
-	}
 }
 
 // warnOnce logs msg the first time key is seen by this agent, so that a

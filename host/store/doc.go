@@ -11,6 +11,10 @@
 // the plugins' databases (see host/agent/persistence.md); a Saver written
 // elsewhere is saved before those databases commit.
 //
+// LoadOrNew loads a session by id or starts a new one under that id, in
+// any store; CheckID says which ids every store accepts, so that a
+// conversation keeps its id when it moves between stores.
+//
 // The database stores are packages of their own, so that a program links
 // only the driver of the store it chooses: the agent depends on this
 // package, which needs none.

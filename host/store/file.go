@@ -77,7 +77,7 @@ func NewDir(dir string) (*Dir, error) {
 
 func (f *Dir) file(id string) (*File, error) {
 	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, `/\`) || strings.ContainsRune(id, 0) {
-		return nil, fmt.Errorf("agent: file store: invalid session id %q", id)
+		return nil, fmt.Errorf("%w %q: a Dir cannot name a file after it", ErrInvalidID, id)
 	}
 	return NewFile(filepath.Join(f.dir, id+".json")), nil
 }

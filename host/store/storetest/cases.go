@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -325,4 +326,49 @@ func marked(id string, revision int64, marks []string) *session.Session {
 		Revision:      revision,
 		State:         map[string]session.ProviderState{"marks": {Provider: "hammer", StateVersion: 1, Data: data}},
 	}
+}
+
+// portableIDs are ids store.CheckID accepts, each of a kind a service
+// uses: a user id, an e-mail address, a UUID, text in several scripts,
+// the longest id, and two that differ only in case.
+var portableIDs = []string{
+	"user-42",
+	"ann@example.com",
+	"3f2c9a1e-8b7d-4c6e-9f0a-1b2c3d4e5f60",
+	"Zoë 名前 مرحبا",
+	"with space and 'quotes' \"too\"",
+	strings.Repeat("x", store.MaxIDBytes),
+	"Ann",
+	"ann",
+}
+
+func casePortableIDs(ctx context.Context, open func() store.Store) error {
+	st, other := open(), open()
+	for _, id := range portableIDs {
+		if err := store.CheckID(id); err != nil {
+			return fmt.Errorf("the suite's own id: %w", err)
+		}
+		s, err := store.LoadOrNew(ctx, st, id)
+		if err != nil {
+			return fmt.Errorf("LoadOrNew %q on an empty store: %w", id, err)
+		}
+		if s.SessionID != id || s.Revision != 0 {
+			return fmt.Errorf("LoadOrNew %q on an empty store: want a new session %q at revision 0, got %q at revision %d", id, id, s.SessionID, s.Revision)
+		}
+		want := newSession(id, 1, "note of "+id)
+		if err := st.Save(ctx, want); err != nil {
+			return fmt.Errorf("save new session %q: %w", id, err)
+		}
+		got, err := store.LoadOrNew(ctx, other, id)
+		if err != nil {
+			return fmt.Errorf("LoadOrNew %q after its save: %w", id, err)
+		}
+		if err := same(want, got); err != nil {
+			return fmt.Errorf("LoadOrNew %q after its save: %w", id, err)
+		}
+		if err := other.Save(ctx, newSession(id, 1, "created twice")); !errors.Is(err, session.ErrStaleRevision) {
+			return fmt.Errorf("a second new session %q saved at revision 1: want session.ErrStaleRevision, got %v", id, err)
+		}
+	}
+	return nil
 }

@@ -35,6 +35,7 @@ func Cases() []Case {
 		{Name: "hammer", Doc: "writers on separate handles that load, change and save one session, retrying stale saves, lose no save that succeeded", Run: caseHammer},
 		{Name: "agents_alternate_turns", Doc: "two agents with their own handles take turns on one session, each seeing the other's turns", Run: caseAgentsAlternate},
 		{Name: "run_ids_recognised", Doc: "a run repeated with one of the session's last session.MaxRecentRuns run ids returns its recorded reply and changes nothing, the same id with another input is refused with agent.ErrRunIDReused, and an id older than the window runs again", Run: caseRunIDsRecognised},
+		{Name: "portable_ids", Doc: "every id store.CheckID accepts names a session of its own (ids differing only in case too): LoadOrNew creates it at revision 0, it saves and loads back, and a second creation is stale", Run: casePortableIDs},
 		{Name: "racing_commits", Doc: "of two agents committing the same loaded revision at once, exactly one wins; the other gets session.ErrStaleRevision and the store keeps the winner's session", Run: caseRacingCommits},
 	}
 }

@@ -45,11 +45,21 @@ type flaws struct {
 	deleteAnyRev    bool // Delete ignores the revision
 	dropFifthSave   bool // the fifth save returns nil but writes nothing
 	dropRecentRuns  bool // the recent runs are not stored
+	foldCase        bool // ids differing only in case name one row
 }
 
 var _ store.Manager = (*memStore)(nil)
 
+// key is the row of a session id.
+func (m *memStore) key(id string) string {
+	if m.flaws.foldCase {
+		return strings.ToLower(id)
+	}
+	return id
+}
+
 func (m *memStore) Load(_ context.Context, id string) (*session.Session, error) {
+	id = m.key(id)
 	m.db.mu.Lock()
 	row, ok := m.db.rows[id]
 	m.db.mu.Unlock()
@@ -76,7 +86,7 @@ func (m *memStore) Save(_ context.Context, s *session.Session) error {
 		data, _ = json.MarshalIndent(json.RawMessage(data), "", "  ")
 	}
 	check := func() error {
-		row, ok := m.db.rows[s.SessionID]
+		row, ok := m.db.rows[m.key(s.SessionID)]
 		if !ok || m.flaws.noRevisionCheck {
 			return nil
 		}
@@ -97,7 +107,7 @@ func (m *memStore) Save(_ context.Context, s *session.Session) error {
 	if m.db.saves++; m.db.saves == 5 && m.flaws.dropFifthSave {
 		return nil
 	}
-	m.db.rows[s.SessionID] = memRow{data: data, updated: time.Now()}
+	m.db.rows[m.key(s.SessionID)] = memRow{data: data, updated: time.Now()}
 	return nil
 }
 
@@ -162,6 +172,7 @@ func TestEveryCaseCanFail(t *testing.T) {
 		"agents_alternate_turns": {refuseNewer: true},
 		"racing_commits":         {noRevisionCheck: true},
 		"run_ids_recognised":     {dropRecentRuns: true},
+		"portable_ids":           {foldCase: true},
 	}
 	for _, c := range storetest.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
