@@ -27,18 +27,24 @@ const exportAttempts = 5
 
 func runSessionExport(ctx context.Context, e *env, args []string) error {
 	const cmd = "session export"
-	fs := flagSet(e, cmd, "FILE|ID [--store STORE] [--format wasmhist|openai] [--raw]",
-		"Prints the session in FILE (with --store, the session ID in the store) on standard output as\n"+
-			"one portable document (schemas/portable-session.json): the session's own fields and, for\n"+
-			"every slot, its plugin and the whole stored history, read through the plugin's list export\n"+
-			"from the database the session records. 'wasmhist session import' reads it into any plugin\n"+
-			"and store: export | import copies a conversation, and the copy shares nothing with it.\n"+
-			"--format openai prints the history of one slot as an OpenAI Chat Completions messages array.\n"+
-			"--raw prints the session exactly as stored (compact JSON, state bytes untouched).")
+	fs := flagSet(e, cmd, helpText{
+		usage: "FILE|ID [--store STORE] [--format wasmhist|openai] [--raw] [flags]",
+		summary: "Prints the session with its whole history as one portable document\n" +
+			"(schemas/portable-session.json), which 'wasmhist session import' reads into any plugin and store.",
+		examples: []string{
+			"wasmhist session export trip.json > trip.portable.json",
+			"wasmhist session export --format openai trip.json > trip.openai.json",
+		},
+		details: "  Each slot's history is read through its plugin's list export from the database the\n" +
+			"  session records, all of one revision (a chat committing meanwhile makes it read again).\n" +
+			"  --format openai prints one slot's history as an OpenAI Chat Completions messages array;\n" +
+			"  --raw prints the session exactly as stored, without its history. On a terminal, a long\n" +
+			"  read shows its progress on standard error.",
+	})
 	sf := addSlotFlags(fs)
-	format := fs.String("format", formatWasmhist, "what to print: wasmhist (the portable document) or openai (a Chat Completions messages `array`)")
-	raw := fs.Bool("raw", false, "print the session file exactly as stored, without its history")
-	key := fs.String("state-key", "", "with --format openai, the state `key` whose history to print (default: the session's only slot)")
+	format := fs.String("format", formatWasmhist, "`FORMAT`: wasmhist (a portable document) or openai (messages)")
+	raw := fs.Bool("raw", false, "print the session exactly as stored, without its history")
+	key := fs.String("state-key", "", "with --format openai, the state `KEY` to print (default: the only slot)")
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
