@@ -65,7 +65,7 @@ func runComplete(e *env, words []string) int {
 			fmt.Fprintln(e.stdout, c)
 		}
 	}
-	if directive != "" {
+	if directive != "" && !strings.HasPrefix(cur, "-") {
 		fmt.Fprintln(e.stdout, directive)
 	}
 	return exitOK
@@ -265,6 +265,7 @@ _wasmhist() {
         *) COMPREPLY+=("$line") ;;
         esac
     done < <("${COMP_WORDS[0]}" ` + completeCommand + ` "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null)
+    return 0
 }
 complete -F _wasmhist wasmhist
 `
@@ -305,7 +306,13 @@ function __wasmhist_complete
             case ':files'
                 __fish_complete_path $cur
             case ':files *'
-                __fish_complete_suffix (string replace ':files ' '' -- $line)
+                set -l ext (string replace ':files ' '' -- $line)
+                for f in (__fish_complete_path $cur)
+                    set -l name (string split -f1 \t -- $f)
+                    if string match -q -- '*/' $name; or string match -q -- "*$ext" $name
+                        echo $f
+                    end
+                end
             case ':dirs'
                 __fish_complete_directories $cur
             case '*'
