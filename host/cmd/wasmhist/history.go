@@ -92,7 +92,7 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 		if err := checkReadDB(cmd, p, db); err != nil {
 			return err
 		}
-		if r.Messages, err = listHistory(ctx, cmd, a.where(s.SessionID), p, s, *key, *pageSize); err != nil {
+		if r.Messages, err = listHistory(ctx, newProgress(e, cmd, false), cmd, a.where(s.SessionID), p, s, *key, *pageSize); err != nil {
 			return err
 		}
 	}
@@ -161,8 +161,10 @@ func openHistoryPlugin(ctx context.Context, e *env, a *sessionArg, s *session.Se
 }
 
 // listHistory reads every message the plugin stored for the slot at key
-// of s, pageSize at a time; where names the session in messages.
-func listHistory(ctx context.Context, cmd, where string, p *host.Plugin, s *session.Session, key string, pageSize int) ([]abi.Message, error) {
+// of s, pageSize at a time; where names the session in messages. A
+// history of more than one page shows how much was read on pr.
+func listHistory(ctx context.Context, pr *progress, cmd, where string, p *host.Plugin, s *session.Session, key string, pageSize int) ([]abi.Message, error) {
+	defer pr.done()
 	msgs := []abi.Message{}
 	cursor := ""
 	for {
@@ -180,6 +182,7 @@ func listHistory(ctx context.Context, cmd, where string, p *host.Plugin, s *sess
 		if next == "" {
 			return msgs, nil
 		}
+		pr.show("%d messages of %s read", len(msgs), where)
 		if next == cursor {
 			return nil, failf(cmd, "plugin %s returned the same list cursor %q twice: the plugin's list export is broken", p.Info().Name, next)
 		}

@@ -72,7 +72,9 @@ func runSessionExport(ctx context.Context, e *env, args []string) error {
 		}
 		return nil
 	}
-	out := &countingWriter{w: e.stdout}
+	pr := newProgress(e, cmd, true)
+	defer pr.done()
+	out := &countingWriter{w: e.stdout, progress: pr}
 	for attempt := 1; ; attempt++ {
 		err := exportOnce(ctx, e, cmd, a, sf, *format, *key, out)
 		if !errors.Is(err, conversation.ErrChanged) || out.n > 0 || attempt == exportAttempts {
@@ -189,13 +191,23 @@ func exportOpenAI(ctx context.Context, cmd, where string, s *session.Session, pl
 }
 
 // countingWriter counts what reached w.
+// Past progressFrom bytes, it shows on progress how many were written.
 type countingWriter struct {
-	w io.Writer
-	n int64
+	w        io.Writer
+	n        int64
+	progress *progress
 }
+
+// progressFrom is how much of an export is written before its progress
+// is shown: a session's few pages go to disk in an instant, and a line
+// flashed for them would be noise.
+const progressFrom = 64 << 10
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
+	if c.n > progressFrom && c.progress != nil {
+		c.progress.show("%.1f MiB written", float64(c.n)/(1<<20))
+	}
 	return n, err
 }

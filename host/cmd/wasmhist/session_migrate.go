@@ -71,6 +71,9 @@ func runSessionMigrate(ctx context.Context, e *env, args []string) error {
 		return to.defaultDB(s.SessionID)
 	}
 	var counts = map[conversation.Outcome]int{}
+	pr := newProgress(e, cmd, true)
+	total := 0
+	defer pr.done()
 	done, err := conversation.Migrate(ctx,
 		conversation.Source{Store: src, Plugins: sp.recorded(from)},
 		conversation.Destination{Store: dst, Plugins: sp.on(toDB)},
@@ -81,6 +84,8 @@ func runSessionMigrate(ctx context.Context, e *env, args []string) error {
 				line += fmt.Sprintf(", %d messages", m.Messages)
 			}
 			fmt.Fprintln(e.stdout, line+")")
+			total++
+			pr.show("%d sessions done, %d copied or updated", total, counts[conversation.Copied]+counts[conversation.Updated])
 		}})
 	summary := fmt.Sprintf("%d sessions from %s to %s: %d copied, %d updated, %d unchanged, %d diverged",
 		len(done), from.describe(), to.describe(), counts[conversation.Copied], counts[conversation.Updated], counts[conversation.Unchanged], counts[conversation.Diverged])
