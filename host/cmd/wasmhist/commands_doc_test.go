@@ -79,7 +79,7 @@ func TestCommandReferenceExamples(t *testing.T) {
 	}
 	assert.Zero(t, srv.Pending(), "the openai example did not reach the fake service")
 
-	for _, path := range commandPaths {
+	for _, path := range append([][]string{{}}, commandPaths...) {
 		out := invocation{}.ok(t, append(slices.Clone(path), "--help")...)
 		_, ex, _ := strings.Cut(out, "\nExamples:\n")
 		ex, _, _ = strings.Cut(ex, "\n\n")

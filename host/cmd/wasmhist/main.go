@@ -7,7 +7,9 @@
 //	wasmhist conformance myplugin.wasm
 //	wasmhist session validate chat.json
 //
-// Every command takes --help. Every failure is one line on standard error,
+// Every command takes --help (usage, flags, examples); 'wasmhist help
+// COMMAND' adds the details, and 'wasmhist completion bash|zsh|fish' prints
+// a shell completion script. Every failure is one line on standard error,
 // "wasmhist <command>: what failed, where, what to do", and a non-zero exit
 // status: 1 when the command failed, 2 when it was called wrongly, 130 when
 // it was interrupted (Ctrl-C, SIGINT).
