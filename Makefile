@@ -91,8 +91,11 @@ clean:
 # the offline model something in one process, with the history persisted by
 # the sqlite plugin, then ask about it from a new process that resumes the
 # session. The files stay in $TMPDIR/wasmhist-demo for a look afterwards.
-.PHONY: demo
-demo: plugins
+# demo-intro comes first so that a fresh machine, silent for minutes while
+# Go compiles SQLite, has said why.
+.PHONY: demo demo-intro
+demo: demo-intro plugins
+	@echo "building ./wasmhist (go build ./host/cmd/wasmhist)"
 	$(GO) build -o wasmhist ./host/cmd/wasmhist
 	@d="$${TMPDIR:-/tmp}/wasmhist-demo"; rm -rf "$$d" && mkdir -p "$$d" || exit 1; \
 	run() { printf '\n$$'; for a in "$$@"; do case "$$a" in *" "*) printf " '%s'" "$$a";; *) printf ' %s' "$$a";; esac; done; echo; "$$@" || exit 1; }; \
@@ -103,3 +106,10 @@ demo: plugins
 	run ./wasmhist chat --session "$$d/demo.json" -m "What is 6*7?"; \
 	echo; echo "# what the plugin stored, read back through its list export"; \
 	run ./wasmhist history --session "$$d/demo.json"
+
+demo-intro:
+	@echo "make demo: building the sample plugins (plugins/*/*.wasm) and the command (./wasmhist), then"
+	@echo "running a conversation with the offline model and resuming it in a new process."
+	@echo "The first build on a machine compiles SQLite (modernc.org/sqlite, pure Go) for the command and"
+	@echo "the sqlite plugin: about 7 minutes and 2.8 GB of memory on 2 cores, silent while go build works;"
+	@echo "later builds take seconds."

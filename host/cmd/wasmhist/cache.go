@@ -160,12 +160,17 @@ type cacheReport struct {
 
 func runCache(_ context.Context, e *env, args []string) error {
 	const cmd = "cache"
-	fs := flagSet(e, cmd, "[show | clear] [--json]",
-		"Shows or clears the compile cache: the machine code of plugins compiled by earlier runs,\n"+
-			"so that a plugin loads in tens of milliseconds instead of seconds. It lives in\n"+
-			host.DefaultCacheDir()+" (or $"+cacheDirEnv+"), one subdirectory per runtime version,\n"+
-			"and is kept under "+byteSize(maxCacheBytes).String()+": the commands remove other versions' code, then the oldest.\n"+
-			"'clear' removes all of it; the next load of each plugin compiles it again.")
+	fs := flagSet(e, cmd, helpText{
+		usage: "[show | clear] [--json]",
+		summary: "Shows or clears the compile cache: plugins compiled by earlier runs, so that a plugin\n" +
+			"loads in tens of milliseconds instead of seconds.",
+		examples: []string{"wasmhist cache show", "wasmhist cache clear"},
+		details: "  It lives in " + host.DefaultCacheDir() + " (or $" + cacheDirEnv + "), one subdirectory\n" +
+			"  per runtime version, about 11 MB per plugin build, and is kept under " + byteSize(maxCacheBytes).String() + ": the\n" +
+			"  commands remove other versions' code first, then the oldest. 'clear' removes all of it;\n" +
+			"  the next load of each plugin compiles it again. On a terminal, a first compile that\n" +
+			"  takes a while is announced.",
+	})
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	pos, err := parse(fs, cmd, args)
 	if err != nil {

@@ -56,22 +56,28 @@ type chatSetup struct {
 
 func runChat(ctx context.Context, e *env, args []string) error {
 	const cmd = "chat"
-	fs := flagSet(e, cmd, "[flags]",
-		"Talks to an agent whose chat history is kept by a plugin. With -m it answers one message;\n"+
-			"without, it reads one message per line from standard input until end of input (at a\n"+
-			"terminal a failed message is reported and the prompt comes back; the status is 1 when the\n"+
-			"last one failed).\n"+
-			"With --session the conversation is saved after every commit and resumed on the next run.\n"+
-			"The offline model needs no network or key; the openai models read OPENAI_API_KEY.")
+	fs := flagSet(e, cmd, helpText{
+		usage: "[-m MESSAGE] [--plugin P] [--session FILE|ID] [flags]",
+		summary: "Talks to an agent whose history a plugin keeps. With -m it answers one message, otherwise\n" +
+			"one per line of standard input. The session is created when missing and resumed otherwise.\n" +
+			"The offline model needs no network or key; the openai models read OPENAI_API_KEY.",
+		examples: []string{
+			`wasmhist chat --plugin sqlite --session trip.json -m "I like Rome"`,
+			`wasmhist chat --session trip.json -m "Which city do I like?"`,
+			`wasmhist chat --store sessions.db --session trip-2 -m "I like Florence"`,
+			`wasmhist chat --model openai-chat --base-url http://localhost:11434/v1 -m "Hello"`,
+		},
+		details: chatDetails,
+	})
 	var message messageFlag
-	fs.Var(&message, "m", "answer this `message` and exit")
-	pluginSpec := fs.String("plugin", "", "history plugin: inmemory, sqlite or `PATH.wasm` (default: the session's, else inmemory)")
-	sessionPath := fs.String("session", "", "session `FILE` (NAME.json), or with --store the session's id: created when missing, resumed otherwise")
+	fs.Var(&message, "m", "answer this `MESSAGE` and exit")
+	pluginSpec := fs.String("plugin", "", "history plugin: inmemory, sqlite or `PATH.wasm` (default: the session's)")
+	sessionPath := fs.String("session", "", "session `FILE`, or with --store its ID; created when missing")
 	store := storeFlags(fs)
-	acceptNewBuild := fs.Bool("accept-new-build", false, "resume a session another build of its plugin wrote (another version or sha256): its migrate_state runs if the state version changed, and this build is recorded")
-	dbPath := fs.String("db", "", "the database granted to a plugin that wants sql: an SQLite file `PATH` (default: the session file with .db), postgres (a schema of the database in $"+postgresDSNEnv+") or env:VAR")
+	acceptNewBuild := fs.Bool("accept-new-build", false, "resume a session another build of its plugin wrote")
+	dbPath := fs.String("db", "", "database for a sql plugin: SQLite `PATH`, postgres or env:VAR (default FILE.db)")
 	perCall := fs.Bool("per-service-call", false, "persist after every model call instead of once per run")
-	everyStatus := fs.Bool("status", false, "print where the history and the session are after every answer, not only when that changes")
+	everyStatus := fs.Bool("status", false, "print where the history and the session are after every answer")
 	mc := modelFlags(fs)
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
@@ -651,3 +657,38 @@ func (c *chatSetup) run(ctx context.Context, e *env, cmd, text string) (*agent.R
 		}
 	}
 }
+
+// chatDetails is what 'wasmhist help chat' adds to the flags.
+const chatDetails = `  Each answer prints the tool calls (name, arguments, result) and the reply; after the first
+  answer, and whenever it changes (every answer with --status), where the history goes
+  (plugin and sha256 prefix, state key, database) and where the session is.
+
+  Sessions. A session file of any name is created when missing and resumed otherwise; a
+  plugin that wants sql gets the database beside it (FILE.db) unless --db says otherwise.
+  With --store, --session is the session's id in the store. The database and the session
+  are checked before the first model call. A database is recognised by what it holds, not
+  by its path: a session moved or restored together with its database resumes with --db
+  naming the new place.
+
+  Another build. A session resumed with a database that does not hold it as last saved,
+  or with another build of its plugin (version or sha256), is refused before any model
+  call, saying what differs. --accept-new-build upgrades the session to the loaded build
+  (its migrate_state runs if the state version changed); a database that does not hold
+  the session is never accepted.
+
+  Other processes. When another process saved the session meanwhile, or kept its SQLite
+  database locked past the host's wait, the message runs again (up to 5 attempts, with a
+  note on standard error), then fails with advice.
+
+  Models. offline needs no network or key; openai-chat and openai-responses read
+  OPENAI_API_KEY, and --base-url reaches any OpenAI-compatible server (vLLM, llama.cpp,
+  Ollama). With openai-responses the service keeps the conversation and later runs
+  continue it by id; the plugin keeps a store-only copy, which history reads.
+
+  At a terminal. A failed message is reported in one line and the prompt comes back, the
+  session as before; Ctrl-D or /exit ends the chat, with status 1 when its last message
+  failed. Ctrl-C during an answer cancels that turn; Ctrl-C at the prompt ends the chat
+  (status 130). Lines are edited with the arrow and Emacs keys; the up arrow recalls
+  earlier lines, kept in $XDG_STATE_HOME/wasmhist/chat_history (default ~/.local/state).
+  Piped input stops at the first failure; a line may be up to 8 MiB, blank lines are
+  skipped.`

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,12 +27,20 @@ func TestVersion(t *testing.T) {
 	invocation{}.failsWithOneLine(t, exitUsage, []string{"version", "extra"}, "takes none")
 }
 
-// TestHelpCommand: 'help chat' is chat's help, not the list of commands.
+// TestHelpCommand: 'help chat' is chat's help with its details, not the
+// list of commands; 'help session validate' a subcommand's.
 func TestHelpCommand(t *testing.T) {
-	out := invocation{}.ok(t, "help", "chat")
-	assert.True(t, strings.HasPrefix(out, "Usage: wasmhist chat "), "help chat printed:\n%s", out)
-	assert.Equal(t, invocation{}.ok(t, "chat", "--help"), out)
+	for _, path := range [][]string{{"chat"}, {"session", "validate"}} {
+		t.Run(strings.Join(path, " "), func(t *testing.T) {
+			out := invocation{}.ok(t, append([]string{"help"}, path...)...)
+			short := invocation{}.ok(t, append(slices.Clone(path), "--help")...)
+			short, _, _ = strings.Cut(short, "\nRun 'wasmhist help ")
+			assert.True(t, strings.HasPrefix(out, short), "help %s is not --help with details:\n%s", path, out)
+			assert.Contains(t, out[len(short):], "\nDetails:\n")
+		})
+	}
 	invocation{}.failsWithOneLine(t, exitUsage, []string{"help", "nosuch"}, "unknown command")
+	invocation{}.failsWithOneLine(t, exitUsage, []string{"help", "chat", "history"}, "one command at a time")
 }
 
 // TestMessageFlag: -m is one message, never blank, never given twice.

@@ -15,10 +15,10 @@ import (
 var commandPaths = [][]string{
 	{"chat"}, {"history"}, {"inspect"}, {"conformance"}, {"session"}, {"session", "validate"}, {"session", "list"},
 	{"session", "show"}, {"session", "delete"}, {"session", "export"}, {"session", "import"}, {"session", "fork"}, {"session", "migrate"}, {"session", "prune"}, {"cache"}, {"version"},
-	{"new", "plugin"},
+	{"new", "plugin"}, {"completion"},
 }
 
-var flagLine = regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`)
+var flagLine = regexp.MustCompile(`(?m)^  --?([a-z][a-z-]*)`)
 
 // helpFlags lists the flags a command's --help shows.
 func helpFlags(t *testing.T, path []string) []string {

@@ -19,14 +19,18 @@ const caseTimeout = 2 * time.Minute
 
 func runConformance(ctx context.Context, e *env, args []string) error {
 	const cmd = "conformance"
-	fs := flagSet(e, cmd, "[--run REGEXP] [--json] [--config JSON] PLUGIN.wasm",
-		"Runs the wasmhist conformance suite (package sdk/sdktest) against a plugin binary\n"+
-			"through the host, exactly as an agent would call it, and prints a pass/fail table.\n"+
-			"Every case loads fresh instances. A plugin that wants the sql capability gets a\n"+
-			"temporary database. The exit status is non-zero when any case fails.\n"+
-			"PLUGIN may also be a built-in name: inmemory or sqlite.")
+	fs := flagSet(e, cmd, helpText{
+		usage: "[--run REGEXP] [--json] [--config JSON] PLUGIN.wasm",
+		summary: "Runs the conformance suite (sdk/sdktest) against a plugin binary through the host and\n" +
+			"prints a pass/fail/skip table; the exit status is 1 when a case fails.",
+		examples: []string{"wasmhist conformance inmemory", "wasmhist conformance --run '^describe$' --json sqlite"},
+		details: "  Every case loads fresh instances; a plugin that wants sql gets a temporary database.\n" +
+			"  A case of an optional export the plugin lacks is skipped. The plugin is judged by the\n" +
+			"  ABI minor it declares: findings against later minors' rules are advice, not failures.\n" +
+			"  PLUGIN may be a built-in name, inmemory or sqlite.",
+	})
 	runRE := fs.String("run", "", "run only the cases whose name matches `REGEXP`")
-	asJSON := fs.Bool("json", false, "print the report as one JSON object instead of a table")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {

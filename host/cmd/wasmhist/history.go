@@ -34,16 +34,24 @@ type historyReport struct {
 
 func runHistory(ctx context.Context, e *env, args []string) error {
 	const cmd = "history"
-	fs := flagSet(e, cmd, "--session FILE [--json]",
-		"Prints the history a session's plugin stored, read page by page through the plugin's\n"+
-			"list export. The plugin is the one that wrote the session, unless --plugin says otherwise.")
-	sessionPath := fs.String("session", "", "session `FILE` to read, or with --store the session's id (required)")
+	fs := flagSet(e, cmd, helpText{
+		usage:   "--session FILE|ID [--store STORE] [--json] [flags]",
+		summary: "Prints the history a session's plugin stored, read page by page through its list export.",
+		examples: []string{
+			"wasmhist history --session trip.json",
+			"wasmhist history --store sessions.db --session trip-2 --json",
+		},
+		details: "  The plugin is the one that wrote the session unless --plugin says otherwise, the\n" +
+			"  database the one the session records unless --db does. On a terminal, a long read\n" +
+			"  shows its progress on standard error.",
+	})
+	sessionPath := fs.String("session", "", "session `FILE` to read, or with --store its ID (required)")
 	store := storeFlags(fs)
-	pluginSpec := fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the one that wrote the session)")
-	dbPath := fs.String("db", "", "the plugin's SQLite database `PATH` (default: the session file with .db)")
-	key := fs.String("state-key", stateKey, "the session state `key` to read")
+	pluginSpec := fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the session's)")
+	dbPath := fs.String("db", "", "the plugin's database: SQLite `PATH`, postgres or env:VAR (default FILE.db)")
+	key := fs.String("state-key", stateKey, "the session state `KEY` to read")
 	asJSON := fs.Bool("json", false, "print the history as one JSON object")
-	pageSize := fs.Int("page-size", historyPage, "messages to ask the plugin for per list call (`n`)")
+	pageSize := fs.Int("page-size", historyPage, "messages to ask the plugin for per list call (`N`)")
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
@@ -84,7 +92,7 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 		if err := checkReadDB(cmd, p, db); err != nil {
 			return err
 		}
-		if r.Messages, err = listHistory(ctx, cmd, a.where(s.SessionID), p, s, *key, *pageSize); err != nil {
+		if r.Messages, err = listHistory(ctx, newProgress(e, cmd, false), cmd, a.where(s.SessionID), p, s, *key, *pageSize); err != nil {
 			return err
 		}
 	}
@@ -153,8 +161,10 @@ func openHistoryPlugin(ctx context.Context, e *env, a *sessionArg, s *session.Se
 }
 
 // listHistory reads every message the plugin stored for the slot at key
-// of s, pageSize at a time; where names the session in messages.
-func listHistory(ctx context.Context, cmd, where string, p *host.Plugin, s *session.Session, key string, pageSize int) ([]abi.Message, error) {
+// of s, pageSize at a time; where names the session in messages. A
+// history of more than one page shows how much was read on pr.
+func listHistory(ctx context.Context, pr *progress, cmd, where string, p *host.Plugin, s *session.Session, key string, pageSize int) ([]abi.Message, error) {
+	defer pr.done()
 	msgs := []abi.Message{}
 	cursor := ""
 	for {
@@ -172,6 +182,7 @@ func listHistory(ctx context.Context, cmd, where string, p *host.Plugin, s *sess
 		if next == "" {
 			return msgs, nil
 		}
+		pr.show("%d messages of %s read", len(msgs), where)
 		if next == cursor {
 			return nil, failf(cmd, "plugin %s returned the same list cursor %q twice: the plugin's list export is broken", p.Info().Name, next)
 		}

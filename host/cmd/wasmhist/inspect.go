@@ -43,11 +43,15 @@ type inspection struct {
 
 func runInspect(ctx context.Context, e *env, args []string) error {
 	const cmd = "inspect"
-	fs := flagSet(e, cmd, "[--json] PLUGIN.wasm",
-		"Loads a plugin binary in the sandbox (without granting it anything it could use\n"+
-			"beyond a scratch database) and prints its ABI version, name and version, exports,\n"+
-			"the capabilities it wants, its state and config schemas, and its sha256 (the value\n"+
-			"to pin it with). PLUGIN may also be a built-in name: inmemory or sqlite.")
+	fs := flagSet(e, cmd, helpText{
+		usage: "[--json] PLUGIN.wasm",
+		summary: "Loads a plugin in the sandbox, granting it nothing but a scratch database, and prints its\n" +
+			"ABI, name and version, exports, capabilities, schemas and sha256 (the value to pin it with).",
+		examples: []string{"wasmhist inspect sqlite", "wasmhist inspect --json plugins/inmemory/inmemory.wasm"},
+		details: "  PLUGIN may be a built-in name, inmemory or sqlite. The file's size and header are checked\n" +
+			"  before it is read. The report also says how the host stops a call past its deadline, and\n" +
+			"  the build flag to use when that is the slow path.",
+	})
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)

@@ -15,7 +15,7 @@ func TestLimitFlagsInHelp(t *testing.T) {
 	for _, cmd := range []string{"chat", "history", "inspect", "conformance"} {
 		t.Run(cmd, func(t *testing.T) {
 			out := invocation{}.ok(t, cmd, "--help")
-			for _, want := range []string{"-timeout duration", "(default 5s)", "-memory size", "(default 32MiB)", "-max-input size", "-max-output size", "(default 8MiB)", "-config JSON"} {
+			for _, want := range []string{"-timeout DURATION", "(default 5s)", "-memory SIZE", "(default 32MiB)", "-max-input SIZE", "-max-output SIZE", "(default 8MiB)", "-config JSON"} {
 				assert.Contains(t, out, want)
 			}
 		})

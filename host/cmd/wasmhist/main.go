@@ -7,7 +7,9 @@
 //	wasmhist conformance myplugin.wasm
 //	wasmhist session validate chat.json
 //
-// Every command takes --help. Every failure is one line on standard error,
+// Every command takes --help (usage, flags, examples); 'wasmhist help
+// COMMAND' adds the details, and 'wasmhist completion bash|zsh|fish' prints
+// a shell completion script. Every failure is one line on standard error,
 // "wasmhist <command>: what failed, where, what to do", and a non-zero exit
 // status: 1 when the command failed, 2 when it was called wrongly, 130 when
 // it was interrupted (Ctrl-C, SIGINT).
@@ -31,6 +33,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 )
 
@@ -44,6 +47,9 @@ const (
 	exitInterrupted = 130
 )
 
+// errDescribed ends a command run only to describe its flags (env.describe).
+var errDescribed = errors.New("described")
+
 // errInterrupted is the cause of a context cancelled by Ctrl-C.
 var errInterrupted = errors.New("interrupted")
 
@@ -55,6 +61,12 @@ type env struct {
 	getenv         func(string) string
 	// interrupts delivers Ctrl-C (SIGINT); nil when nothing interrupts.
 	interrupts <-chan os.Signal
+	// details: 'wasmhist help CMD' asked for the details of a command's help.
+	details bool
+	// describe, when set, receives the flag set a command builds, and
+	// the command returns errDescribed instead of running: this is how
+	// completion learns each command's flags.
+	describe func(*flags)
 	// uncached is the temporary compile cache of this run, when the
 	// user's cannot be used (see hostCacheDir); run removes it.
 	uncached string
@@ -78,8 +90,9 @@ func commands() []command {
 		{name: "inspect", summary: "describe a plugin binary: ABI, exports, capabilities, schemas, sha256", run: runInspect},
 		{name: "conformance", summary: "run the conformance suite against a plugin binary", run: runConformance},
 		{name: "new", summary: "write a new plugin module (new plugin NAME) that builds and passes conformance", run: runNew},
-		{name: "session", summary: "validate, list, show, delete, export or import session files", run: runSession},
+		{name: "session", summary: "validate, list, show, delete, export, import, fork, migrate or prune sessions", run: runSession},
 		{name: "cache", summary: "show or clear the compile cache of plugins (cache show, cache clear)", run: runCache},
+		{name: "completion", summary: "print a shell completion script: completion bash, zsh or fish", run: runCompletion},
 		{name: "version", summary: "print the versions of wasmhist, its ABI, Go, wazero and the Extism go-sdk", run: runVersion},
 	}
 }
@@ -137,11 +150,15 @@ func run(ctx context.Context, args []string, e *env) int {
 			usage(e.stdout)
 			return exitOK
 		}
-		if len(args) > 2 {
+		// "help session validate" is a subcommand's.
+		if len(args) > 3 || len(args) == 3 && args[1] != "session" && args[1] != "new" {
 			fmt.Fprintf(e.stderr, "wasmhist help: one command at a time: run 'wasmhist help %s'\n", args[1])
 			return exitUsage
 		}
-		name, args = args[1], []string{args[1], "--help"}
+		e.details = true
+		name, args = args[1], append(slices.Clone(args[1:]), "--help")
+	case completeCommand:
+		return runComplete(e, args[1:])
 	case "-version", "--version":
 		name = "version"
 	}
@@ -189,7 +206,11 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'wasmhist help <command>' (or 'wasmhist <command> --help') for a command's flags.")
+	fmt.Fprintln(w, "Examples:")
+	fmt.Fprintln(w, "  wasmhist chat --plugin sqlite --session trip.json -m \"I like Rome\"")
+	fmt.Fprintln(w, "  wasmhist history --session trip.json")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'wasmhist <command> --help' for a command's flags, 'wasmhist help <command>' for its details.")
 }
 
 // usageError is a command called wrongly (exit status 2).
@@ -268,32 +289,74 @@ func redactConnStrings(msg string, args []string) string {
 // flags is a command's flag set and its help text.
 type flags struct {
 	*flag.FlagSet
-	help func()
+	cmd  string
+	text helpText
 	e    *env
 }
 
-// flagSet returns a flag set for cmd whose --help prints the synopsis, the
-// description and the flags to standard output, and whose parse errors
-// become one-line usage errors (flag's own usage dump on a bad flag would
-// bury the one line that says what was wrong).
-func flagSet(e *env, cmd, synopsis, description string) *flags {
+// helpText is a command's help. 'wasmhist CMD --help' prints the usage
+// line, the summary, one line per flag and the examples; 'wasmhist help
+// CMD' adds the details.
+type helpText struct {
+	usage    string   // the arguments after "wasmhist CMD"
+	summary  string   // what the command does, in at most three lines
+	examples []string // command lines; each is in docs/commands.md, whose examples a test runs
+	details  string   // for 'wasmhist help CMD': what a user needs beyond the summary
+}
+
+// flagSet returns a flag set for cmd whose --help prints h, and whose
+// parse errors become one-line usage errors (flag's own usage dump on a
+// bad flag would bury the one line that says what was wrong).
+func flagSet(e *env, cmd string, h helpText) *flags {
 	fs := flag.NewFlagSet("wasmhist "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	help := func() {
-		w := e.stdout
-		fmt.Fprintf(w, "Usage: wasmhist %s %s\n\n%s\n", cmd, synopsis, description)
-		n := 0
-		fs.VisitAll(func(*flag.Flag) { n++ })
-		if n > 0 {
-			fmt.Fprintln(w, "\nFlags:")
-			fs.SetOutput(w)
-			fs.PrintDefaults()
-			fs.SetOutput(io.Discard)
+	fs.String(configFileFlag, "", "read flag values from a JSON `FILE` (default $"+configFileEnv+")")
+	return &flags{FlagSet: fs, cmd: cmd, text: h, e: e}
+}
+
+// help prints the command's help to standard output, with the details
+// when e.details asks for them ('wasmhist help CMD').
+func (fs *flags) help() {
+	w, h := fs.e.stdout, fs.text
+	fmt.Fprintf(w, "Usage: wasmhist %s\n\n%s\n", strings.TrimSpace(fs.cmd+" "+h.usage), h.summary)
+	type row struct{ left, right string }
+	var rows []row
+	width := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		value, usage := flag.UnquoteUsage(f)
+		left := "--" + f.Name
+		if len(f.Name) == 1 {
+			left = "-" + f.Name
+		}
+		if value != "" {
+			left += " " + value
+		}
+		if d := f.DefValue; d != "" && d != "0" && d != "false" {
+			usage += " (default " + d + ")"
+		}
+		rows = append(rows, row{left, usage})
+		width = max(width, len(left))
+	})
+	if len(rows) > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		for _, r := range rows {
+			fmt.Fprintf(w, "  %-*s  %s\n", width, r.left, r.right)
 		}
 	}
-	fs.String(configFileFlag, "", "read flag values from a JSON `FILE` of flag names and values, such as {\"plugin\": \"sqlite\", \"timeout\": \"10s\"}; the command line wins (default $"+configFileEnv+")")
-	return &flags{FlagSet: fs, help: help, e: e}
+	if len(h.examples) > 0 {
+		fmt.Fprintln(w, "\nExamples:")
+		for _, x := range h.examples {
+			fmt.Fprintln(w, "  "+x)
+		}
+	}
+	switch {
+	case h.details == "":
+	case fs.e.details:
+		fmt.Fprintf(w, "\nDetails:\n%s\n", h.details)
+	default:
+		fmt.Fprintf(w, "\nRun 'wasmhist help %s' for the details.\n", fs.cmd)
+	}
 }
 
 // given reports whether the flag called name was set on the command line,
@@ -309,6 +372,10 @@ func (fs *flags) given(name string) bool {
 // is how people type), and returns the positional arguments. A parse error
 // becomes a usage error; --help prints the usage and returns flag.ErrHelp.
 func parse(fs *flags, cmd string, args []string) ([]string, error) {
+	if fs.e.describe != nil {
+		fs.e.describe(fs)
+		return nil, errDescribed
+	}
 	if err := applyConfigFile(fs, cmd, args); err != nil {
 		return nil, err
 	}

@@ -34,9 +34,9 @@ type modelConfig struct {
 
 func modelFlags(fs *flags) *modelConfig {
 	mc := &modelConfig{fs: fs}
-	fs.StringVar(&mc.kind, "model", modelOffline, "model `service`: "+strings.Join(modelChoices, ", "))
-	fs.StringVar(&mc.baseURL, "base-url", "", "`URL` of an OpenAI-compatible API, with its /v1 path (default "+openai.DefaultBaseURL+")")
-	fs.StringVar(&mc.modelName, "model-name", openai.DefaultModel, "model `name` to ask an OpenAI-compatible service for")
+	fs.StringVar(&mc.kind, "model", modelOffline, "model `SERVICE`: "+strings.Join(modelChoices, ", "))
+	fs.StringVar(&mc.baseURL, "base-url", "", "`URL` of an OpenAI-compatible API, with its /v1 path")
+	fs.StringVar(&mc.modelName, "model-name", openai.DefaultModel, "the model `NAME` to ask an OpenAI-compatible service for")
 	return mc
 }
 

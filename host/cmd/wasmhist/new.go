@@ -25,18 +25,21 @@ var pluginName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 
 func runNew(_ context.Context, e *env, args []string) error {
 	const cmd = "new"
-	fs := flagSet(e, cmd, "plugin NAME [--sql] [--dir DIR] [--module PATH] [--wasmhist PATH]",
-		"Writes a new plugin module: go.mod, main.go with a provider that keeps a session's\n"+
-			"messages in its state (the quickstart's), conformance_test.go running the conformance\n"+
-			"suite on it natively, and a Makefile that builds NAME.wasm. wasmhist is not\n"+
-			"published, so go.mod replaces it with a clone: --wasmhist, or the wasmhist module\n"+
-			"the current directory is in. With --sql, the plugin keeps history in a database the host\n"+
-			"grants (SQLite or PostgreSQL): the sqlite sample's provider under NAME.\n"+
-			"Then: cd DIR && go mod tidy && make && wasmhist conformance NAME.wasm")
-	withSQL := fs.Bool("sql", false, "write a database plugin (the sql capability) instead of one that keeps history in its state")
+	fs := flagSet(e, cmd, helpText{
+		usage: "plugin NAME [--sql] [--dir DIR] [--module PATH] [--wasmhist PATH]",
+		summary: "Writes a new plugin module that builds and passes conformance: go.mod, main.go,\n" +
+			"conformance_test.go and a Makefile that builds NAME.wasm.",
+		examples: []string{"wasmhist new plugin notes --wasmhist ~/src/wasmhist --dir notes"},
+		details: "  main.go is the quickstart's provider, which keeps a session's messages in its state;\n" +
+			"  with --sql, the sqlite sample's provider, which keeps them in a database the host grants\n" +
+			"  (SQLite or PostgreSQL). wasmhist is not published, so go.mod replaces it with a clone:\n" +
+			"  --wasmhist, or the wasmhist module the current directory is in.\n" +
+			"  Then: cd DIR && go mod tidy && make && wasmhist conformance NAME.wasm",
+	})
+	withSQL := fs.Bool("sql", false, "write a plugin that keeps history in a database (the sql capability)")
 	dir := fs.String("dir", "", "write the module into `DIR`, which must not exist (default ./NAME)")
 	module := fs.String("module", "", "the module `PATH` (default example.com/NAME)")
-	clone := fs.String("wasmhist", "", "the wasmhist clone to build against, a `PATH` (default: the wasmhist module the current directory is in)")
+	clone := fs.String("wasmhist", "", "the wasmhist clone `PATH` to build against (default: the one around .)")
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err

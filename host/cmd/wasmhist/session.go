@@ -44,7 +44,11 @@ func runSession(ctx context.Context, e *env, args []string) error {
 		}
 		return usagef("session", "unknown subcommand %q: use one of %s (see 'wasmhist session --help')", name, sessionCommandNames())
 	}
-	fs := flagSet(e, "session", "<subcommand> [flags] [arguments]", sessionHelp())
+	fs := flagSet(e, "session", helpText{
+		usage:    "<subcommand> [flags] [arguments]",
+		summary:  sessionHelp(),
+		examples: []string{"wasmhist session list", "wasmhist session validate trip.json"},
+	})
 	pos, err := parse(fs, "session", args)
 	if err != nil {
 		return err
@@ -57,9 +61,9 @@ func runSession(ctx context.Context, e *env, args []string) error {
 
 func sessionHelp() string {
 	var b strings.Builder
-	b.WriteString("Works with session files.\n\nSubcommands:\n")
+	b.WriteString("Works with sessions, in files or, with --store, in a store.\n\nSubcommands:\n")
 	for _, c := range sessionCommands() {
-		fmt.Fprintf(&b, "  %-15s %s\n", c.name+" "+c.args, c.summary)
+		fmt.Fprintf(&b, "  %-16s %s\n", c.name+" "+c.args, c.summary)
 	}
 	b.WriteString("\nRun 'wasmhist session <subcommand> --help' for a subcommand's flags.")
 	return b.String()

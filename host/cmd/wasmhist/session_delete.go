@@ -17,14 +17,18 @@ import (
 
 func runSessionDelete(ctx context.Context, e *env, args []string) error {
 	const cmd = "session delete"
-	fs := flagSet(e, cmd, "FILE [flags]",
-		"Deletes a session: each slot's plugin clears what it stored for the session (rows in a\n"+
-			"database must not outlive it), then FILE is removed. A slot whose plugin is not found, has\n"+
-			"no clear export, or whose database does not exist is refused unless --force, which removes\n"+
-			"the file and leaves what that plugin stored. The database file itself is kept: other\n"+
-			"sessions may use it.")
+	fs := flagSet(e, cmd, helpText{
+		usage: "FILE|ID [--store STORE] [--force] [flags]",
+		summary: "Deletes a session: each slot's plugin clears what it stored (rows in a database must not\n" +
+			"outlive it), then the file or the store's row is removed.",
+		examples: []string{"wasmhist session delete copy.json"},
+		details: "  A slot whose plugin is not found, has no clear export, or whose database does not exist\n" +
+			"  is refused, saying what would remain, unless --force, which removes the session and\n" +
+			"  leaves what that plugin stored. --force also removes a stored session that cannot be\n" +
+			"  loaded. The database file itself is kept: other sessions may use it.",
+	})
 	sf := addSlotFlags(fs)
-	force := fs.Bool("force", false, "remove the file even when a plugin cannot clear what it stored, or a stored session that is corrupt")
+	force := fs.Bool("force", false, "remove the session even when a plugin cannot clear it, or it is corrupt")
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err

@@ -27,18 +27,24 @@ const exportAttempts = 5
 
 func runSessionExport(ctx context.Context, e *env, args []string) error {
 	const cmd = "session export"
-	fs := flagSet(e, cmd, "FILE|ID [--store STORE] [--format wasmhist|openai] [--raw]",
-		"Prints the session in FILE (with --store, the session ID in the store) on standard output as\n"+
-			"one portable document (schemas/portable-session.json): the session's own fields and, for\n"+
-			"every slot, its plugin and the whole stored history, read through the plugin's list export\n"+
-			"from the database the session records. 'wasmhist session import' reads it into any plugin\n"+
-			"and store: export | import copies a conversation, and the copy shares nothing with it.\n"+
-			"--format openai prints the history of one slot as an OpenAI Chat Completions messages array.\n"+
-			"--raw prints the session exactly as stored (compact JSON, state bytes untouched).")
+	fs := flagSet(e, cmd, helpText{
+		usage: "FILE|ID [--store STORE] [--format wasmhist|openai] [--raw] [flags]",
+		summary: "Prints the session with its whole history as one portable document\n" +
+			"(schemas/portable-session.json), which 'wasmhist session import' reads into any plugin and store.",
+		examples: []string{
+			"wasmhist session export trip.json > trip.portable.json",
+			"wasmhist session export --format openai trip.json > trip.openai.json",
+		},
+		details: "  Each slot's history is read through its plugin's list export from the database the\n" +
+			"  session records, all of one revision (a chat committing meanwhile makes it read again).\n" +
+			"  --format openai prints one slot's history as an OpenAI Chat Completions messages array;\n" +
+			"  --raw prints the session exactly as stored, without its history. On a terminal, a long\n" +
+			"  read shows its progress on standard error.",
+	})
 	sf := addSlotFlags(fs)
-	format := fs.String("format", formatWasmhist, "what to print: wasmhist (the portable document) or openai (a Chat Completions messages `array`)")
-	raw := fs.Bool("raw", false, "print the session file exactly as stored, without its history")
-	key := fs.String("state-key", "", "with --format openai, the state `key` whose history to print (default: the session's only slot)")
+	format := fs.String("format", formatWasmhist, "`FORMAT`: wasmhist (a portable document) or openai (messages)")
+	raw := fs.Bool("raw", false, "print the session exactly as stored, without its history")
+	key := fs.String("state-key", "", "with --format openai, the state `KEY` to print (default: the only slot)")
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
@@ -66,7 +72,9 @@ func runSessionExport(ctx context.Context, e *env, args []string) error {
 		}
 		return nil
 	}
-	out := &countingWriter{w: e.stdout}
+	pr := newProgress(e, cmd, true)
+	defer pr.done()
+	out := &countingWriter{w: e.stdout, progress: pr}
 	for attempt := 1; ; attempt++ {
 		err := exportOnce(ctx, e, cmd, a, sf, *format, *key, out)
 		if !errors.Is(err, conversation.ErrChanged) || out.n > 0 || attempt == exportAttempts {
@@ -183,13 +191,23 @@ func exportOpenAI(ctx context.Context, cmd, where string, s *session.Session, pl
 }
 
 // countingWriter counts what reached w.
+// Past progressFrom bytes, it shows on progress how many were written.
 type countingWriter struct {
-	w io.Writer
-	n int64
+	w        io.Writer
+	n        int64
+	progress *progress
 }
+
+// progressFrom is how much of an export is written before its progress
+// is shown: a session's few pages go to disk in an instant, and a line
+// flashed for them would be noise.
+const progressFrom = 64 << 10
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
+	if c.n > progressFrom && c.progress != nil {
+		c.progress.show("%.1f MiB written", float64(c.n)/(1<<20))
+	}
 	return n, err
 }

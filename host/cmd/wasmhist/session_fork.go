@@ -10,17 +10,20 @@ import (
 
 func runSessionFork(ctx context.Context, e *env, args []string) error {
 	const cmd = "session fork"
-	fs := flagSet(e, cmd, "SOURCE NEW [--at TURN] [--store STORE] [--plugin P] [--db PATH]",
-		"Starts the session NEW from the history of SOURCE up to a turn (a turn is one input with\n"+
-			"everything its run added; --at TURN keeps the first TURN, counted from 1, and no --at keeps\n"+
-			"all). SOURCE and NEW are session files, or with --store ids in the store. SOURCE's history is\n"+
-			"read from the database it records; NEW's goes into a fresh state of the same plugin (or\n"+
-			"--plugin), granted --db (default: NEW with .db, or the store's), all or nothing: the two share\n"+
-			"no rows, and each continues on its own. An existing NEW is refused.")
+	fs := flagSet(e, cmd, helpText{
+		usage: "SOURCE NEW [--at TURN] [--store STORE] [--plugin P] [--db PATH] [flags]",
+		summary: "Starts the session NEW from the first turns of SOURCE, in rows of its own: each then\n" +
+			"continues on its own.",
+		examples: []string{"wasmhist session fork trip.json rome.json --at 1"},
+		details: "  A turn is one input with everything its run added; --at TURN keeps the first TURN\n" +
+			"  (from 1), no --at keeps all. SOURCE and NEW are session files, or with --store ids.\n" +
+			"  NEW's history goes into a fresh state of SOURCE's plugin (or --plugin), granted --db\n" +
+			"  (default: NEW with .db, or the store's), all or nothing. An existing NEW is refused.",
+	})
 	at := fs.Int("at", 0, "keep the first `TURN` turns (from 1; default: all)")
 	st := storeFlags(fs)
-	pluginSpec := fs.String("plugin", "", "plugin that keeps NEW's history: inmemory, sqlite or `PATH.wasm` (default: SOURCE's)")
-	dbPath := fs.String("db", "", "SQLite database `PATH` granted to NEW's plugin if it wants sql (default: NEW with .db, or the store's)")
+	pluginSpec := fs.String("plugin", "", "plugin for NEW's history: inmemory, sqlite or `PATH.wasm` (default: SOURCE's)")
+	dbPath := fs.String("db", "", "database for a sql plugin: SQLite `PATH`, postgres or env:VAR (default NEW.db)")
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {

@@ -36,20 +36,28 @@ const sniffBytes = 64 << 10
 
 func runSessionImport(ctx context.Context, e *env, args []string) error {
 	const cmd = "session import"
-	fs := flagSet(e, cmd, "[FILE|--store STORE] [--as NEW_ID] [--plugin P] [--db PATH] [--force] < DOCUMENT",
-		"Reads a conversation from standard input and writes it into FILE (with --store, into the store),\n"+
-			"all or nothing: a portable document ('wasmhist session export'), whose history goes into a fresh\n"+
-			"state of the plugin each slot names (or --plugin), granted --db (default: FILE with .db, with\n"+
-			"--store the store's database), so the copy shares no rows with the original; or, with --format\n"+
-			"openai, a Chat Completions messages array. The session keeps its id unless --as gives another.\n"+
-			"An existing session is never replaced without --force. A session file as stored ('session\n"+
-			"export --raw') is recognised and written as it is, state included, as before.")
-	force := fs.Bool("force", false, "replace an existing session of the same id (its history in the target plugin's storage is cleared in the same commit)")
+	fs := flagSet(e, cmd, helpText{
+		usage: "[FILE] [--as ID] [--format F] [--force] [flags] < DOCUMENT",
+		summary: "Writes the conversation read from standard input into FILE or the store, all or nothing,\n" +
+			"into a fresh state of each slot's plugin: the copy shares nothing with its original.",
+		examples: []string{
+			"wasmhist session export trip.json | wasmhist session import copy.json",
+			"wasmhist session import --format openai from-openai.json < trip.openai.json",
+		},
+		details: "  Standard input holds a portable document ('wasmhist session export'), or with --format\n" +
+			"  openai a Chat Completions messages array. The history goes into a fresh state of the\n" +
+			"  plugin each slot names (or --plugin), granted --db (default: FILE with .db, or the\n" +
+			"  store's). The session keeps its id unless --as gives another. A malformed document is\n" +
+			"  refused saying where, with nothing written; an existing session is replaced only with\n" +
+			"  --force. A session file as stored ('export --raw') is written as it is, replacing only\n" +
+			"  an older revision.",
+	})
+	force := fs.Bool("force", false, "replace an existing session of the same id, clearing its history")
 	st := storeFlags(fs)
-	as := fs.String("as", "", "import the session under the new `ID` (for a FILE, the id may differ from the file's name)")
-	pluginSpec := fs.String("plugin", "", "plugin that takes the history: inmemory, sqlite or `PATH.wasm` (default: the plugin each slot names; inmemory for --format openai)")
-	dbPath := fs.String("db", "", "SQLite database `PATH` granted to a plugin that wants sql (default: FILE with .db, or the store's)")
-	format := fs.String("format", "", "what standard input holds: wasmhist (a portable document, or a session file as stored) or openai (a Chat Completions messages `array`); default: recognised")
+	as := fs.String("as", "", "import the session under the new `ID`")
+	pluginSpec := fs.String("plugin", "", "plugin that takes the history: inmemory, sqlite or `PATH.wasm`")
+	dbPath := fs.String("db", "", "database for a sql plugin: SQLite `PATH`, postgres or env:VAR (default FILE.db)")
+	format := fs.String("format", "", "what standard input holds: wasmhist or openai (default: recognised)")
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {

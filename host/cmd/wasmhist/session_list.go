@@ -49,11 +49,14 @@ const maxSessionBytes = 256 << 20
 
 func runSessionList(ctx context.Context, e *env, args []string) error {
 	const cmd = "session list"
-	fs := flagSet(e, cmd, "[DIR] [--json]",
-		"Lists every *.json file in DIR (default .) that is a session: file, session id, revision,\n"+
-			"the plugin of each state slot, modification time. Files that are not sessions are named\n"+
-			"on one line at the end; 'wasmhist session validate FILE' says what is wrong with one.\n"+
-			"With --store, lists the sessions of the store instead (FILE is then the session id).")
+	fs := flagSet(e, cmd, helpText{
+		usage: "[DIR] [--store STORE] [--json]",
+		summary: "Lists the sessions in DIR (default .): file, session id, revision, plugin per slot,\n" +
+			"modification time; with --store, every session of the store.",
+		examples: []string{"wasmhist session list", "wasmhist session list --store sessions.db --json"},
+		details: "  *.json files in DIR that are not sessions are named on one line at the end;\n" +
+			"  'wasmhist session validate FILE' says what is wrong with one.",
+	})
 	asJSON := fs.Bool("json", false, "print the list as one JSON object")
 	store := storeFlags(fs)
 	pos, err := parse(fs, cmd, args)

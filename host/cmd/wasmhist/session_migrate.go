@@ -14,21 +14,24 @@ import (
 
 func runSessionMigrate(ctx context.Context, e *env, args []string) error {
 	const cmd = "session migrate"
-	fs := flagSet(e, cmd, "--from STORE --to STORE [--db D] [flags]",
-		"Copies every session of the store --from, with its history, into the store --to: the way\n"+
-			"from SQLite to PostgreSQL when one machine is not enough. Each session's slots are read\n"+
-			"through their plugins from the database the session records and written into fresh\n"+
-			"states of the same plugins granted --db (default: the destination's own database: its\n"+
-			"SQLite file, ID.db beside a directory's session, or with --to postgres the same\n"+
-			"PostgreSQL database), each session all or nothing, keeping its id and revision. Run it\n"+
-			"again to resume an interrupted migration: a session already there at its revision is\n"+
-			"left unchanged, one there at an older revision is replaced, one chatted on in the\n"+
-			"destination since is left alone. The source is only read.")
+	fs := flagSet(e, cmd, helpText{
+		usage: "--from STORE --to STORE [--db PATH] [flags]",
+		summary: "Copies every session of the store --from, with its history, into the store --to, each\n" +
+			"all or nothing, keeping ids and revisions: the way from SQLite to PostgreSQL.",
+		examples: []string{"wasmhist session migrate --from sessions.db --to archive/"},
+		details: "  Each slot is read through its plugin from the database the session records and written\n" +
+			"  into a fresh state of the same plugin granted --db (default: the destination's own\n" +
+			"  database: its SQLite file, ID.db beside a directory's session, or with --to postgres a\n" +
+			"  schema of that database). One line per session (copied, updated, unchanged, diverged)\n" +
+			"  and a count. Run it again to resume: a session already there at its revision is left\n" +
+			"  unchanged, an older one replaced, one chatted on in the destination since left alone.\n" +
+			"  The source is only read. On a terminal, progress is shown on standard error.",
+	})
 	from := &storeFlag{}
-	fs.Var(from, "from", "the `STORE` to read: a directory, an SQLite file (.db), postgres or env:VAR, as --store")
+	fs.Var(from, "from", "the `STORE` to read: a directory, an SQLite file, postgres or env:VAR")
 	to := &storeFlag{}
 	fs.Var(to, "to", "the `STORE` to write, as --from")
-	db := fs.String("db", "", "the destination plugins' database: an SQLite file `PATH`, postgres (a schema of the database in $"+postgresDSNEnv+") or env:VAR (default: the destination store's own)")
+	db := fs.String("db", "", "destination plugins' database: SQLite `PATH`, postgres or env:VAR")
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
@@ -68,6 +71,9 @@ func runSessionMigrate(ctx context.Context, e *env, args []string) error {
 		return to.defaultDB(s.SessionID)
 	}
 	var counts = map[conversation.Outcome]int{}
+	pr := newProgress(e, cmd, true)
+	total := 0
+	defer pr.done()
 	done, err := conversation.Migrate(ctx,
 		conversation.Source{Store: src, Plugins: sp.recorded(from)},
 		conversation.Destination{Store: dst, Plugins: sp.on(toDB)},
@@ -78,6 +84,8 @@ func runSessionMigrate(ctx context.Context, e *env, args []string) error {
 				line += fmt.Sprintf(", %d messages", m.Messages)
 			}
 			fmt.Fprintln(e.stdout, line+")")
+			total++
+			pr.show("%d sessions done, %d copied or updated", total, counts[conversation.Copied]+counts[conversation.Updated])
 		}})
 	summary := fmt.Sprintf("%d sessions from %s to %s: %d copied, %d updated, %d unchanged, %d diverged",
 		len(done), from.describe(), to.describe(), counts[conversation.Copied], counts[conversation.Updated], counts[conversation.Unchanged], counts[conversation.Diverged])

@@ -14,14 +14,17 @@ import (
 
 func runSessionPrune(ctx context.Context, e *env, args []string) error {
 	const cmd = "session prune"
-	fs := flagSet(e, cmd, "--older-than DURATION [--store S] [flags]",
-		"Deletes every session of the store last committed more than DURATION ago (such as 720h\n"+
-			"or 30d), with everything its plugins and the host keep for it: each slot's rows are\n"+
-			"cleared through its plugin and the session's journal rows deleted, in one transaction\n"+
-			"per database, then the session is removed from the store. Prints what it removed. A\n"+
-			"session chatted on meanwhile is kept. Without --store, the sessions are the files of\n"+
-			"the current directory.")
-	olderThan := fs.String("older-than", "", "delete sessions last committed longer than this `DURATION` ago: Go's 90m, 720h, or days as 30d")
+	fs := flagSet(e, cmd, helpText{
+		usage: "--older-than DURATION [--store STORE] [flags]",
+		summary: "Deletes every session last committed more than DURATION ago, as 'session delete' does,\n" +
+			"and prints what it removed; without --store, the session files of the current directory.",
+		examples: []string{"wasmhist session prune --older-than 30d --store sessions.db"},
+		details: "  DURATION is Go's (90m, 720h) or days (30d), by the store's clock. Each slot's rows are\n" +
+			"  cleared through its plugin and the session's journal rows deleted, in one transaction\n" +
+			"  per database, then the session is removed from the store. A session chatted on\n" +
+			"  meanwhile is kept.",
+	})
+	olderThan := fs.String("older-than", "", "delete sessions last committed longer than `DURATION` ago (720h, 30d)")
 	st := storeFlags(fs)
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)

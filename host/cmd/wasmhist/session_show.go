@@ -11,10 +11,12 @@ import (
 
 func runSessionShow(ctx context.Context, e *env, args []string) error {
 	const cmd = "session show"
-	fs := flagSet(e, cmd, "FILE [flags]",
-		"Summarizes a session: its id, revision and service conversation, and for each state slot\n"+
-			"its plugin, state version, state size and, when the plugin can list them, the number of\n"+
-			"messages it stored. The plugin of a slot is the built-in one it names, or --plugin.")
+	fs := flagSet(e, cmd, helpText{
+		usage: "FILE|ID [--store STORE] [--plugin P] [--db PATH] [flags]",
+		summary: "Summarizes a session: id, revision, service conversation, and per slot its plugin, state\n" +
+			"version and size, and the number of stored messages when the plugin can list them.",
+		examples: []string{"wasmhist session show trip.json", "wasmhist session show --store sessions.db trip-2"},
+	})
 	sf := addSlotFlags(fs)
 	pluginSpec, dbPath, ps := sf.plugin, sf.db, sf.ps
 	pos, err := parse(fs, cmd, args)

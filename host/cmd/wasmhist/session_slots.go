@@ -178,8 +178,8 @@ type slotFlags struct {
 
 func addSlotFlags(fs *flags) slotFlags {
 	return slotFlags{
-		plugin: fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the built-in plugin each slot names)"),
-		db:     fs.String("db", "", "the plugin's database: an SQLite file `PATH` (default: the session file with .db), postgres (connection string from $"+postgresDSNEnv+") or env:VAR"),
+		plugin: fs.String("plugin", "", "plugin: inmemory, sqlite or `PATH.wasm` (default: the one each slot names)"),
+		db:     fs.String("db", "", "the plugin's database: SQLite `PATH`, postgres or env:VAR (default FILE.db)"),
 		ps:     pluginFlags(fs),
 		store:  storeFlags(fs),
 	}

@@ -8,12 +8,15 @@ import (
 
 func runSessionValidate(ctx context.Context, e *env, args []string) error {
 	const cmd = "session validate"
-	fs := flagSet(e, cmd, "FILE [flags]",
-		"Checks that FILE is a session chat can resume: JSON matching schemas/session.json, at the\n"+
-			"schema version this host writes, and every state slot read by its plugin (its state checked\n"+
-			"against the plugin's state_schema, its stored messages decoded). The plugin of a slot is the\n"+
-			"built-in one it names, or --plugin. Prints OK and a summary, or one line saying what is wrong\n"+
-			"and where. A slot whose plugin is not found is not checked, and the OK line says so.")
+	fs := flagSet(e, cmd, helpText{
+		usage: "FILE|ID [--store STORE] [--plugin P] [--db PATH] [flags]",
+		summary: "Checks that a session is one chat can resume: JSON matching schemas/session.json, and every\n" +
+			"slot read by its plugin as chat would. Prints OK and a summary, or what is wrong and where.",
+		examples: []string{"wasmhist session validate trip.json"},
+		details: "  Each slot's state is checked against its plugin's state_schema and every stored message\n" +
+			"  decoded. The plugin of a slot is the built-in one it names, or --plugin. A slot whose\n" +
+			"  plugin is not found is not checked, and the OK line says so.",
+	})
 	sf := addSlotFlags(fs)
 	pluginSpec, dbPath, ps := sf.plugin, sf.db, sf.ps
 	pos, err := parse(fs, cmd, args)

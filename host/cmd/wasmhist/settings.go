@@ -32,11 +32,11 @@ func pluginFlags(fs *flags) *pluginSettings {
 		maxInput:  byteSize(d.MaxInputBytes),
 		maxOutput: byteSize(d.MaxOutputBytes),
 	}
-	fs.Var(&ps.config, "config", "the plugin's configuration: a `JSON` object, or @FILE to read it from a file (default: none)")
-	fs.DurationVar(&ps.timeout, "timeout", ps.timeout, "the deadline of one plugin call, a `duration` such as 10s")
-	fs.Var(&ps.memory, "memory", "the cap of each plugin memory, a `size` such as 64MiB (at least 2752KiB)")
-	fs.Var(&ps.maxInput, "max-input", "the largest request sent to the plugin, a `size` such as 16MiB")
-	fs.Var(&ps.maxOutput, "max-output", "the largest response accepted from the plugin, a `size` such as 16MiB")
+	fs.Var(&ps.config, "config", "the plugin's configuration: a `JSON` object, or @FILE")
+	fs.DurationVar(&ps.timeout, "timeout", ps.timeout, "the deadline of one plugin call, a `DURATION` such as 10s")
+	fs.Var(&ps.memory, "memory", "the cap of each plugin memory, a `SIZE` such as 64MiB")
+	fs.Var(&ps.maxInput, "max-input", "the largest request sent to the plugin, a `SIZE`")
+	fs.Var(&ps.maxOutput, "max-output", "the largest response accepted from the plugin, a `SIZE`")
 	return ps
 }
 

@@ -114,7 +114,7 @@ func (s *storeFlag) describe() string {
 // storeFlags registers --store on fs.
 func storeFlags(fs *flags) *storeFlag {
 	s := &storeFlag{}
-	fs.Var(s, "store", "keep sessions, by id, in a `STORE`: a directory, an SQLite file (.db), postgres (connection string from $"+postgresDSNEnv+") or env:VAR (from $VAR); default: the one --session FILE")
+	fs.Var(s, "store", "sessions by id in a `STORE`: a directory, SQLite file, postgres or env:VAR")
 	return s
 }
 

@@ -16,7 +16,10 @@ const (
 
 func runVersion(_ context.Context, e *env, args []string) error {
 	const cmd = "version"
-	fs := flagSet(e, cmd, "", "Prints the versions of wasmhist, the plugin ABI it speaks, Go, wazero and the Extism go-sdk whose kernel it provides.")
+	fs := flagSet(e, cmd, helpText{
+		summary:  "Prints the versions of wasmhist, the plugin ABI it speaks, Go, wazero and the Extism go-sdk\nwhose kernel it provides.",
+		examples: []string{"wasmhist version"},
+	})
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
 		return err
