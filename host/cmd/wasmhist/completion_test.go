@@ -120,8 +120,8 @@ func TestFishCompletion(t *testing.T) {
 
 // TestZshCompletion checks that zsh parses 'wasmhist completion zsh', then
 // calls its function as zsh does on Tab (words, CURRENT), with compadd and
-// _files, the completion system's, standing in as what they add. It runs
-// where zsh is installed (CI does not install it).
+// _files, the completion system's, standing in as what they add. It needs
+// zsh (.ci/run installs it).
 func TestZshCompletion(t *testing.T) {
 	t.Parallel()
 	zsh, err := exec.LookPath("zsh")
