@@ -58,7 +58,10 @@ func messagesOf(id string, n int) iter.Seq2[abi.Message, error] {
 func seedSQLite(t testing.TB, h *host.Host, path string, sessions, msgs int) {
 	t.Helper()
 	ctx := context.Background()
-	p, err := h.Load(ctx, host.File(filepath.Join(pluginDir, "sqlite.wasm")), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: path})}})
+	// Seeding is the test's setup, not what it tests: a page's request
+	// may take longer than the 2 s default on a loaded machine.
+	slow := sqlgrant.Limits{Timeout: 30 * time.Second}
+	p, err := h.Load(ctx, host.File(filepath.Join(pluginDir, "sqlite.wasm")), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: path, Limits: slow})}})
 	require.NoError(t, err)
 	defer p.Close(ctx)
 	st, err := sqlitestore.Open(path)
