@@ -178,6 +178,12 @@ type RunOptions struct {
 	// the commit records the new build. A different plugin or storage is
 	// still refused.
 	AcceptNewBuild bool
+	// Decisions answer the tool calls an earlier run left awaiting a
+	// person's approval (PendingApprovals), one each: a run on a session
+	// with such calls and no decision for one of them is refused with
+	// ErrApprovalRequired. Approved calls run before the model is called;
+	// denied ones are answered with an error the model reads.
+	Decisions []Decision
 }
 
 // RunResult is the outcome of a run.
@@ -204,6 +210,10 @@ type RunResult struct {
 	// dropped from the window, see session.MaxRecentReplyBytes). The other
 	// fields are zero.
 	Replayed bool
+	// ApprovalRequests are the calls the run ended on because their tools
+	// need a person's approval (Tool.NeedsApproval); the session records
+	// them. Answer them with RunOptions.Decisions on the next run.
+	ApprovalRequests []ApprovalRequest
 }
 
 // Text returns the text of the last assistant message.

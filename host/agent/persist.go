@@ -157,7 +157,7 @@ func (r *run) afterCall(ctx context.Context, resp *model.Response) (*model.Respo
 	// The calls this response asks for are open until a later call
 	// carries their results; the session says so, so that a run that
 	// stops before then can be resumed.
-	r.work.PendingToolCalls = openCalls(resp.Messages)
+	r.work.PendingToolCalls = r.a.markApprovals(openCalls(resp.Messages))
 	if err := r.commit(ctx); err != nil {
 		return nil, err
 	}

@@ -100,6 +100,10 @@ type PendingToolCall struct {
 	Done   bool            `json:"done,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
+	// AwaitsApproval reports a call whose tool needs a person's approval
+	// (package agent's Tool.NeedsApproval): it runs only once a later run
+	// carries the decision, and a denial is sent as its error.
+	AwaitsApproval bool `json:"awaits_approval,omitempty"`
 }
 
 // ProviderState is one provider's slot in a session. It is a value: the
