@@ -100,6 +100,10 @@ type Config struct {
 	Saver store.Saver
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
+	// Compaction, when its MaxTokens is set, summarises the oldest part of
+	// the loaded history once it exceeds that budget, keeping the stored
+	// messages as they are (see Compaction).
+	Compaction Compaction
 }
 
 // ProviderConfig attaches a HistoryProvider to an agent. The zero value of
@@ -337,6 +341,9 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("%w: two context providers named %q", ErrConfig, cp.Name())
 		}
 		names[cp.Name()] = true
+	}
+	if cfg.Compaction.MaxTokens < 0 || cfg.Compaction.KeepTokens < 0 {
+		return nil, fmt.Errorf("%w: negative Compaction budget", ErrConfig)
 	}
 	var err error
 	if a.tools, a.specs, err = compileTools(cfg.Tools); err != nil {

@@ -236,6 +236,9 @@ func (r *run) loadHistory(ctx context.Context) ([]abi.Message, error) {
 			return nil, fmt.Errorf("agent: reduce %q: %w", pc.Provider.StateKey(), err)
 		}
 	}
+	if h, err = r.compact(ctx, pc.Provider.StateKey(), h); err != nil {
+		return nil, err
+	}
 	out := make([]abi.Message, len(h))
 	for i, m := range h {
 		m.Source = &abi.Source{Type: abi.SourceChatHistory, ID: pc.Provider.StateKey()}

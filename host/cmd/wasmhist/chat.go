@@ -54,6 +54,7 @@ type chatSetup struct {
 	shown       *status // the status lines last printed
 
 	askBefore askBeforeFlag // --ask-before: tools a person approves first
+	compactAt int           // --compact-at: the history's token budget
 }
 
 func runChat(ctx context.Context, e *env, args []string) error {
@@ -75,6 +76,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	perCall := fs.Bool("per-service-call", false, "persist after every model call instead of once per run")
 	everyStatus := fs.Bool("status", false, "print where the history and the session are after every answer, not only when that changes")
 	askBefore := askBeforeFlag{}
+	compactAt := fs.Int("compact-at", 0, "when the history sent to the model passes `TOKENS` (estimated), the model summarises its oldest turns and the summary is sent in their place; every message stays stored")
 	fs.Var(askBefore, "ask-before", "ask y/n before each call of these tools (`TOOL,...`); the question waits in the session across runs")
 	mc := modelFlags(fs)
 	ps := pluginFlags(fs)
@@ -85,14 +87,18 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	if len(pos) > 0 {
 		return usagef(cmd, "unexpected argument %q: pass the message with -m \"...\"", pos[0])
 	}
+	if *compactAt < 0 {
+		return usagef(cmd, "--compact-at %d: pass a positive number of tokens, or 0 for no compaction", *compactAt)
+	}
 
-	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, *perCall, askBefore)
+	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, *perCall, askBefore, *compactAt)
 	if err != nil {
 		return err
 	}
 	defer c.closer()
 	defer c.host.Close(context.WithoutCancel(ctx))
 	c.acceptNewBuild = *acceptNewBuild
+
 	c.everyStatus = *everyStatus
 
 	if message.set {
@@ -263,8 +269,8 @@ func (c *chatSetup) savedAt() string {
 // setupChat wires a chat from its flags, in the order a problem is best
 // found: the session, the plugin, the model client, the host and the
 // plugin loaded into it, the storage the turns will write, the agent.
-func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, store *storeFlag, pluginSpec, sessionPath, dbPath string, perCall bool, askBefore askBeforeFlag) (_ *chatSetup, err error) {
-	c := &chatSetup{session: session.New(), db: dbPath, closer: func() {}, askBefore: askBefore}
+func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, store *storeFlag, pluginSpec, sessionPath, dbPath string, perCall bool, askBefore askBeforeFlag, compactAt int) (_ *chatSetup, err error) {
+	c := &chatSetup{session: session.New(), db: dbPath, closer: func() {}, askBefore: askBefore, compactAt: compactAt}
 	if c.limits, err = ps.limits(cmd); err != nil {
 		return nil, err
 	}
@@ -409,6 +415,7 @@ func (c *chatSetup) newAgent(cmd string, e *env, client model.Client, mc *modelC
 		RequirePerServiceCallPersistence: perCall,
 		Saver:                            saver,
 		Logger:                           warnLogger(e.stderr, cmd),
+		Compaction:                       agent.Compaction{MaxTokens: c.compactAt},
 	}
 	c.copyOnly = mc.storesHistory()
 	var err error
@@ -438,6 +445,7 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 // respond runs input (none for a run that only carries decisions) and
 // prints what the run did, as turn says.
 func (c *chatSetup) respond(ctx context.Context, e *env, cmd string, input []abi.Message, decisions []agent.Decision) error {
+	compacted := c.session.Compactions[stateKey]
 	res, err := c.run(ctx, e, cmd, input, decisions)
 	if interrupted(ctx, err) {
 		return failf(cmd, "%w: the turn was cancelled; %s", errInterrupted, c.savedAt())
@@ -451,6 +459,9 @@ func (c *chatSetup) respond(ctx context.Context, e *env, cmd string, input []abi
 	}
 	for _, rc := range res.Resumed {
 		fmt.Fprintf(e.stdout, "resumed: %s\n", rc)
+	}
+	if now, ok := c.session.Compactions[stateKey]; ok && now != compacted {
+		fmt.Fprintf(e.stdout, "history: the first %d messages were summarised for the model; all are still stored\n", now.Covers)
 	}
 	printToolActivity(e.stdout, res.Messages)
 	reply := res.Text()
