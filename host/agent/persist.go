@@ -153,6 +153,7 @@ func (r *run) afterCall(ctx context.Context, resp *model.Response) (*model.Respo
 	// loop ends after it when it asks for no tool or reaches the bound.
 	r.reply = concat(r.reply, r.pendingResults, resp.Messages)
 	r.finished = len(functionCalls(resp.Messages)) == 0 || r.calls+1 >= r.maxIter
+	r.learn = learnable(r.pendingResumed, r.pendingInputs, r.pendingResults, resp.Messages)
 	r.pendingResumed, r.pendingInputs, r.pendingResults = nil, nil, nil
 	// The calls this response asks for are open until a later call
 	// carries their results; the session says so, so that a run that

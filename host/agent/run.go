@@ -67,6 +67,7 @@ type run struct {
 	pendingResumed []abi.Message          // resumed, until a call carried them
 	computed       map[string]abi.Content // results tools returned in this run, by call id
 
+	learn     []abi.Message       // what the next commit records, for AfterRunners
 	decisions map[string]Decision // RunOptions.Decisions, by call id
 	awaiting  bool                // the loop ended on calls that need approval
 }
@@ -505,6 +506,7 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 	if res.ConversationID != "" {
 		r.work.ServiceSessionID = res.ConversationID
 	}
+	r.learn = learnable(r.resumed, r.input, produced)
 	return r.commit(ctx)
 }
 
@@ -552,6 +554,11 @@ func (r *run) commit(ctx context.Context) error {
 		r.txn.Rollback(ctx)
 		return fmt.Errorf("agent: commit session %q at revision %d: %w", r.work.SessionID, r.work.Revision, session.ErrRevisionExhausted)
 	}
+	rc, err := r.afterRun(ctx)
+	if err != nil {
+		r.txn.Rollback(ctx)
+		return err
+	}
 	next := snapshot(r.work)
 	next.Revision++
 	txn.MarkHeld(next, r.txn.Targets())
@@ -564,6 +571,11 @@ func (r *run) commit(ctx context.Context) error {
 	}
 	r.work.Revision, r.work.Provenance = next.Revision, next.Provenance
 	*r.target = *next
+	if rc != nil {
+		for _, f := range rc.onCommit {
+			f()
+		}
+	}
 	return nil
 }
 
