@@ -99,6 +99,10 @@ type Config struct {
 	Saver store.Saver
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
+	// Compaction, when its MaxTokens is set, summarises the oldest part of
+	// the loaded history once it exceeds that budget, keeping the stored
+	// messages as they are (see Compaction).
+	Compaction Compaction
 }
 
 // ProviderConfig attaches a HistoryProvider to an agent. The zero value of
@@ -177,6 +181,12 @@ type RunOptions struct {
 	// the commit records the new build. A different plugin or storage is
 	// still refused.
 	AcceptNewBuild bool
+	// Decisions answer the tool calls an earlier run left awaiting a
+	// person's approval (PendingApprovals), one each: a run on a session
+	// with such calls and no decision for one of them is refused with
+	// ErrApprovalRequired. Approved calls run before the model is called;
+	// denied ones are answered with an error the model reads.
+	Decisions []Decision
 }
 
 // RunResult is the outcome of a run.
@@ -203,6 +213,10 @@ type RunResult struct {
 	// dropped from the window, see session.MaxRecentReplyBytes). The other
 	// fields are zero.
 	Replayed bool
+	// ApprovalRequests are the calls the run ended on because their tools
+	// need a person's approval (Tool.NeedsApproval); the session records
+	// them. Answer them with RunOptions.Decisions on the next run.
+	ApprovalRequests []ApprovalRequest
 }
 
 // Text returns the text of the last assistant message.
@@ -318,6 +332,9 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("%w: two context providers named %q", ErrConfig, cp.Name())
 		}
 		names[cp.Name()] = true
+	}
+	if cfg.Compaction.MaxTokens < 0 || cfg.Compaction.KeepTokens < 0 {
+		return nil, fmt.Errorf("%w: negative Compaction budget", ErrConfig)
 	}
 	var err error
 	if a.tools, a.specs, err = compileTools(cfg.Tools); err != nil {

@@ -153,11 +153,12 @@ func (r *run) afterCall(ctx context.Context, resp *model.Response) (*model.Respo
 	// loop ends after it when it asks for no tool or reaches the bound.
 	r.reply = concat(r.reply, r.pendingResults, resp.Messages)
 	r.finished = len(functionCalls(resp.Messages)) == 0 || r.calls+1 >= r.maxIter
+	r.learn = learnable(r.pendingResumed, r.pendingInputs, r.pendingResults, resp.Messages)
 	r.pendingResumed, r.pendingInputs, r.pendingResults = nil, nil, nil
 	// The calls this response asks for are open until a later call
 	// carries their results; the session says so, so that a run that
 	// stops before then can be resumed.
-	r.work.PendingToolCalls = openCalls(resp.Messages)
+	r.work.PendingToolCalls = r.a.markApprovals(openCalls(resp.Messages))
 	if err := r.commit(ctx); err != nil {
 		return nil, err
 	}

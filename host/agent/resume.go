@@ -22,6 +22,12 @@ const (
 	// ResumedUnknown: the model was sent an error result saying the call
 	// was interrupted and its result is unknown, so it can ask again.
 	ResumedUnknown ResumeHow = "unknown"
+	// ResumedApproved: the call awaited a person's approval, which the
+	// run's RunOptions.Decisions gave; the tool ran.
+	ResumedApproved ResumeHow = "approved"
+	// ResumedDenied: the call awaited a person's approval, which was
+	// refused; the model was sent the reason as the call's error.
+	ResumedDenied ResumeHow = "denied"
 )
 
 // ResumedCall is one tool call an earlier run left unanswered
@@ -38,6 +44,10 @@ type ResumedCall struct {
 func (c ResumedCall) String() string {
 	var how string
 	switch c.How {
+	case ResumedApproved:
+		return fmt.Sprintf("tool %s (%s) was approved; it ran and the model was sent its result", c.Name, c.CallID)
+	case ResumedDenied:
+		return fmt.Sprintf("tool %s (%s) was denied; the model was told why", c.Name, c.CallID)
 	case ResumedWithResult:
 		how = "the model was sent the result it returned"
 	case ResumedRepeated:
@@ -80,6 +90,11 @@ func (r *run) resume(ctx context.Context) error {
 		res := abi.Content{Type: abi.ContentFunctionResult, CallID: p.CallID}
 		how := ResumedUnknown
 		switch t := r.a.tools[p.Name]; {
+		case !p.Done && (p.AwaitsApproval || (t != nil && t.NeedsApproval)):
+			var err error
+			if res, how, err = r.answerApproval(ctx, p); err != nil {
+				return err
+			}
 		case p.Done:
 			res.Result, res.Error, how = p.Result, p.Error, ResumedWithResult
 		case t != nil && t.SafeToRepeat:

@@ -66,6 +66,10 @@ type run struct {
 	resumedCalls   []ResumedCall
 	pendingResumed []abi.Message          // resumed, until a call carried them
 	computed       map[string]abi.Content // results tools returned in this run, by call id
+
+	learn     []abi.Message       // what the next commit records, for AfterRunners
+	decisions map[string]Decision // RunOptions.Decisions, by call id
+	awaiting  bool                // the loop ended on calls that need approval
 }
 
 func runFrom(ctx context.Context) *run {
@@ -109,6 +113,9 @@ func (a *Agent) newRun(ctx context.Context, s *session.Session, input []abi.Mess
 		return nil, fmt.Errorf("agent: run: %w: RunID of %d bytes, at most 256", ErrConfig, len(o.RunID))
 	}
 	r.runID = o.RunID
+	if r.decisions, err = decisions(s, o.Decisions); err != nil {
+		return nil, err
+	}
 	if r.maxIter == 0 {
 		r.maxIter = DefaultMaxIterations
 	}
@@ -230,6 +237,9 @@ func (r *run) loadHistory(ctx context.Context) ([]abi.Message, error) {
 			return nil, fmt.Errorf("agent: reduce %q: %w", pc.Provider.StateKey(), err)
 		}
 	}
+	if h, err = r.compact(ctx, pc.Provider.StateKey(), h); err != nil {
+		return nil, err
+	}
 	out := make([]abi.Message, len(h))
 	for i, m := range h {
 		m.Source = &abi.Source{Type: abi.SourceChatHistory, ID: pc.Provider.StateKey()}
@@ -324,6 +334,14 @@ func (r *run) execute(ctx context.Context) (res *RunResult, err error) {
 		if len(calls) == 0 || r.calls >= r.maxIter {
 			// At the bound, calls still asked for stay unanswered; they
 			// are removed before anything is stored.
+			break
+		}
+		run, ask := r.a.splitApprovals(calls)
+		if len(ask) > 0 {
+			// A person decides on these calls before they run: the run
+			// ends here, with the others' results recorded, and the next
+			// run carries the decisions (approval.go).
+			r.awaitApproval(ctx, res, run, ask)
 			break
 		}
 		var terminate bool
@@ -436,6 +454,15 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 				r.work.PendingToolCalls = trailingCalls(res.Messages)
 			}
 		}
+		if r.awaiting {
+			// The requests are recorded (by the last call's commit, or
+			// here when nothing persists per call), and the run's record
+			// says it finished: it waits for a person, not for a retry.
+			if r.mode.store == storeNever {
+				r.work.PendingToolCalls = r.a.markApprovals(trailingCalls(res.Messages))
+			}
+			changed = true
+		}
 		// What plugins wrote since the last commit (provide before the
 		// first call, or before a call a streaming consumer abandoned)
 		// belongs to a run that succeeded: it commits.
@@ -452,14 +479,17 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 	// Open calls an earlier run left were answered (or dropped, when
 	// nothing held them any more).
 	var open []session.PendingToolCall
-	if res.ConversationID != "" {
+	if res.ConversationID != "" || r.awaiting {
 		// Unless the service keeps the conversation: it keeps the last
 		// response as it was, and refuses to continue from it until each
 		// of its calls is answered. Those calls stay open, with what their
 		// tools returned, for the next run to send; that run stores the
 		// results, after the calls stored here, as per-service-call
 		// persistence does. Stored now too, they would be stored twice.
-		if open = trailingCalls(res.Messages); len(open) > 0 {
+		// Calls that need a person's approval stay open the same way,
+		// whoever keeps the conversation: the next run sends their
+		// answers, with the decisions it carries.
+		if open = r.a.markApprovals(trailingCalls(res.Messages)); len(open) > 0 {
 			last := lastResponse(res.Messages)
 			produced = concat(reducer.StripOrphanCalls(res.Messages[:last]), res.Messages[last:last+1])
 		}
@@ -476,6 +506,7 @@ func (r *run) finish(ctx context.Context, res *RunResult) error {
 	if res.ConversationID != "" {
 		r.work.ServiceSessionID = res.ConversationID
 	}
+	r.learn = learnable(r.resumed, r.input, produced)
 	return r.commit(ctx)
 }
 
@@ -523,6 +554,11 @@ func (r *run) commit(ctx context.Context) error {
 		r.txn.Rollback(ctx)
 		return fmt.Errorf("agent: commit session %q at revision %d: %w", r.work.SessionID, r.work.Revision, session.ErrRevisionExhausted)
 	}
+	rc, err := r.afterRun(ctx)
+	if err != nil {
+		r.txn.Rollback(ctx)
+		return err
+	}
 	next := snapshot(r.work)
 	next.Revision++
 	txn.MarkHeld(next, r.txn.Targets())
@@ -535,6 +571,11 @@ func (r *run) commit(ctx context.Context) error {
 	}
 	r.work.Revision, r.work.Provenance = next.Revision, next.Provenance
 	*r.target = *next
+	if rc != nil {
+		for _, f := range rc.onCommit {
+			f()
+		}
+	}
 	return nil
 }
 

@@ -41,6 +41,14 @@ type Tool struct {
 	// result was recorded, the next run runs such a tool again; any other
 	// tool's call is answered with an error saying its result is unknown.
 	SafeToRepeat bool
+	// NeedsApproval marks a tool a person must approve before each call.
+	// A model response that calls it ends the run: the calls of that
+	// response that need no approval run, and the others are recorded in
+	// the session as open calls awaiting approval
+	// (RunResult.ApprovalRequests, PendingApprovals). The next run carries
+	// the decisions (RunOptions.Decisions) and continues: an approved call
+	// runs then, a denied one is answered with the reason as its error.
+	NeedsApproval bool
 }
 
 type compiledTool struct {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"slices"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -157,6 +158,7 @@ func importSession(ctx context.Context, fields *session.Session, slots []SlotHis
 		Revision:         max(fields.Revision, 1),
 		PendingToolCalls: slices.Clone(fields.PendingToolCalls),
 		RecentRuns:       slices.Clone(fields.RecentRuns),
+		Compactions:      maps.Clone(fields.Compactions),
 	}
 	if existing != nil {
 		next.Revision = max(next.Revision, existing.Revision+1)

@@ -74,12 +74,14 @@ type docSession struct {
 	PendingToolCalls []session.PendingToolCall     `json:"pending_tool_calls,omitempty"`
 	RecentRuns       []session.RunRecord           `json:"recent_runs,omitempty"`
 	Provenance       map[string]session.Provenance `json:"provenance,omitempty"`
+	Compactions      map[string]session.Compaction `json:"compactions,omitempty"`
 }
 
 func fromSession(s *session.Session) docSession {
 	return docSession{
 		SessionID: s.SessionID, ServiceSessionID: s.ServiceSessionID, Revision: s.Revision,
 		PendingToolCalls: s.PendingToolCalls, RecentRuns: s.RecentRuns, Provenance: s.Provenance,
+		Compactions: s.Compactions,
 	}
 }
 
@@ -90,6 +92,7 @@ func (d docSession) toSession() (*session.Session, error) {
 	s := &session.Session{
 		SchemaVersion: session.SchemaVersion, SessionID: d.SessionID, ServiceSessionID: d.ServiceSessionID,
 		Revision: d.Revision, PendingToolCalls: d.PendingToolCalls, RecentRuns: d.RecentRuns, Provenance: d.Provenance,
+		Compactions: d.Compactions,
 	}
 	b, err := json.Marshal(s)
 	if err != nil {

@@ -30,6 +30,9 @@ func demoSession() *session.Session {
 		Provenance: map[string]session.Provenance{
 			"history": {Plugin: "sqlite", Version: "0.3.0", Storage: "sqlite:/var/lib/wasmhist/demo.db"},
 		},
+		Compactions: map[string]session.Compaction{
+			"history": {Covers: 4, SHA256: strings.Repeat("cd", 32), Summary: "The user said:\nI like green tea."},
+		},
 	}
 }
 

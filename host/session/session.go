@@ -60,6 +60,12 @@ type Session struct {
 	// agent). Optional: a slot without an entry is resumed by anything.
 	// Like State, the map is replaced, never written into.
 	Provenance map[string]Provenance `json:"provenance,omitempty"`
+	// Compactions hold, by state key, a summary that stands for the oldest
+	// messages of the slot's history in what runs send the model, the
+	// messages themselves staying stored (package agent's
+	// Config.Compaction). Like State, the map is replaced, never written
+	// into.
+	Compactions map[string]Compaction `json:"compactions,omitempty"`
 }
 
 // Provenance is where one slot's history is: the plugin build that wrote
@@ -100,6 +106,10 @@ type PendingToolCall struct {
 	Done   bool            `json:"done,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
+	// AwaitsApproval reports a call whose tool needs a person's approval
+	// (package agent's Tool.NeedsApproval): it runs only once a later run
+	// carries the decision, and a denial is sent as its error.
+	AwaitsApproval bool `json:"awaits_approval,omitempty"`
 }
 
 // ProviderState is one provider's slot in a session. It is a value: the
@@ -131,6 +141,7 @@ func (s *Session) Clone() *Session {
 		}
 	}
 	c.Provenance = maps.Clone(s.Provenance)
+	c.Compactions = maps.Clone(s.Compactions)
 	if s.RecentRuns != nil {
 		c.RecentRuns = make([]RunRecord, len(s.RecentRuns))
 		for i, r := range s.RecentRuns {

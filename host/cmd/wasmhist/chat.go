@@ -52,6 +52,9 @@ type chatSetup struct {
 
 	everyStatus bool    // --status: the status lines after every answer
 	shown       *status // the status lines last printed
+
+	askBefore askBeforeFlag // --ask-before: tools a person approves first
+	compactAt int           // --compact-at: the history's token budget
 }
 
 func runChat(ctx context.Context, e *env, args []string) error {
@@ -78,6 +81,9 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	dbPath := fs.String("db", "", "database for a sql plugin: SQLite `PATH`, postgres or env:VAR (default FILE.db)")
 	perCall := fs.Bool("per-service-call", false, "persist after every model call instead of once per run")
 	everyStatus := fs.Bool("status", false, "print where the history and the session are after every answer")
+	askBefore := askBeforeFlag{}
+	compactAt := fs.Int("compact-at", 0, "summarise the oldest turns once the history passes `TOKENS`; all stay stored")
+	fs.Var(askBefore, "ask-before", "ask y/n before each call of these tools (`TOOL,...`), across runs")
 	mc := modelFlags(fs)
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
@@ -87,14 +93,18 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	if len(pos) > 0 {
 		return usagef(cmd, "unexpected argument %q: pass the message with -m \"...\"", pos[0])
 	}
+	if *compactAt < 0 {
+		return usagef(cmd, "--compact-at %d: pass a positive number of tokens, or 0 for no compaction", *compactAt)
+	}
 
-	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, *perCall)
+	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, *perCall, askBefore, *compactAt)
 	if err != nil {
 		return err
 	}
 	defer c.closer()
 	defer c.host.Close(context.WithoutCancel(ctx))
 	c.acceptNewBuild = *acceptNewBuild
+
 	c.everyStatus = *everyStatus
 
 	if message.set {
@@ -132,7 +142,29 @@ func (m *messageFlag) Set(v string) error {
 func (c *chatSetup) oneTurn(ctx context.Context, e *env, cmd, text string) error {
 	tctx, stop := cancelOnInterrupt(ctx, e)
 	defer stop()
-	return c.turn(tctx, e, cmd, text)
+	// Standard input is read only for a question (y/n).
+	var src lineSource
+	source := func() lineSource {
+		if src == nil {
+			src = chatLines(e)
+		}
+		return src
+	}
+	defer func() {
+		if src != nil {
+			src.close()
+		}
+	}()
+	// A question an earlier chat left is answered before the message,
+	// which the agent would refuse until then.
+	if ok, err := c.settleApprovals(tctx, e, cmd, source); !ok || err != nil {
+		return err
+	}
+	if err := c.turn(tctx, e, cmd, text); err != nil {
+		return err
+	}
+	_, err := c.settleApprovals(tctx, e, cmd, source)
+	return err
 }
 
 // readLoop answers standard input line by line. At the prompt (or while
@@ -146,6 +178,10 @@ func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 	src := chatLines(e)
 	defer src.close()
 	var failed error // the last turn's failure, at a terminal
+	source := func() lineSource { return src }
+	if ok, err := c.settleApprovals(ctx, e, cmd, source); err != nil || !ok {
+		return err
+	}
 	for n := 1; ; n++ {
 		var l line
 		select {
@@ -183,6 +219,13 @@ func (c *chatSetup) readLoop(ctx context.Context, e *env, cmd string) error {
 		}
 		tctx, stop := cancelOnInterrupt(ctx, e)
 		err := c.turn(tctx, e, cmd, text)
+		if err == nil {
+			var asked bool
+			if asked, err = c.settleApprovals(tctx, e, cmd, source); err == nil && !asked {
+				stop()
+				return nil
+			}
+		}
 		took := stop()
 		switch {
 		case err == nil && took:
@@ -232,8 +275,8 @@ func (c *chatSetup) savedAt() string {
 // setupChat wires a chat from its flags, in the order a problem is best
 // found: the session, the plugin, the model client, the host and the
 // plugin loaded into it, the storage the turns will write, the agent.
-func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, store *storeFlag, pluginSpec, sessionPath, dbPath string, perCall bool) (_ *chatSetup, err error) {
-	c := &chatSetup{session: session.New(), db: dbPath, closer: func() {}}
+func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, store *storeFlag, pluginSpec, sessionPath, dbPath string, perCall bool, askBefore askBeforeFlag, compactAt int) (_ *chatSetup, err error) {
+	c := &chatSetup{session: session.New(), db: dbPath, closer: func() {}, askBefore: askBefore, compactAt: compactAt}
 	if c.limits, err = ps.limits(cmd); err != nil {
 		return nil, err
 	}
@@ -370,7 +413,7 @@ func (c *chatSetup) newAgent(cmd string, e *env, client model.Client, mc *modelC
 	cfg := agent.Config{
 		Model:        client,
 		Instructions: "You are a helpful assistant. Use the tools when they help.",
-		Tools:        tools(),
+		Tools:        c.chatTools(),
 		// A service that keeps the conversation (Responses) is sent only
 		// new messages; the plugin then keeps a store-only copy, which is
 		// what 'history' reads, and loading it too would be a conflict.
@@ -378,6 +421,7 @@ func (c *chatSetup) newAgent(cmd string, e *env, client model.Client, mc *modelC
 		RequirePerServiceCallPersistence: perCall,
 		Saver:                            saver,
 		Logger:                           warnLogger(e.stderr, cmd),
+		Compaction:                       agent.Compaction{MaxTokens: c.compactAt},
 	}
 	c.copyOnly = mc.storesHistory()
 	var err error
@@ -401,7 +445,14 @@ func checkSlot(cmd string, s *session.Session, p *host.Plugin, sessionPath strin
 // turn runs one message through the agent and prints the tool activity,
 // the reply and where the history went.
 func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
-	res, err := c.run(ctx, e, cmd, text)
+	return c.respond(ctx, e, cmd, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, nil)
+}
+
+// respond runs input (none for a run that only carries decisions) and
+// prints what the run did, as turn says.
+func (c *chatSetup) respond(ctx context.Context, e *env, cmd string, input []abi.Message, decisions []agent.Decision) error {
+	compacted := c.session.Compactions[stateKey]
+	res, err := c.run(ctx, e, cmd, input, decisions)
 	if interrupted(ctx, err) {
 		return failf(cmd, "%w: the turn was cancelled; %s", errInterrupted, c.savedAt())
 	}
@@ -415,12 +466,19 @@ func (c *chatSetup) turn(ctx context.Context, e *env, cmd, text string) error {
 	for _, rc := range res.Resumed {
 		fmt.Fprintf(e.stdout, "resumed: %s\n", rc)
 	}
+	if now, ok := c.session.Compactions[stateKey]; ok && now != compacted {
+		fmt.Fprintf(e.stdout, "history: the first %d messages were summarised for the model; all are still stored\n", now.Covers)
+	}
 	printToolActivity(e.stdout, res.Messages)
 	reply := res.Text()
-	if reply == "" {
-		reply = "(no text)"
+	switch {
+	case reply == "" && len(res.ApprovalRequests) > 0:
+		// The run waits for the person: asked next (chat_approval.go).
+	case reply == "":
+		fmt.Fprintf(e.stdout, "assistant: (no text)\n")
+	default:
+		fmt.Fprintf(e.stdout, "assistant: %s\n", reply)
 	}
-	fmt.Fprintf(e.stdout, "assistant: %s\n", reply)
 
 	where := fmt.Sprintf("plugin %s, state key %q", describePlugin(c.plugin), stateKey)
 	if c.db != "" {
@@ -626,13 +684,13 @@ const staleAttempts = 5
 // meanwhile (session.ErrStaleRevision) and this run committed nothing, the
 // line is run again on the session as now stored, up to staleAttempts
 // times with a short jittered pause, and a note says so.
-func (c *chatSetup) run(ctx context.Context, e *env, cmd, text string) (*agent.RunResult, error) {
+func (c *chatSetup) run(ctx context.Context, e *env, cmd string, input []abi.Message, decisions []agent.Decision) (*agent.RunResult, error) {
 	// One run id for every attempt at the line: an attempt whose commit
 	// landed although its answer was lost is then not stored twice.
-	opts := &agent.RunOptions{AcceptNewBuild: c.acceptNewBuild, RunID: newRunID()}
+	opts := &agent.RunOptions{AcceptNewBuild: c.acceptNewBuild, RunID: newRunID(), Decisions: decisions}
 	for attempt := 1; ; attempt++ {
 		before := c.session.Revision
-		res, err := c.agent.Run(ctx, c.session, []abi.Message{abi.NewMessage(abi.RoleUser, text)}, opts)
+		res, err := c.agent.Run(ctx, c.session, input, opts)
 		busy := errors.Is(err, txn.ErrBusy)
 		if !(busy || errors.Is(err, session.ErrStaleRevision) && c.reload != nil) || c.session.Revision != before || attempt == staleAttempts {
 			return res, err

@@ -140,6 +140,10 @@ func (ed *lineEditor) next() <-chan line {
 	return ed.lines
 }
 
+// setPrompt changes the prompt of the lines asked for next: next hands
+// the request to the editor's goroutine, after this returns.
+func (ed *lineEditor) setPrompt(p string) { ed.t.SetPrompt(p) }
+
 func (ed *lineEditor) close() {
 	if ed.saved != nil {
 		term.Restore(ed.fd, ed.saved)

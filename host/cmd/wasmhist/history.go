@@ -30,6 +30,9 @@ type historyReport struct {
 	StateKey    string        `json:"state_key"`
 	Database    string        `json:"database,omitempty"`
 	Messages    []abi.Message `json:"messages"`
+	// Compaction is the summary runs send in place of the oldest
+	// messages, which are all listed in Messages (chat --compact-at).
+	Compaction *session.Compaction `json:"compaction,omitempty"`
 }
 
 func runHistory(ctx context.Context, e *env, args []string) error {
@@ -95,6 +98,9 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 		if r.Messages, err = listHistory(ctx, newProgress(e, cmd, false), cmd, a.where(s.SessionID), p, s, *key, *pageSize); err != nil {
 			return err
 		}
+	}
+	if c, ok := s.Compactions[*key]; ok {
+		r.Compaction = &c
 	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -209,6 +215,9 @@ func printHistory(w io.Writer, r historyReport) {
 		return
 	}
 	fmt.Fprintf(w, "\n%d messages\n", len(r.Messages))
+	if c := r.Compaction; c != nil {
+		fmt.Fprintf(w, "summary sent in place of the first %d (all still stored): %s\n", c.Covers, oneLine(c.Summary))
+	}
 }
 
 // messageLine renders a message's parts on one line.

@@ -19,7 +19,9 @@
 // # A run's commit, step by step
 //
 //  1. Every plugin call of the run carries the Txn, from the first
-//     (provide while history loads) to the last store. The first call to
+//     (provide while history loads) to the last store, and so do the
+//     context providers' after-run hooks (agent.AfterRunner), called after
+//     the stores and before step 3: a hook that fails is a failed run (2). The first call to
 //     write to a database begins its transaction; the transaction joins
 //     the Txn under the database's target (SQLiteTarget, PostgresTarget) if
 //     the call left work to commit (Calls.End), and ends at once otherwise,

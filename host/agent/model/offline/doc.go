@@ -21,6 +21,7 @@
 //	  about me?
 //	what time is it? / what is the date? ...      calls the clock tool, then: It is 15:04 (UTC) on Monday, 2 January 2006.
 //	an arithmetic expression (2 + 3 * 4)          calls the calculator tool, then: 2 + 3 * 4 = 14.
+//	summarise the conversation (above)            The user said:\nI like X.\n... (each statement, verbatim)
 //	hi / hello                                    a greeting, by name when known
 //	anything else                                 Help
 //

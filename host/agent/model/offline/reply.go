@@ -32,14 +32,15 @@ var (
 		`what(?:'s| is) the date|what date is it|what day is (?:it|today)|today'?s date)\b`)
 	// reExpr finds an arithmetic expression: numbers joined by at least
 	// one operator, with parentheses.
-	reExpr     = regexp.MustCompile(`[-(]*\s*\d[\d.]*(?:\s*\)*\s*(?:[-+*/%^×÷x]|\*\*)\s*[-(]*\s*\d[\d.]*)+\s*\)*`)
-	reLikesQ   = regexp.MustCompile(`(?i)^(?:what|which) (?:(?:kind of |sort of |type of )?([\p{L} ]+?) )?do i (?:like|love|enjoy|adore|prefer)$`)
-	reNameQ    = regexp.MustCompile(`(?i)^(?:what(?:'s| is) my name|who am i|do you (?:know|remember) my name)$`)
-	reFavQ     = regexp.MustCompile(`(?i)^what(?:'s| is) my favou?rite ([\p{L} ]+)$`)
-	reMemoQ    = regexp.MustCompile(`(?i)^what (?:did i ask you to|should you|must you|do you need to) remember$`)
-	reSummaryQ = regexp.MustCompile(`(?i)^(?:what did i (?:tell|say to) you|what have i told you|what do you (?:know|remember)(?: about me)?|what do you remember)$`)
-	reGreeting = regexp.MustCompile(`(?i)^(?:hi|hello|hey|good (?:morning|afternoon|evening))\b`)
-	reThanks   = regexp.MustCompile(`(?i)^(?:thanks|thank you|cheers)\b`)
+	reExpr      = regexp.MustCompile(`[-(]*\s*\d[\d.]*(?:\s*\)*\s*(?:[-+*/%^×÷x]|\*\*)\s*[-(]*\s*\d[\d.]*)+\s*\)*`)
+	reLikesQ    = regexp.MustCompile(`(?i)^(?:what|which) (?:(?:kind of |sort of |type of )?([\p{L} ]+?) )?do i (?:like|love|enjoy|adore|prefer)$`)
+	reNameQ     = regexp.MustCompile(`(?i)^(?:what(?:'s| is) my name|who am i|do you (?:know|remember) my name)$`)
+	reFavQ      = regexp.MustCompile(`(?i)^what(?:'s| is) my favou?rite ([\p{L} ]+)$`)
+	reMemoQ     = regexp.MustCompile(`(?i)^what (?:did i ask you to|should you|must you|do you need to) remember$`)
+	reSummaryQ  = regexp.MustCompile(`(?i)^(?:what did i (?:tell|say to) you|what have i told you|what do you (?:know|remember)(?: about me)?|what do you remember)$`)
+	reSummarise = regexp.MustCompile(`(?i)^summari[sz]e (?:the|this) conversation(?: above| so far)?$`)
+	reGreeting  = regexp.MustCompile(`(?i)^(?:hi|hello|hey|good (?:morning|afternoon|evening))\b`)
+	reThanks    = regexp.MustCompile(`(?i)^(?:thanks|thank you|cheers)\b`)
 )
 
 // answer decides the model's turn from the request alone.
@@ -51,6 +52,9 @@ func answer(req model.Request) turn {
 	question := strings.Trim(strings.TrimSpace(text), " ?!.")
 	known := facts(req.Messages)
 
+	if reSummarise.MatchString(question) {
+		return turn{text: summary(req.Messages)}
+	}
 	if t, ok := recall(question, known); ok {
 		return t
 	}
@@ -297,4 +301,27 @@ func useTools(text string, tools []model.ToolSpec) (turn, bool) {
 		t.text = strings.Join(direct, " ")
 	}
 	return t, true
+}
+
+// summary restates each statement the user made in msgs, in their own
+// words and oldest first: a summary sent back as a user message (package
+// agent's compaction) is then remembered as the statements were.
+func summary(msgs []abi.Message) string {
+	var said []string
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if m.Role != abi.RoleUser {
+			continue
+		}
+		for _, c := range clauses(m.TextContent()) {
+			if _, ok := parseFact(c); ok && !seen[c] {
+				seen[c] = true
+				said = append(said, strings.TrimRight(c, " .!?"))
+			}
+		}
+	}
+	if len(said) == 0 {
+		return "The user stated nothing about themselves."
+	}
+	return "The user said:\n" + strings.Join(said, ".\n") + "."
 }

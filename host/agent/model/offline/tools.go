@@ -26,6 +26,9 @@ type Tool struct {
 	// SafeToRepeat: running the tool twice for one call does no harm
 	// (agent.Tool has the same field; both tools here only read).
 	SafeToRepeat bool
+	// NeedsApproval: a person approves each call first (agent.Tool has
+	// the same field; neither tool here needs it).
+	NeedsApproval bool
 }
 
 // Spec returns the tool as the model sees it.
