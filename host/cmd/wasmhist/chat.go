@@ -83,7 +83,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	everyStatus := fs.Bool("status", false, "print where the history and the session are after every answer")
 	askBefore := askBeforeFlag{}
 	compactAt := fs.Int("compact-at", 0, "summarise the oldest turns once the history passes `TOKENS`; all stay stored")
-	fs.Var(askBefore, "ask-before", "ask y/n before each call of these tools (`TOOL,...`), across runs")
+	fs.Var(askBefore, "ask-before", "ask y/n before each call of these `TOOLS` (comma-separated), across runs")
 	mc := modelFlags(fs)
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
