@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -82,7 +83,9 @@ func runChat(ctx context.Context, e *env, args []string) error {
 		return usagef(cmd, "unexpected argument %q: pass the message with -m \"...\"", pos[0])
 	}
 
+	gcPercent := lessGCWhileLoading()
 	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, *perCall)
+	debug.SetGCPercent(gcPercent)
 	if err != nil {
 		return err
 	}
