@@ -74,3 +74,28 @@ func processCPU(b *testing.B, env []string, stdin string, args ...string) time.D
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkChatInProcess runs `wasmhist chat -m hi` in this process, from
+// the command's entry point, with the compile cache warm: the same path as
+// BenchmarkChatProcess without the process around it, for profiles
+// (-cpuprofile). What a process does once (package initialisation, the
+// project schemas) is paid by the first iteration only.
+func BenchmarkChatInProcess(b *testing.B) {
+	dir := b.TempDir()
+	vars := map[string]string{cacheDirEnv: filepath.Join(dir, "cache"), pluginDirEnv: pluginDir}
+	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}}
+	args := []string{"chat", "--model", "offline", "--plugin", "inmemory", "--session", filepath.Join(dir, "s.json"), "-m", "hi"}
+	for range 2 {
+		require.Equal(b, exitOK, run(b.Context(), args, e))
+	}
+	for b.Loop() {
+		if code := run(b.Context(), args, e); code != exitOK {
+			b.Fatalf("wasmhist chat: exit status %d", code)
+		}
+	}
+}
