@@ -196,7 +196,7 @@ func (c *Cache) keepSkeleton(sum [32]byte, rewritten []byte) {
 	}
 	// A link shares the file: no copy of the code, and no second file to
 	// count against the cache's bound.
-	tmp := link + ".skeleton.tmp"
+	tmp := fmt.Sprintf("%s.%d.skeleton.tmp", link, os.Getpid())
 	os.Remove(tmp)
 	if os.Link(full, tmp) != nil || os.Rename(tmp, link) != nil {
 		os.Remove(tmp)
