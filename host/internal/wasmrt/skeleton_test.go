@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tetratelabs/wazero"
 
@@ -187,4 +189,46 @@ func TestSkeletonIsBoundToItsCode(t *testing.T) {
 		require.Equal(t, uint64(2), got, "5 - 3")
 		require.Equal(t, want, skeleton)
 	}
+}
+
+// TestSkeletonHammer: loads from caches of their own on one directory, as
+// processes would, while others remove the skeleton's entry and keep it
+// again; every load runs the module's own code.
+func TestSkeletonHammer(t *testing.T) {
+	ctx := context.Background()
+	sum := sha256.Sum256(adder)
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			for i := range 8 {
+				c, err := NewCache(dir)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if (g+i)%3 == 0 {
+					if f, err := os.ReadFile(c.skeletonPath(sum)); err == nil && len(f) > crcSize {
+						if p, ok := entry(c.codeDir(), codeID(f[:len(f)-crcSize])); ok {
+							os.Remove(p)
+						}
+					}
+				}
+				e := NewEngine(c, nil)
+				m, err := e.Compile(ctx, sum, adder, testPages)
+				if assert.NoError(t, err) {
+					in, err := m.NewInstance(ctx, testPages)
+					if assert.NoError(t, err) {
+						got, err := in.mod.ExportedFunction("add").Call(ctx, 2, 3)
+						assert.NoError(t, err, "the module ran stubs")
+						assert.Equal(t, []uint64{5}, got)
+						in.Close(ctx)
+					}
+					m.Release(ctx)
+				}
+				e.Close(ctx)
+				c.Close(ctx)
+			}
+		})
+	}
+	wg.Wait()
 }
