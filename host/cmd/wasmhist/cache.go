@@ -82,9 +82,12 @@ type cacheFile struct {
 }
 
 // cacheFiles lists the regular files under dir, newest first. A missing
-// dir is an empty cache.
+// dir is an empty cache. A file linked under several names (the compiled
+// code of a plugin, under its own name and its skeleton's) counts its size
+// once, for its first name found.
 func cacheFiles(dir string) ([]cacheFile, error) {
 	var out []cacheFile
+	bySize := map[int64][]fs.FileInfo{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == dir && os.IsNotExist(err) {
@@ -99,7 +102,15 @@ func cacheFiles(dir string) ([]cacheFile, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, cacheFile{path: p, size: fi.Size(), modTime: fi.ModTime()})
+		size := fi.Size()
+		for _, o := range bySize[size] {
+			if os.SameFile(o, fi) {
+				size = 0
+				break
+			}
+		}
+		bySize[fi.Size()] = append(bySize[fi.Size()], fi)
+		out = append(out, cacheFile{path: p, size: size, modTime: fi.ModTime()})
 		return nil
 	})
 	slices.SortFunc(out, func(a, b cacheFile) int { return b.modTime.Compare(a.modTime) })

@@ -64,6 +64,24 @@ func TestCacheIsBounded(t *testing.T) {
 	assert.Positive(t, current, "this build's code is kept")
 }
 
+// TestCacheCountsLinkedFilesOnce: the compiled code linked under a
+// plugin's skeleton entry as well counts once against the bound.
+func TestCacheCountsLinkedFilesOnce(t *testing.T) {
+	dir := t.TempDir()
+	code := filepath.Join(dir, "code")
+	require.NoError(t, os.WriteFile(code, make([]byte, 1000), 0o600))
+	require.NoError(t, os.Link(code, filepath.Join(dir, "skeleton-entry")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "other"), make([]byte, 1000), 0o600))
+	files, err := cacheFiles(dir)
+	require.NoError(t, err)
+	require.Len(t, files, 3, "every name is listed, so that pruning removes each")
+	var total int64
+	for _, f := range files {
+		total += f.size
+	}
+	assert.Equal(t, int64(2000), total)
+}
+
 // TestCompileNoteOnTerminal: the first, slow compile of a plugin is
 // announced on a terminal; a warm load is silent.
 func TestCompileNoteOnTerminal(t *testing.T) {

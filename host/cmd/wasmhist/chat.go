@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -97,7 +98,9 @@ func runChat(ctx context.Context, e *env, args []string) error {
 		return usagef(cmd, "--compact-at %d: pass a positive number of tokens, or 0 for no compaction", *compactAt)
 	}
 
+	gcPercent := lessGCWhileLoading()
 	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, *perCall, askBefore, *compactAt)
+	debug.SetGCPercent(gcPercent)
 	if err != nil {
 		return err
 	}

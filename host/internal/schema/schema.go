@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -127,20 +128,25 @@ func newCompiler() *jsonschema.Compiler {
 	// Plugin authors who write "format" expect it checked; the 2020-12
 	// default (annotation only) would silently accept garbage timestamps.
 	c.AssertFormat = true
-	c.LoadURL = func(u string) (io.ReadCloser, error) {
-		return nil, fmt.Errorf("%w: reference to %s refused: a schema may refer only to itself and to %s*", ErrBadSchema, u, schemas.BaseID)
-	}
-	for _, name := range schemas.Names() {
+	c.LoadURL = loadProject
+	return c
+}
+
+// loadProject serves the project schemas by $id, each read from the
+// embedded files when a schema first refers to it, and refuses every other
+// reference. Reading and compiling only the files a schema uses is what
+// keeps a short-lived process from paying for all of them (RATIONALE: "Why
+// are the project schemas compiled lazily, one at a time?").
+func loadProject(u string) (io.ReadCloser, error) {
+	if name, ok := strings.CutPrefix(u, schemas.BaseID); ok && slices.Contains(schemas.Names(), name) {
 		b, err := schemas.Read(name)
-		if err == nil {
-			err = c.AddResource(schemas.ID(name), bytes.NewReader(b))
-		}
 		if err != nil {
 			// The embedded files are checked by the schemas tests.
-			panic(fmt.Sprintf("schema: loading embedded %s: %v", name, err))
+			panic(fmt.Sprintf("schema: reading embedded %s: %v", name, err))
 		}
+		return io.NopCloser(bytes.NewReader(b)), nil
 	}
-	return c
+	return nil, fmt.Errorf("%w: reference to %s refused: a schema may refer only to itself and to %s*", ErrBadSchema, u, schemas.BaseID)
 }
 
 // Compile compiles a schema a plugin declared (a state or config schema).
@@ -167,25 +173,36 @@ func trimLib(err error) string {
 	return strings.ReplaceAll(err.Error(), "jsonschema: ", "")
 }
 
+// project holds the project schemas compiled so far, by file name, and the
+// one compiler that compiles them, so that schemas referring to each other
+// (session.json to message.json) share what is compiled.
 var project struct {
-	once    sync.Once
-	schemas map[string]*Schema
+	mu       sync.Mutex
+	compiler *jsonschema.Compiler
+	schemas  map[string]*Schema
 }
 
 // Project returns the compiled project schema of the given file name (see
-// the name constants in package schemas), or nil if there is none.
+// the name constants in package schemas), or nil if there is none. Each is
+// compiled on its first use.
 func Project(name string) *Schema {
-	project.once.Do(func() {
-		c := newCompiler()
+	project.mu.Lock()
+	defer project.mu.Unlock()
+	if s, ok := project.schemas[name]; ok {
+		return s
+	}
+	if !slices.Contains(schemas.Names(), name) {
+		return nil
+	}
+	if project.compiler == nil {
+		project.compiler = newCompiler()
 		project.schemas = make(map[string]*Schema)
-		for _, n := range schemas.Names() {
-			s, err := c.Compile(schemas.ID(n))
-			if err != nil {
-				panic(fmt.Sprintf("schema: compiling embedded %s: %v", n, err))
-			}
-			project.schemas[n] = &Schema{name: n, s: s, local: localSound(s)}
-		}
-	})
+	}
+	s, err := project.compiler.Compile(schemas.ID(name))
+	if err != nil {
+		panic(fmt.Sprintf("schema: compiling embedded %s: %v", name, err))
+	}
+	project.schemas[name] = &Schema{name: name, s: s, local: localSound(s)}
 	return project.schemas[name]
 }
 

@@ -3,10 +3,13 @@ package schema
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/schemas"
 )
 
 func TestCompileRefusesWhatItCannotResolveLocally(t *testing.T) {
@@ -21,6 +24,8 @@ func TestCompileRefusesWhatItCannotResolveLocally(t *testing.T) {
 		{"not json", `{"type": `, "invalid json"},
 		{"bad keyword value", `{"type": 5}`, "type"},
 		{"missing project file", `{"$ref": "https://wasmhist.dev/schemas/v1/nope.json"}`, "refused"},
+		{"project prefix, file not embedded", `{"$ref": "https://wasmhist.dev/schemas/v1/testdata/inmemory-state.schema.json"}`, "refused"},
+		{"project prefix, escaping the directory", `{"$ref": "https://wasmhist.dev/schemas/v1/%2e%2e/embed.go"}`, "refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,10 +111,28 @@ func TestValidateValue(t *testing.T) {
 }
 
 func TestProjectSchemasAllCompile(t *testing.T) {
-	for _, n := range []string{"message.json", "session.json", "plugin-info.json", "store-response.json"} {
+	for _, n := range schemas.Names() {
 		assert.NotNil(t, Project(n), "Project(%q)", n)
 	}
 	assert.Nil(t, Project("nope.json"), "Project(nope.json)")
+}
+
+// TestProjectHammer compiles the project schemas from many goroutines at
+// once, in different orders, so that -race sees the lazy compilation.
+func TestProjectHammer(t *testing.T) {
+	names := schemas.Names()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range names {
+				n := names[(i+g*5)%len(names)]
+				if s := Project(n); assert.NotNil(t, s, n) {
+					assert.Equal(t, n, s.Name())
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestErrorListIsBounded(t *testing.T) {

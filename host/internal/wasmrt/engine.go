@@ -128,11 +128,22 @@ type compiled struct {
 	// interruptible: the module was rewritten by package instrument and
 	// exports its interrupt flag.
 	interruptible bool
-	instances     atomic.Uint64
+	// skeleton: compiled from the kept skeleton (skeleton.go).
+	skeleton  bool
+	instances atomic.Uint64
+	// cache, when set, is the compilation cache of this module alone,
+	// closed with it.
+	cache wazero.CompilationCache
 }
 
 // Close frees the runtime, its compiled code and every instance left.
-func (c *compiled) Close(ctx context.Context) error { return c.rt.Close(ctx) }
+func (c *compiled) Close(ctx context.Context) error {
+	err := c.rt.Close(ctx)
+	if c.cache != nil {
+		err = errors.Join(err, c.cache.Close(ctx))
+	}
+	return err
+}
 
 // ErrClosed is returned by Compile after Close.
 var ErrClosed = errors.New("wasmrt: engine closed")
@@ -254,6 +265,12 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 	if cache == nil {
 		return nil, errors.New("wasmrt: no compilation cache")
 	}
+	if apart == nil || cache.compiledApart(sum) {
+		if c, ok := cache.fromSkeleton(ctx, funcs, sum, pages); ok {
+			c.interruptible, c.skeleton = true, true
+			return c, nil
+		}
+	}
 	rewritten, kept := cache.kept(sum)
 	if apart != nil && !cache.compiledApart(sum) {
 		if err := apart(); err != nil && !errors.Is(err, errRefusedApart) {
@@ -271,6 +288,7 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 			if !kept {
 				cache.keep(sum, rewritten)
 			}
+			cache.keepSkeleton(sum, rewritten)
 			c.interruptible = true
 			return c, nil
 		}
@@ -284,6 +302,7 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 			if rewritten, err := instrument.Module(wasm); err == nil {
 				if c, err := compileIn(ctx, cache, funcs, rewritten, pages, false); err == nil {
 					cache.keep(sum, rewritten)
+					cache.keepSkeleton(sum, rewritten)
 					c.interruptible = true
 					return c, nil
 				}
@@ -300,8 +319,13 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 // compileIn compiles wasm in a runtime of its own; closeOnDone turns on the
 // runtime's preemption.
 func compileIn(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32, closeOnDone bool) (c *compiled, err error) {
+	return compileWith(ctx, cache.cache, funcs, wasm, pages, closeOnDone)
+}
+
+// compileWith is compileIn through the compilation cache cc.
+func compileWith(ctx context.Context, cc wazero.CompilationCache, funcs []capability.Func, wasm []byte, pages uint32, closeOnDone bool) (c *compiled, err error) {
 	rc := wazero.NewRuntimeConfig().
-		WithCompilationCache(cache.cache).
+		WithCompilationCache(cc).
 		// Preemption, for a module not rewritten: a call's context
 		// deadline stops a spinning guest, which otherwise ignores it and
 		// stalls the host's GC.

@@ -143,14 +143,21 @@ func TestRewrittenModuleIsKept(t *testing.T) {
 	assert.Equal(t, append(slices.Clone(rewrite), crc(rewrite)...), good, "the kept file is the rewrite and its CRC-32C")
 
 	forged := append(slices.Clone(wasmbin.Header), 0x01, 0x01, 0x05) // five types, none there
-	for name, damaged := range map[string][]byte{
+	for _, tt := range []struct {
+		name    string
+		damaged []byte
+	}{
 		// Cut at a section boundary: a valid module, missing its data.
-		"cut short":    rewrite[:len(rewrite)-1000],
-		"one byte off": append(slices.Clone(good[:100]), append([]byte{good[100] ^ 1}, good[101:]...)...),
+		{"cut short", rewrite[:len(rewrite)-1000]},
+		{"one byte off", append(slices.Clone(good[:100]), append([]byte{good[100] ^ 1}, good[101:]...)...)},
 		// Its checksum checks out, but the runtime refuses it.
-		"refused": append(forged, crc(forged)...),
+		{"refused", append(forged, crc(forged)...)},
+		{"cut short", rewrite[:len(rewrite)-1000]},
 	} {
+		name, damaged := tt.name, tt.damaged
 		require.NoError(t, os.WriteFile(kept[0], damaged, 0o600), name)
+		// Without its skeleton, the load reads the kept rewrite.
+		require.NoError(t, os.Remove(c.skeletonPath(sum)))
 		assert.True(t, load().compiled.interruptible, "the load after the file was %s", name)
 		again, err := os.ReadFile(kept[0])
 		require.NoError(t, err)
