@@ -65,7 +65,7 @@ func TestTablesCannotTakeTheHostsMemory(t *testing.T) {
 			m, err := newEngine(t, c).Compile(context.Background(), sha256.Sum256(wasm), wasm, testPages)
 			require.NoError(t, err)
 			defer m.Release(context.Background())
-			require.Equal(t, tt.memory, m.compiled.interruptible, "rewritten: only with a memory")
+			require.Equal(t, tt.memory, m.code().interruptible, "rewritten: only with a memory")
 			ctx := context.Background()
 			in, err := m.NewInstance(ctx, testPages)
 			require.NoError(t, err)
