@@ -29,11 +29,7 @@ var spinExport = wasmtest.Func{Export: "spin", Results: []byte{wasmtest.I32}, Co
 
 func compileBytes(t *testing.T, wasm []byte) *Module {
 	t.Helper()
-	ctx := context.Background()
-	m, err := newEngine(t, userCache(t)).Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Release(ctx) })
-	return m
+	return compileOn(t, "compiler", wasm, testPages)
 }
 
 // TestPluginsAreRewritten: a plugin built by the Go toolchain is compiled

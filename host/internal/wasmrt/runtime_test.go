@@ -92,12 +92,7 @@ func buildWasm(t testing.TB, pkg string) []byte {
 
 func compileHostile(t *testing.T, name string) *Module {
 	t.Helper()
-	ctx := context.Background()
-	wasm := hostileWasm(t, name)
-	m, err := newEngine(t, userCache(t)).Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Release(ctx) })
-	return m
+	return compileOn(t, "compiler", hostileWasm(t, name), testPages)
 }
 
 // TestCallFailures: each way a call fails gives its error, on the
