@@ -31,11 +31,16 @@ plugins/asmemory/asmemory.wasm: plugins/asmemory/node_modules/.package-lock.json
 
 # The command into $(go env GOBIN) (or GOPATH/bin) and the sample plugins
 # into $(DATADIR)/plugins, where the installed command finds them from any
-# directory.
+# directory; then the installed command inspects each, which compiles it
+# into the compile cache the command uses ($WASMHIST_CACHE_DIR, or its
+# default), so that no first run pays for the compilation.
+BINDIR    ?= $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
+
 install: plugins
 	$(GO) install ./host/cmd/wasmhist
 	mkdir -p $(DATADIR)/plugins
 	@for p in $(PLUGINS); do cp plugins/$$p/$$p.wasm $(DATADIR)/plugins/ || exit 1; echo "installed $(DATADIR)/plugins/$$p.wasm"; done
+	@for p in $(PLUGINS); do $(BINDIR)/wasmhist inspect $(DATADIR)/plugins/$$p.wasm >/dev/null || exit 1; echo "compiled $(DATADIR)/plugins/$$p.wasm into the compile cache"; done
 
 test: plugins
 	$(GO) vet ./...
@@ -99,6 +104,8 @@ demo: demo-intro plugins
 	$(GO) build -o wasmhist ./host/cmd/wasmhist
 	@d="$${TMPDIR:-/tmp}/wasmhist-demo"; rm -rf "$$d" && mkdir -p "$$d" || exit 1; \
 	run() { printf '\n$$'; for a in "$$@"; do case "$$a" in *" "*) printf " '%s'" "$$a";; *) printf ' %s' "$$a";; esac; done; echo; "$$@" || exit 1; }; \
+	echo "# the sample plugins, as --plugin finds them by name, compiled into the compile cache"; \
+	for p in $(PLUGINS); do ./wasmhist inspect $$p >/dev/null || exit 1; done; \
 	echo; echo "# first process: a new session, history kept by the sqlite plugin"; \
 	run ./wasmhist chat --plugin sqlite --session "$$d/demo.json" -m "I like Italian food"; \
 	echo; echo "# another process resumes the session: the offline model answers from the stored history"; \

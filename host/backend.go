@@ -40,14 +40,21 @@ func newWasmBackend(m *wasmrt.Module, l Limits) *wasmBackend {
 }
 
 func (b *wasmBackend) acquire(ctx context.Context) (runner, error) {
-	in, err := b.pool.Get(ctx)
-	if err != nil {
-		if err == pool.ErrClosed {
-			return nil, ErrClosed
+	for {
+		in, err := b.pool.Get(ctx)
+		if err != nil {
+			if err == pool.ErrClosed {
+				return nil, ErrClosed
+			}
+			return nil, err
 		}
-		return nil, err
+		if in.Current() {
+			return &wasmRunner{b: b, in: in}, nil
+		}
+		// An idle instance of the interpreter, which the compiler's code
+		// has replaced: the next Get makes one on the compiler's.
+		b.pool.Drop(ctx, in)
 	}
-	return &wasmRunner{b: b, in: in}, nil
 }
 
 func (b *wasmBackend) close(ctx context.Context) error {
@@ -70,7 +77,7 @@ func (r *wasmRunner) run(ctx context.Context, export string, input []byte) ([]by
 func (r *wasmRunner) release(ctx context.Context, healthy bool) {
 	// A grown instance is recycled: Wasm memory never shrinks, so only a
 	// fresh instance gives it back.
-	if healthy && !r.in.HitMemoryLimit() && r.in.MemoryBytes() <= r.b.limits.RecycleBytes {
+	if healthy && r.in.Current() && !r.in.HitMemoryLimit() && r.in.MemoryBytes() <= r.b.limits.RecycleBytes {
 		r.b.pool.Put(ctx, r.in)
 		return
 	}

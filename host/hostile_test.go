@@ -56,6 +56,19 @@ func loadHostile(t testing.TB, h *host.Host, name string, opts host.LoadOptions)
 	return p
 }
 
+// warmCompiled loads the plugin at path in a host of its own and closes
+// it, which waits for the compilation the first use started: later loads
+// from the cache run the compiler's code from their first call.
+func warmCompiled(t testing.TB, path string, opts host.LoadOptions) {
+	t.Helper()
+	ctx := context.Background()
+	h, err := host.New(ctx, host.Config{})
+	require.NoError(t, err)
+	_, err = h.Load(ctx, host.File(path), opts)
+	require.NoError(t, err)
+	require.NoError(t, h.Close(ctx))
+}
+
 func user(text string) abi.Message { return abi.NewMessage(abi.RoleUser, text) }
 
 func sessionJSON(t *testing.T, s *session.Session) []byte {
@@ -75,6 +88,10 @@ func TestHostilePlugin(t *testing.T) {
 	// fast; the others keep the default so that a slow machine (or the
 	// race detector) cannot turn their failure into a timeout.
 	// A small memory limit keeps the hog's work short.
+	// Compiled first: the spinning case's 300 ms are for its loop, not
+	// for a first use's calls on the interpreter (describe, and the guest
+	// runtime's start, take far longer there under the race detector).
+	warmCompiled(t, hostilePath(t, "misbehave"), host.LoadOptions{})
 	p := loadHostile(t, h, "misbehave", host.LoadOptions{Limits: host.Limits{MemoryPages: 128}})
 	spin := loadHostile(t, h, "misbehave", host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
 	ctx := context.Background()

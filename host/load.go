@@ -139,7 +139,22 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 		p.backend.close(ctx)
 		return nil, err
 	}
+	if mod.Interpreted() {
+		go h.logCompiled(context.WithoutCancel(ctx), p, mod)
+	}
 	return p, nil
+}
+
+// logCompiled waits for the compilation of a plugin served on the
+// interpreter meanwhile (its first use; every limit holds alike on both)
+// and logs how it ended. The engine ends it, at the latest when it closes.
+func (h *Host) logCompiled(ctx context.Context, p *Plugin, mod *wasmrt.Module) {
+	<-mod.Compiled()
+	if err := mod.CompileErr(); err != nil {
+		h.log.WarnContext(ctx, "plugin stays on the interpreter: its compilation failed", "plugin", p.name, "sha256", p.sum, "error", err)
+		return
+	}
+	h.log.DebugContext(ctx, "plugin compiled: new instances run the compiled code", "plugin", p.name, "sha256", p.sum)
 }
 
 // LoadNative loads a plugin whose exports run in process through h, on the

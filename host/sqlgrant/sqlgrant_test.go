@@ -77,9 +77,15 @@ func checkDatabase(t *testing.T, path, want string) {
 // capability. Every attempt is refused with a typed error, and both its own
 // database and another plugin's stay intact.
 func TestSQLHostile(t *testing.T) {
-	h := newHost(t)
 	dir := t.TempDir()
 	mine, theirs := filepath.Join(dir, "mine.db"), filepath.Join(dir, "theirs.db")
+	// Compiled first, in a host of its own whose Close waits for the
+	// compilation: the slow case's 300 ms are for its query, not for a
+	// first use's calls on the interpreter, slower under the race detector.
+	warm := newHost(t)
+	hostilePlugin(t, warm, filepath.Join(dir, "warm.db"), sqlgrant.Config{}, host.Limits{})
+	require.NoError(t, warm.Close(t.Context()))
+	h := newHost(t)
 	// Another plugin's database, with data the hostile one wants.
 	other := hostilePlugin(t, h, theirs, sqlgrant.Config{}, host.Limits{})
 	_, err := runSQL(t.Context(), t, other, false, "CREATE TABLE secret(x)", "INSERT INTO secret VALUES ('their secret')")

@@ -79,7 +79,24 @@ var ErrUnsupported = errors.New("instrument: module not supported")
 // Module returns a copy of wasm with the checks added. It fails with
 // ErrUnsupported, or wasmbin.ErrMalformed for a binary that does not
 // decode; wasm itself is not changed.
-func Module(wasm []byte) ([]byte, error) {
+func Module(wasm []byte) ([]byte, error) { return rewrite(wasm, false) }
+
+// ForInterpreter is Module for wazero's interpreter, run with its own
+// preemption (WithCloseOnContextDone), which checks at every loop header
+// whether the call's context ended, atomically. There the host does not
+// set the flag, which the interpreter reads as a plain Go variable from
+// the guest's goroutine (a data race); each check holds an empty loop
+// instead, where the interpreter makes its check:
+//
+//	... memory.grow 0 drop  i32.const Budget global.set $counter
+//	loop end  global.get $flag  if  unreachable  end
+//
+// and after a call that may reach the host, loop end before the flag; and
+// after every call of the module's own functions, once its depth is
+// restored, loop end.
+func ForInterpreter(wasm []byte) ([]byte, error) { return rewrite(wasm, true) }
+
+func rewrite(wasm []byte, interpreter bool) ([]byte, error) {
 	secs, err := wasmbin.Sections(wasm)
 	if err != nil {
 		return nil, err
@@ -146,7 +163,7 @@ func Module(wasm []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: no linear memory", ErrUnsupported)
 	}
 	x := rewriter{
-		check:   checker{counter: m.globals, flag: m.globals + 1, depth: m.globals + 2},
+		check:   checker{counter: m.globals, flag: m.globals + 1, depth: m.globals + 2, loop: interpreter},
 		globals: m.globals,
 		shape:   &m,
 		bulk: bulkHelpers{
@@ -452,7 +469,16 @@ func appendVec(body []byte, n uint32, add func([]byte) []byte) []byte {
 //
 // The charge is always five bytes long, so that a loop's can be written
 // once its body has been read (see rewriteFunc).
-type checker struct{ counter, flag, depth uint32 }
+type checker struct {
+	counter, flag, depth uint32
+	// loop: each check holds an empty loop, for the interpreter
+	// (ForInterpreter).
+	loop bool
+}
+
+// emptyLoop is loop end, where wazero's interpreter checks whether the
+// call's context ended.
+var emptyLoop = []byte{0x03, 0x40, 0x0b}
 
 // chargeAt is where the charge starts in a check.
 func (c checker) chargeAt() int { return len(wasmbin.AppendU32([]byte{0x23}, c.counter)) + 1 }
@@ -463,6 +489,9 @@ func (c checker) code(charge uint32) []byte {
 	w.b = appendCharge(w.b, charge)
 	w.op(0x6b).global(0x24, c.counter).global(0x23, c.counter).op(0x41, 0x00, 0x48, 0x04, 0x40)
 	w.op(0x41, 0x00, 0x40, 0x00, 0x1a).i32(Budget).global(0x24, c.counter)
+	if c.loop {
+		w.raw(emptyLoop)
+	}
 	w.global(0x23, c.flag).op(0x04, 0x40, 0x00, 0x0b)
 	return w.op(0x0b).b
 }
@@ -477,6 +506,9 @@ func (c checker) code(charge uint32) []byte {
 //	global.get $flag  if  unreachable  end
 func (c checker) flagCheck() []byte {
 	var w asm
+	if c.loop {
+		w.raw(emptyLoop)
+	}
 	return w.global(0x23, c.flag).op(0x04, 0x40, 0x00, 0x0b).b
 }
 
@@ -497,7 +529,14 @@ func (c checker) save(local uint32) []byte {
 
 func (c checker) restore(local uint32) []byte {
 	var w asm
-	return w.get(local).global(0x24, c.depth).b
+	w.get(local).global(0x24, c.depth)
+	if c.loop {
+		// The interpreter runs a frame's way out many times slower than
+		// the compiler's code: unwinding the deepest recursion through
+		// returns without a check took 100-200 ms.
+		w.raw(emptyLoop)
+	}
+	return w.b
 }
 
 // maxCharge bounds a charge, so that the counter cannot wrap.

@@ -303,3 +303,28 @@ func (c *Cache) compiledApart(sum [32]byte) bool {
 // markApart records that a compile process compiled the module. A
 // failure only costs the next cold load another compile process.
 func (c *Cache) markApart(sum [32]byte) { writeAtomic(c.apartPath(sum), nil) }
+
+// refusedPath is the file that records why a compile process stopped at
+// its limits compiling the module whose sha256 is sum, for this version of
+// the rewrite: the next load refuses the module with that error rather
+// than serving it on the interpreter while another compile process spends
+// the same limits in vain.
+func (c *Cache) refusedPath(sum [32]byte) string {
+	return filepath.Join(c.dir, "refused", fmt.Sprintf("%s-v%d", hex.EncodeToString(sum[:]), instrument.Version))
+}
+
+// refusedApart returns the error a compile process refused the module
+// with, wrapping hosterr.ErrCompileLimit; nil if none did.
+func (c *Cache) refusedApart(sum [32]byte) error {
+	b, err := os.ReadFile(c.refusedPath(sum))
+	if err != nil {
+		return nil
+	}
+	msg := strings.TrimSpace(strings.TrimPrefix(string(b), hosterr.ErrCompileLimit.Error()+":"))
+	return fmt.Errorf("%w: %s (as when it was first loaded)", hosterr.ErrCompileLimit, msg)
+}
+
+// markRefused records err, a compile process's refusal at its limits.
+func (c *Cache) markRefused(sum [32]byte, err error) {
+	writeAtomic(c.refusedPath(sum), []byte(err.Error()))
+}

@@ -52,6 +52,7 @@ func TestCompileBombs(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { c.Close(ctx) })
 			e := newEngine(t, c)
+			e.interpretFirst = false // the compile process, at once
 			e.apart = tt.limits
 			e.testCompiling = func() { t.Log("compiling") }
 			m, err := e.Compile(ctx, sha256.Sum256(tt.wasm), tt.wasm, testPages)
@@ -87,6 +88,7 @@ func TestPluginCompilesApart(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close(ctx) })
 	e := newEngine(t, c)
+	e.interpretFirst = false // the compile process, at once
 	e.apart = apartLimits{cpu: time.Minute, memory: 1 << 20}
 	_, err = e.Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
 	require.ErrorIs(t, err, hosterr.ErrCompileLimit)
@@ -106,6 +108,7 @@ func TestCompileProcessOncePerModule(t *testing.T) {
 	// Each load in an engine of its own, as a new process would.
 	load := func(limits apartLimits) error {
 		e := newEngine(t, c)
+		e.interpretFirst = false // the compile process, at once
 		e.apart = limits
 		m, err := e.Compile(ctx, sum, wasm, testPages)
 		if err == nil {

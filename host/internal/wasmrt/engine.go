@@ -22,7 +22,9 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/hosterr"
 	"github.com/wasmhist/wasmhist/host/internal/instrument"
+	"github.com/wasmhist/wasmhist/host/internal/loader"
 )
 
 // PageSize is the size of one WebAssembly memory page.
@@ -70,15 +72,25 @@ type Engine struct {
 	flights  map[moduleKey]*flight
 	closed   bool
 	inflight sync.WaitGroup
+	// closing is closed by Close: the compilations waiting for their
+	// module's first call start then.
+	closing chan struct{}
 
 	// apart are the limits of its compile processes; zero: the defaults.
 	apart apartLimits
+	// interpretFirst: a module the cache has not compiled yet is served
+	// on wazero's interpreter while the compiler works in the background
+	// (firstUse). NewEngine sets it.
+	interpretFirst bool
 
 	// testJoined, when set, runs when a Compile waits for a compilation
 	// another Compile started.
 	testJoined func()
 	// testCompiling, when set, runs at the start of each compilation.
 	testCompiling func()
+	// testBackground, when set, runs before the background compilation
+	// of a module served on the interpreter; false: there is none.
+	testBackground func() bool
 }
 
 // flight is one compilation in progress.
@@ -100,15 +112,73 @@ func NewEngine(cache *Cache, funcs []capability.Func) *Engine {
 		funcs:   append([]capability.Func(nil), funcs...),
 		modules: map[moduleKey]*Module{},
 		flights: map[moduleKey]*flight{},
+		closing: make(chan struct{}),
+
+		interpretFirst: true,
 	}
 }
 
-// Module is a compiled plugin, shared and reference counted.
+// Module is a compiled plugin, shared and reference counted. Its code is
+// the machine code of wazero's compiler, or, while that is being compiled
+// for a module used for the first time, wazero's interpreter (firstUse):
+// each instance runs on the code that was current when it was created.
 type Module struct {
-	engine   *Engine
-	key      moduleKey
-	compiled *compiled
-	refs     int
+	engine *Engine
+	key    moduleKey
+	cur    atomic.Pointer[compiled]
+	refs   int
+
+	// done is closed once the module runs on the compiler's code, or
+	// will not: compileErr then says why.
+	done       chan struct{}
+	compileErr error
+	// interp is the interpreter's code the module started on, if it did;
+	// it is closed with its last instance once the compiler's replaced
+	// it, or with the module.
+	interp *compiled
+}
+
+// newModule returns a module on c, compiled.
+func newModule(e *Engine, key moduleKey, c *compiled) *Module {
+	m := &Module{engine: e, key: key, done: make(chan struct{})}
+	m.cur.Store(c)
+	if c.interpreted {
+		m.interp = c
+	} else {
+		close(m.done)
+	}
+	return m
+}
+
+// code is the code new instances run on.
+func (m *Module) code() *compiled { return m.cur.Load() }
+
+// Interpreted reports whether new instances run on wazero's interpreter,
+// the module's compilation not having replaced it (yet).
+func (m *Module) Interpreted() bool { return m.code().interpreted }
+
+// Compiled is closed once the module's compilation ended: its new
+// instances run on the compiler's code, or CompileErr says why not.
+func (m *Module) Compiled() <-chan struct{} { return m.done }
+
+// CompileErr is why the module's compilation failed, leaving it on the
+// interpreter; nil while in progress or when it succeeded.
+func (m *Module) CompileErr() error {
+	select {
+	case <-m.done:
+		return m.compileErr
+	default:
+		return nil
+	}
+}
+
+// close frees the module's code, the interpreter's included.
+func (m *Module) close(ctx context.Context) error {
+	err := m.code().Close(ctx)
+	if m.interp != nil {
+		err = errors.Join(err, m.interp.Close(ctx))
+	}
+	return err
 }
 
 // compiled is a module compiled in a runtime of its own, in which the
@@ -129,21 +199,83 @@ type compiled struct {
 	// exports its interrupt flag.
 	interruptible bool
 	// skeleton: compiled from the kept skeleton (skeleton.go).
-	skeleton  bool
-	instances atomic.Uint64
+	skeleton bool
 	// cache, when set, is the compilation cache of this module alone,
 	// closed with it.
 	cache wazero.CompilationCache
+	// interpreted: the code is wazero's interpreter's.
+	interpreted bool
+	instances   atomic.Uint64
+
+	mu sync.Mutex
+	// live counts the instances not closed yet.
+	live int
+	// retired: the module moved on to other code; the runtime closes
+	// with its last instance.
+	retired, closed bool
+
+	// called is closed when the first call on the code returned, or the
+	// code closed (firstUse).
+	called     chan struct{}
+	calledOnce sync.Once
 }
+
+// returned records that a call on the code returned.
+func (c *compiled) returned() { c.calledOnce.Do(func() { close(c.called) }) }
 
 // Close frees the runtime, its compiled code and every instance left.
 func (c *compiled) Close(ctx context.Context) error {
-	err := c.rt.Close(ctx)
+	c.mu.Lock()
+	already := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if already {
+		return nil
+	}
+	c.returned()
+	err := c.rt.Close(context.WithoutCancel(ctx))
 	if c.cache != nil {
-		err = errors.Join(err, c.cache.Close(ctx))
+		err = errors.Join(err, c.cache.Close(context.WithoutCancel(ctx)))
 	}
 	return err
 }
+
+// acquire counts a new instance, unless the code is retired or closed.
+func (c *compiled) acquire() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired || c.closed {
+		return false
+	}
+	c.live++
+	return true
+}
+
+// released uncounts an instance closed; the last one of retired code
+// closes it.
+func (c *compiled) released(ctx context.Context) {
+	c.mu.Lock()
+	c.live--
+	last := c.retired && c.live == 0
+	c.mu.Unlock()
+	if last {
+		c.Close(ctx)
+	}
+}
+
+// retire stops new instances of c; it closes now if none is left.
+func (c *compiled) retire(ctx context.Context) {
+	c.mu.Lock()
+	c.retired = true
+	last := c.live == 0
+	c.mu.Unlock()
+	if last {
+		c.Close(ctx)
+	}
+}
+
+// errTestHeld: a test kept the module on the interpreter.
+var errTestHeld = errors.New("wasmrt: compilation held by a test")
 
 // ErrClosed is returned by Compile after Close.
 var ErrClosed = errors.New("wasmrt: engine closed")
@@ -200,22 +332,117 @@ func (e *Engine) compileFlight(ctx context.Context, key moduleKey, f *flight, wa
 	if e.testCompiling != nil {
 		e.testCompiling()
 	}
+	if e.interpretFirst && !e.cache.compiledApart(key.sum) {
+		e.firstUse(ctx, key, f, wasm)
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, compileTimeout)
 	defer cancel()
 	c, err := compile(ctx, e.cache, e.funcs, key.sum, wasm, key.pages, func() error {
 		return e.compileApart(ctx, wasm, key.pages)
 	})
+	e.register(ctx, key, f, c, err)
+}
+
+// register ends flight f with the module on c, or with err.
+func (e *Engine) register(ctx context.Context, key moduleKey, f *flight, c *compiled, err error) *Module {
+	var m *Module
 	e.mu.Lock()
 	delete(e.flights, key)
 	if err == nil && e.closed {
 		err = ErrClosed
 		defer c.Close(ctx)
 	} else if err == nil {
-		e.modules[key] = &Module{engine: e, key: key, compiled: c}
+		m = newModule(e, key, c)
+		e.modules[key] = m
 	}
 	f.err = err
 	e.mu.Unlock()
 	close(f.done)
+	return m
+}
+
+// firstUse serves a module the cache has not compiled on wazero's
+// interpreter, which reaches a first call in a fraction of the compiler's
+// time, then compiles it as compile does (in a compile process, into the
+// cache) and moves the module's new instances to the compiler's code. The
+// module is rewritten as it would be for the compiler, so that a call's
+// deadline stops it and every limit holds alike on both (RATIONALE: "Why
+// does a plugin's first use run on the interpreter?").
+//
+// A module past the static bounds is refused before anything compiles it,
+// as compileApart would; one that a compile process refused before is
+// refused with the error it recorded. A compilation that fails in the
+// background leaves the module on the interpreter (Module.CompileErr).
+// Close waits for the compilation, which leaves the cache warm.
+func (e *Engine) firstUse(ctx context.Context, key moduleKey, f *flight, wasm []byte) {
+	ictx, cancel := context.WithTimeout(ctx, compileTimeout)
+	defer cancel()
+	if err := e.cache.refusedApart(key.sum); err != nil {
+		e.register(ctx, key, f, nil, err)
+		return
+	}
+	if err := loader.CheckCode(wasm); err != nil {
+		e.register(ctx, key, f, nil, err)
+		return
+	}
+	c, err := interpret(ictx, e.cache, e.funcs, wasm, key.pages)
+	m := e.register(ctx, key, f, c, err)
+	if m == nil {
+		return
+	}
+	// The compiler starts once the first call returned, so that it does
+	// not take the CPU that call needs; or when the engine closes first,
+	// so that the cache holds the module for the next process.
+	select {
+	case <-c.called:
+	case <-e.closing:
+	}
+	cctx, cancel := context.WithTimeout(ctx, compileTimeout)
+	defer cancel()
+	c, err = nil, errTestHeld
+	if e.testBackground == nil || e.testBackground() {
+		c, err = compile(cctx, e.cache, e.funcs, key.sum, wasm, key.pages, func() error {
+			return e.compileApart(cctx, wasm, key.pages)
+		})
+	}
+	if errors.Is(err, hosterr.ErrCompileLimit) {
+		e.cache.markRefused(key.sum, err)
+	}
+	e.mu.Lock()
+	switch {
+	case err != nil:
+		m.compileErr = err
+	case e.closed || e.modules[key] != m:
+		// Released or closed meanwhile: nothing runs it any more.
+		defer c.Close(ctx)
+	default:
+		m.cur.Store(c)
+		defer m.interp.retire(ctx)
+	}
+	e.mu.Unlock()
+	close(m.done)
+}
+
+// interpret compiles wasm for wazero's interpreter, with its preemption:
+// rewritten by instrument.ForInterpreter, or else, as compile does, bounded.
+func interpret(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32) (*compiled, error) {
+	rewritten, err := instrument.ForInterpreter(wasm)
+	if err == nil {
+		c, err := compileIn(ctx, cache, funcs, rewritten, pages, true, true)
+		if err == nil {
+			c.interruptible = true
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	bounded, err := instrument.BoundTables(wasm)
+	if err != nil {
+		return nil, err
+	}
+	return compileIn(ctx, cache, funcs, bounded, pages, true, true)
 }
 
 // Release drops one reference; the last one frees the compiled code.
@@ -229,7 +456,7 @@ func (m *Module) Release(ctx context.Context) error {
 	}
 	e.mu.Unlock()
 	if last {
-		return m.compiled.Close(context.WithoutCancel(ctx))
+		return m.close(ctx)
 	}
 	return nil
 }
@@ -238,6 +465,9 @@ func (m *Module) Release(ctx context.Context) error {
 // or not. The cache is the caller's to close, afterwards.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
+	if !e.closed {
+		close(e.closing)
+	}
 	e.closed = true
 	e.mu.Unlock()
 	e.inflight.Wait()
@@ -247,7 +477,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Unlock()
 	var errs []error
 	for _, m := range ms {
-		errs = append(errs, m.compiled.Close(context.WithoutCancel(ctx)))
+		errs = append(errs, m.close(ctx))
 	}
 	return errors.Join(errs...)
 }
@@ -283,7 +513,7 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 		rewritten, err = instrument.Module(wasm)
 	}
 	if err == nil {
-		c, err := compileIn(ctx, cache, funcs, rewritten, pages, false)
+		c, err := compileIn(ctx, cache, funcs, rewritten, pages, false, false)
 		if err == nil {
 			if !kept {
 				cache.keep(sum, rewritten)
@@ -300,7 +530,7 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 		if kept {
 			cache.drop(sum)
 			if rewritten, err := instrument.Module(wasm); err == nil {
-				if c, err := compileIn(ctx, cache, funcs, rewritten, pages, false); err == nil {
+				if c, err := compileIn(ctx, cache, funcs, rewritten, pages, false, false); err == nil {
 					cache.keep(sum, rewritten)
 					cache.keepSkeleton(sum, rewritten)
 					c.interruptible = true
@@ -313,19 +543,23 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 	if err != nil {
 		return nil, err
 	}
-	return compileIn(ctx, cache, funcs, bounded, pages, true)
+	return compileIn(ctx, cache, funcs, bounded, pages, true, false)
 }
 
 // compileIn compiles wasm in a runtime of its own; closeOnDone turns on the
-// runtime's preemption.
-func compileIn(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32, closeOnDone bool) (c *compiled, err error) {
-	return compileWith(ctx, cache.cache, funcs, wasm, pages, closeOnDone)
+// runtime's preemption; interpreted compiles it for wazero's interpreter,
+// outside the cache, which keeps only the compiler's code.
+func compileIn(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32, closeOnDone, interpreted bool) (c *compiled, err error) {
+	return compileWith(ctx, cache.cache, funcs, wasm, pages, closeOnDone, interpreted)
 }
 
 // compileWith is compileIn through the compilation cache cc.
-func compileWith(ctx context.Context, cc wazero.CompilationCache, funcs []capability.Func, wasm []byte, pages uint32, closeOnDone bool) (c *compiled, err error) {
-	rc := wazero.NewRuntimeConfig().
-		WithCompilationCache(cc).
+func compileWith(ctx context.Context, cc wazero.CompilationCache, funcs []capability.Func, wasm []byte, pages uint32, closeOnDone, interpreted bool) (c *compiled, err error) {
+	rc := wazero.NewRuntimeConfig().WithCompilationCache(cc)
+	if interpreted {
+		rc = wazero.NewRuntimeConfigInterpreter()
+	}
+	rc = rc.
 		// Preemption, for a module not rewritten: a call's context
 		// deadline stops a spinning guest, which otherwise ignores it and
 		// stalls the host's GC.
@@ -356,8 +590,10 @@ func compileWith(ctx context.Context, cc wazero.CompilationCache, funcs []capabi
 	if err != nil {
 		return nil, err
 	}
-	releaseCodeBodies(m)
-	c = &compiled{rt: rt, module: m, hasMemory: len(m.ExportedMemories()) > 0}
+	if !interpreted {
+		releaseCodeBodies(m)
+	}
+	c = &compiled{rt: rt, module: m, hasMemory: len(m.ExportedMemories()) > 0, interpreted: interpreted, called: make(chan struct{})}
 	// As go-sdk does for a WASI module (SPEC section 2.4): a reactor's
 	// _initialize, or else __wasm_call_ctors, taking no parameters.
 	exports := m.ExportedFunctions()

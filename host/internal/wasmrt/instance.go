@@ -33,6 +33,12 @@ const stderrKeep = 2048
 // instance must be closed, because a trapped guest is unusable even when a
 // next call seems to succeed.
 type Instance struct {
+	// module and code are what the instance was made of: code is the
+	// module's code at the time.
+	module *Module
+	code   *compiled
+	closed bool
+
 	mod    api.Module
 	kern   *kernel
 	mem    *memoryTracker
@@ -50,8 +56,9 @@ type Instance struct {
 	directIn, directOut api.Function
 
 	// interrupt is the flag of a module rewritten by package instrument
-	// (nil otherwise): set, it stops the guest at its next check. fire
-	// sets it when a call's context ends, then signals fired.
+	// for the compiler (nil otherwise): set, it stops the guest at its
+	// next check. fire sets it (and stopped) when a call's context ends,
+	// then signals fired; on the interpreter fire sets stopped only.
 	interrupt api.MutableGlobal
 	// stopped is set with the interrupt flag: the guest's writes to
 	// stdout and stderr then fail, so that one fd_write of millions of
@@ -76,7 +83,23 @@ const (
 // NewInstance instantiates the module with each linear memory, and kernel
 // memory, capped at limitPages pages.
 func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance, error) {
-	c := m.compiled
+	c := m.code()
+	if !c.acquire() {
+		// Retired as it was read: the code that replaced it is current.
+		if c = m.code(); !c.acquire() {
+			return nil, errors.New("instantiate: the module is closed")
+		}
+	}
+	in, err := c.newInstance(ctx, limitPages)
+	if err != nil {
+		c.released(ctx)
+		return nil, err
+	}
+	in.module, in.code = m, c
+	return in, nil
+}
+
+func (c *compiled) newInstance(ctx context.Context, limitPages uint32) (*Instance, error) {
 	limit := uint64(limitPages) * PageSize
 	mem := newMemoryTracker(limit)
 	stopped := new(atomic.Bool)
@@ -103,19 +126,29 @@ func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance,
 	if c.interruptible {
 		g, ok := mod.ExportedGlobal(instrument.InterruptExport).(api.MutableGlobal)
 		if !ok {
-			in.Close(ctx)
+			in.mod.Close(ctx)
 			return nil, errors.New("instantiate: the interrupt flag is missing")
 		}
 		depth, ok := mod.ExportedGlobal(instrument.DepthExport).(api.MutableGlobal)
 		if !ok {
-			in.Close(ctx)
+			in.mod.Close(ctx)
 			return nil, errors.New("instantiate: the depth counter is missing")
 		}
-		in.interrupt, in.depth, in.fired, in.stopped = g, depth, make(chan struct{}, 1), stopped
-		in.fire = func() {
-			stopped.Store(true)
-			g.Set(1)
-			in.fired <- struct{}{}
+		in.depth, in.fired, in.stopped = depth, make(chan struct{}, 1), stopped
+		if c.interpreted {
+			// The interpreter stops the guest itself (instrument.
+			// ForInterpreter): the flag stays clear.
+			in.fire = func() {
+				stopped.Store(true)
+				in.fired <- struct{}{}
+			}
+		} else {
+			in.interrupt = g
+			in.fire = func() {
+				stopped.Store(true)
+				g.Set(1)
+				in.fired <- struct{}{}
+			}
 		}
 	}
 	if c.direct {
@@ -125,10 +158,10 @@ func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance,
 	case c.hasMemory && mem.Count() < 1:
 		// The plugin's memory must be capped; if the runtime ever stops
 		// honouring the allocator, refuse to run.
-		in.Close(ctx)
+		in.mod.Close(ctx)
 		return nil, errors.New("instantiate: memory limit not enforceable")
 	case mem.OverLimit():
-		in.Close(ctx)
+		in.mod.Close(ctx)
 		return nil, fmt.Errorf("instantiate: initial memory above %d pages: %w", limitPages, hosterr.ErrMemoryLimit)
 	}
 	return in, nil
@@ -142,9 +175,23 @@ func (in *Instance) MemoryBytes() uint64 { return in.mem.Bytes() + uint64(len(in
 // growth; such an instance should not be reused even if its call succeeded.
 func (in *Instance) HitMemoryLimit() bool { return in.mem.Refused() }
 
+// Current reports whether the instance runs on its module's current
+// code: an instance made on the interpreter before the compiler's code
+// replaced it is not, and is better closed than reused.
+func (in *Instance) Current() bool { return in.module.code() == in.code }
+
+// Interpreted reports whether the instance runs on wazero's interpreter.
+func (in *Instance) Interpreted() bool { return in.code.interpreted }
+
 // Close frees the instance.
 func (in *Instance) Close(ctx context.Context) error {
-	return in.mod.Close(context.WithoutCancel(ctx))
+	if in.closed {
+		return nil
+	}
+	in.closed = true
+	err := in.mod.Close(context.WithoutCancel(ctx))
+	in.code.released(ctx)
+	return err
 }
 
 // Call runs export with input. Errors:
@@ -164,7 +211,10 @@ func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]by
 	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
 		return nil, hosterr.ErrTimeout
 	}
-	if in.interrupt == nil {
+	if in.code.interpreted {
+		defer in.code.returned()
+	}
+	if in.fire == nil {
 		return in.call(ctx, export, input)
 	}
 	if err := ctx.Err(); err != nil {
@@ -179,7 +229,9 @@ func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]by
 		// The context ended during the call: wait for the flag to be set,
 		// then clear it, in case the guest returned before it looked.
 		<-in.fired
-		in.interrupt.Set(0)
+		if in.interrupt != nil {
+			in.interrupt.Set(0)
+		}
 		in.stopped.Store(false)
 	}
 	return out, err

@@ -33,11 +33,11 @@ func BenchmarkPreemption(b *testing.B) {
 	input := storeInput()
 	ins := make([]*Instance, len(variants))
 	for i, v := range variants {
-		c, err := compileIn(ctx, cache, nil, v.wasm, testPages, v.closeOnDone)
+		c, err := compileIn(ctx, cache, nil, v.wasm, testPages, v.closeOnDone, false)
 		require.NoError(b, err)
 		c.interruptible = !v.closeOnDone && v.name == "rewritten"
 		b.Cleanup(func() { c.Close(ctx) })
-		ins[i], err = (&Module{compiled: c}).NewInstance(ctx, testPages)
+		ins[i], err = newModule(nil, moduleKey{}, c).NewInstance(ctx, testPages)
 		require.NoError(b, err)
 		// Past the first calls' heap growth (see RATIONALE.md).
 		for range 2000 {

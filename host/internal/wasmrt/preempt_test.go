@@ -29,11 +29,7 @@ var spinExport = wasmtest.Func{Export: "spin", Results: []byte{wasmtest.I32}, Co
 
 func compileBytes(t *testing.T, wasm []byte) *Module {
 	t.Helper()
-	ctx := context.Background()
-	m, err := newEngine(t, userCache(t)).Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Release(ctx) })
-	return m
+	return compileOn(t, "compiler", wasm, testPages)
 }
 
 // TestPluginsAreRewritten: a plugin built by the Go toolchain is compiled
@@ -41,41 +37,48 @@ func compileBytes(t *testing.T, wasm []byte) *Module {
 func TestPluginsAreRewritten(t *testing.T) {
 	for _, pkg := range []string{"../../testdata/hostile/misbehave", "github.com/wasmhist/wasmhist/plugins/inmemory"} {
 		m := compileBytes(t, buildWasm(t, pkg))
-		assert.True(t, m.compiled.interruptible, "%s is compiled rewritten", pkg)
+		assert.True(t, m.code().interruptible, "%s is compiled rewritten", pkg)
 	}
 }
 
 // TestPreemption: a spinning guest is stopped by its call's deadline or
 // cancellation, whether the module was rewritten or (having no memory)
-// runs with the runtime's own preemption.
+// runs with the runtime's own preemption, on the compiler's code and on
+// the interpreter's.
 func TestPreemption(t *testing.T) {
-	modules := map[string]*Module{
-		"rewritten":     compileBytes(t, wasmtest.Module{Funcs: []wasmtest.Func{spinExport}, Memory: true}.Bytes()),
-		"not rewritten": compileBytes(t, wasmtest.Module{Funcs: []wasmtest.Func{spinExport}}.Bytes()),
+	for _, kind := range engineKinds {
+		modules := map[string]*Module{
+			"rewritten":     compileOn(t, kind, wasmtest.Module{Funcs: []wasmtest.Func{spinExport}, Memory: true}.Bytes(), testPages),
+			"not rewritten": compileOn(t, kind, wasmtest.Module{Funcs: []wasmtest.Func{spinExport}}.Bytes(), testPages),
+		}
+		require.True(t, modules["rewritten"].code().interruptible)
+		require.False(t, modules["not rewritten"].code().interruptible)
+		for name, m := range modules {
+			testPreemption(t, kind+"/"+name, m)
+		}
 	}
-	require.True(t, modules["rewritten"].compiled.interruptible)
-	require.False(t, modules["not rewritten"].compiled.interruptible)
-	for name, m := range modules {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			call := func(ctx context.Context) error {
-				in, err := m.NewInstance(ctx, testPages)
-				require.NoError(t, err)
-				defer in.Close(ctx)
-				_, err = in.Call(ctx, "spin", nil)
-				return err
-			}
-			dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-			defer cancel()
-			require.ErrorIs(t, call(dctx), hosterr.ErrTimeout, "deadline")
+}
 
-			cctx, cancel := context.WithCancel(ctx)
-			time.AfterFunc(200*time.Millisecond, cancel)
-			require.ErrorIs(t, call(cctx), context.Canceled, "cancellation")
+func testPreemption(t *testing.T, name string, m *Module) {
+	t.Run(name, func(t *testing.T) {
+		ctx := context.Background()
+		call := func(ctx context.Context) error {
+			in, err := m.NewInstance(ctx, testPages)
+			require.NoError(t, err)
+			defer in.Close(ctx)
+			_, err = in.Call(ctx, "spin", nil)
+			return err
+		}
+		dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, call(dctx), hosterr.ErrTimeout, "deadline")
 
-			require.ErrorIs(t, call(dctx), hosterr.ErrTimeout, "deadline passed before the call")
-		})
-	}
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(200*time.Millisecond, cancel)
+		require.ErrorIs(t, call(cctx), context.Canceled, "cancellation")
+
+		require.ErrorIs(t, call(dctx), hosterr.ErrTimeout, "deadline passed before the call")
+	})
 }
 
 // TestInterruptFlagIsClearedAfterACall: a context that ends after the
@@ -113,6 +116,7 @@ func TestRewrittenModuleIsKept(t *testing.T) {
 	defer c.Close(ctx)
 	load := func() *Module {
 		e := newEngine(t, c)
+		e.interpretFirst = false // the compiler's rewrite, at once
 		m, err := e.Compile(ctx, sum, wasm, testPages)
 		require.NoError(t, err)
 		t.Cleanup(func() { m.Release(ctx) })
@@ -127,7 +131,7 @@ func TestRewrittenModuleIsKept(t *testing.T) {
 	}
 	require.NoError(t, os.Chtimes(stale, time.Now().Add(-2*time.Hour), time.Now().Add(-2*time.Hour)))
 
-	assert.True(t, load().compiled.interruptible)
+	assert.True(t, load().code().interruptible)
 	assert.NoFileExists(t, earlier, "an earlier version's file")
 	assert.NoFileExists(t, stale, "a temporary file a crash left long ago")
 	assert.FileExists(t, later, "a later version's file, of a newer host sharing the directory")
@@ -158,7 +162,7 @@ func TestRewrittenModuleIsKept(t *testing.T) {
 		require.NoError(t, os.WriteFile(kept[0], damaged, 0o600), name)
 		// Without its skeleton, the load reads the kept rewrite.
 		require.NoError(t, os.Remove(c.skeletonPath(sum)))
-		assert.True(t, load().compiled.interruptible, "the load after the file was %s", name)
+		assert.True(t, load().code().interruptible, "the load after the file was %s", name)
 		again, err := os.ReadFile(kept[0])
 		require.NoError(t, err)
 		assert.Equal(t, good, again, "the file %s is replaced", name)

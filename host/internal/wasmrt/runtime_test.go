@@ -47,6 +47,35 @@ func newEngine(t testing.TB, c *Cache) *Engine {
 	return e
 }
 
+// engineKinds are the code a module runs on: the compiler's, and the
+// interpreter's, which serves a module's first use while the compiler
+// works (Engine.firstUse). Every limit holds alike on both.
+var engineKinds = []string{"compiler", "interpreter"}
+
+// compileOn compiles wasm for kind: "compiler" as a module is loaded
+// once the cache holds it, "interpreter" as its first use is served, with
+// no compilation to replace it.
+func compileOn(t testing.TB, kind string, wasm []byte, pages uint32) *Module {
+	t.Helper()
+	ctx := context.Background()
+	var e *Engine
+	if kind == "interpreter" {
+		c, err := NewCache(t.TempDir())
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close(ctx) })
+		e = newEngine(t, c)
+		e.testBackground = func() bool { return false }
+	} else {
+		e = newEngine(t, userCache(t))
+		e.interpretFirst = false
+	}
+	m, err := e.Compile(ctx, sha256.Sum256(wasm), wasm, pages)
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Release(ctx) })
+	require.Equal(t, kind == "interpreter", m.Interpreted(), "runs on the %s", kind)
+	return m
+}
+
 func hostileWasm(t testing.TB, name string) []byte {
 	t.Helper()
 	return buildWasm(t, "../../testdata/hostile/"+name)
@@ -63,16 +92,18 @@ func buildWasm(t testing.TB, pkg string) []byte {
 
 func compileHostile(t *testing.T, name string) *Module {
 	t.Helper()
-	ctx := context.Background()
-	wasm := hostileWasm(t, name)
-	m, err := newEngine(t, userCache(t)).Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Release(ctx) })
-	return m
+	return compileOn(t, "compiler", hostileWasm(t, name), testPages)
 }
 
+// TestCallFailures: each way a call fails gives its error, on the
+// compiler's code and on the interpreter's.
 func TestCallFailures(t *testing.T) {
-	m := compileHostile(t, "misbehave")
+	for _, kind := range engineKinds {
+		t.Run(kind, func(t *testing.T) { testCallFailures(t, compileOn(t, kind, hostileWasm(t, "misbehave"), testPages)) })
+	}
+}
+
+func testCallFailures(t *testing.T, m *Module) {
 	tests := []struct {
 		name string
 		word string

@@ -255,7 +255,7 @@ func (c *Cache) fromSkeleton(ctx context.Context, funcs []capability.Func, sum [
 	if err != nil {
 		return nil, false
 	}
-	comp, err := compileWith(ctx, cc, funcs, skel, pages, false)
+	comp, err := compileWith(ctx, cc, funcs, skel, pages, false, false)
 	after, serr := os.Stat(linked)
 	if err != nil || serr != nil || !os.SameFile(before, after) || before.Size() != after.Size() {
 		// wazero compiled the stubs: never keep them.

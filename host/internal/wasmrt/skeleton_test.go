@@ -142,7 +142,13 @@ func TestSkeletonNeverRunsStubs(t *testing.T) {
 				got, err := in.mod.ExportedFunction("add").Call(ctx, 2, 3)
 				require.NoError(t, err, "the module ran stubs")
 				require.Equal(t, []uint64{5}, got)
-				return m.compiled
+				// A first use runs on the interpreter; what is kept comes
+				// from the compilation that follows its first call, which
+				// Instance.Call reports and this direct call does not.
+				in.code.returned()
+				<-m.Compiled()
+				require.NoError(t, m.CompileErr())
+				return m.code()
 			}
 			first := load()
 			require.False(t, first.skeleton, "first load: nothing kept yet")
@@ -179,7 +185,10 @@ func TestSkeletonIsBoundToItsCode(t *testing.T) {
 		defer in.Close(ctx)
 		got, err := in.mod.ExportedFunction("add").Call(ctx, 5, 3)
 		require.NoError(t, err)
-		return got[0], m.compiled.skeleton
+		in.code.returned() // what Instance.Call reports: the compilation follows
+		<-m.Compiled()
+		require.NoError(t, m.CompileErr())
+		return got[0], m.code().skeleton
 	}
 	for _, want := range []bool{false, true} {
 		got, skeleton := run(adder)

@@ -33,11 +33,11 @@ func BenchmarkStore(b *testing.B) {
 		wasm []byte
 	}{{"rewritten", rewritten}, {"none", wasm}} {
 		b.Run(v.name, func(b *testing.B) {
-			c, err := compileIn(ctx, userCache(b), nil, v.wasm, testPages, false)
+			c, err := compileIn(ctx, userCache(b), nil, v.wasm, testPages, false, false)
 			require.NoError(b, err)
 			b.Cleanup(func() { c.Close(ctx) })
 			c.interruptible = v.name == "rewritten"
-			in, err := (&Module{compiled: c}).NewInstance(ctx, testPages)
+			in, err := newModule(nil, moduleKey{}, c).NewInstance(ctx, testPages)
 			require.NoError(b, err)
 			// Past the first calls' heap growth (see RATIONALE.md).
 			for range 300 {
