@@ -90,13 +90,13 @@ func exportOnce(ctx context.Context, e *env, cmd string, a *sessionArg, sf slotF
 	if format == formatOpenAI {
 		return exportOpenAI(ctx, cmd, where, s, plugins, key, out)
 	}
-	w, err := portable.NewWriter(out, s)
-	if err != nil {
-		return failf(cmd, "%s cannot be exported: %w", where, err)
-	}
-	err = conversation.Export(ctx, s, plugins, w)
+	got, err := conversation.Export(ctx, s, plugins, out)
 	switch {
 	case err == nil:
+		if got.Revision != s.Revision {
+			fmt.Fprintf(e.stderr, "wasmhist %s: exported revision %d, which its database holds: %s is at revision %d (a chat ended before saving it); the next chat brings it up to date\n",
+				cmd, got.Revision, where, s.Revision)
+		}
 		return nil
 	case interrupted(ctx, err):
 		return failf(cmd, "%w while %s was exported: what was printed is incomplete", errInterrupted, where)
