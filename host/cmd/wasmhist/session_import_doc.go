@@ -282,49 +282,43 @@ func (d *docImport) runDocument(ctx context.Context) error {
 	} else {
 		clear(names)
 	}
-	keys := slices.Sorted(maps.Keys(names))
-	counts := make([]int, len(keys))
-	slots := make([]conversation.SlotHistory, len(keys))
-	pending := first
-	for i, key := range keys {
-		slots[i] = conversation.SlotHistory{Key: key, History: func(yield func(abi.Message, error) bool) {
-			sl := pending
-			if i > 0 {
-				var err error
-				var ok bool
-				sl, err, ok = next()
-				switch {
-				case err != nil:
-					yield(abi.Message{}, err)
-					return
-				case !ok:
-					yield(abi.Message{}, fmt.Errorf("%w: the document ends before slot %q, which the session's provenance names", portable.ErrTruncated, key))
-					return
-				}
-			}
-			if sl.Key != key {
-				yield(abi.Message{}, fmt.Errorf("%w: slot %q where %q was due (slots come in the order of their keys)", portable.ErrMalformed, sl.Key, key))
+	// The slots are imported as the document holds them, in any order:
+	// each is written while it is read, so the memory held stays one
+	// message whatever the history's length.
+	counts := []int{0}
+	slots := func(yield func(conversation.SlotHistory, error) bool) {
+		seen := map[string]bool{}
+		for sl, err, ok := first, error(nil), more; ok; sl, err, ok = next() {
+			if err != nil {
+				yield(conversation.SlotHistory{}, err)
 				return
 			}
-			for m, err := range sl.Messages() {
-				if err == nil {
-					counts[i]++
-				}
-				if !yield(m, err) || err != nil {
-					return
+			if _, named := names[sl.Key]; !named {
+				yield(conversation.SlotHistory{}, fmt.Errorf("%w: slot %q, which the session's provenance does not name", portable.ErrMalformed, sl.Key))
+				return
+			}
+			seen[sl.Key] = true
+			history := func(yield func(abi.Message, error) bool) {
+				for m, err := range sl.Messages() {
+					if err == nil {
+						counts[0]++
+					}
+					if !yield(m, err) || err != nil {
+						return
+					}
 				}
 			}
-			if i == len(keys)-1 {
-				// The end of the document: its totals are checked
-				// before anything is committed.
-				switch extra, err, ok := next(); {
-				case err != nil:
-					yield(abi.Message{}, err)
-				case ok:
-					yield(abi.Message{}, fmt.Errorf("%w: slot %q, which the session's provenance does not name", portable.ErrMalformed, extra.Key))
-				}
+			if !yield(conversation.SlotHistory{Key: sl.Key, History: history}, nil) {
+				return
 			}
-		}}
+		}
+		// The document ended, its totals checked.
+		for _, key := range slices.Sorted(maps.Keys(names)) {
+			if !seen[key] {
+				yield(conversation.SlotHistory{}, fmt.Errorf("%w: the document ends without slot %q, which the session's provenance names", portable.ErrTruncated, key))
+				return
+			}
+		}
 	}
 	return d.commit(ctx, fields, names, slots, counts)
 }
@@ -355,11 +349,13 @@ func (d *docImport) runOpenAI(ctx context.Context) error {
 		}
 	}
 	return d.commit(ctx, &session.Session{SessionID: id}, map[string]string{stateKey: name},
-		[]conversation.SlotHistory{{Key: stateKey, History: history}}, counts)
+		func(yield func(conversation.SlotHistory, error) bool) {
+			yield(conversation.SlotHistory{Key: stateKey, History: history}, nil)
+		}, counts)
 }
 
 // commit runs conversation.Import into the target and reports it.
-func (d *docImport) commit(ctx context.Context, fields *session.Session, names map[string]string, slots []conversation.SlotHistory, counts []int) error {
+func (d *docImport) commit(ctx context.Context, fields *session.Session, names map[string]string, slots iter.Seq2[conversation.SlotHistory, error], counts []int) error {
 	id := fields.SessionID
 	where := d.where(id)
 	saver, defaultDB, err := d.saver(ctx, id)
@@ -374,7 +370,7 @@ func (d *docImport) commit(ctx context.Context, fields *session.Session, names m
 	if err != nil {
 		return err
 	}
-	s, err := conversation.Import(ctx, fields, slots, conversation.Target{Store: saver, Plugins: plugins, Log: warnLogger(d.e.stderr, d.cmd)},
+	s, err := conversation.ImportSlots(ctx, fields, slots, conversation.Target{Store: saver, Plugins: plugins, Log: warnLogger(d.e.stderr, d.cmd)},
 		&conversation.ImportOptions{Force: d.force})
 	var pe *portable.Error
 	switch {

@@ -272,3 +272,42 @@ func TestSessionExportWhileTheFileIsBehind(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionImportSlotsInAnyOrder: a document written by another tool
+// whose slots are not in the order of their keys imports like one whose
+// slots are, each slot's history into its own slot. The slots are still
+// those the session's provenance names: one missing, or one more, is
+// refused with nothing written.
+func TestSessionImportSlotsInAnyOrder(t *testing.T) {
+	t.Parallel()
+	const (
+		head  = `{"format_version":"1.0","session":{"session_id":"rev","revision":2,"provenance":{"history":{"plugin":"inmemory"},"notes":{"plugin":"inmemory"}}},"slots":[`
+		notes = `{"key":"notes","plugin":"inmemory","stored_messages":[{"role":"user","contents":[{"type":"text","text":"window seat"}]}]}`
+		hist  = `{"key":"history","plugin":"inmemory","stored_messages":[{"role":"user","contents":[{"type":"text","text":"Book a table for two"}]},
+{"role":"assistant","contents":[{"type":"text","text":"Booked for 8 pm."}]}]}`
+		other = `{"key":"other","plugin":"inmemory","stored_messages":[]}`
+	)
+	doc := func(totals string, slots ...string) string {
+		return head + strings.Join(slots, ",\n") + `],"totals":` + totals + `}`
+	}
+	t.Run("reversed", func(t *testing.T) {
+		r := invocation{dir: t.TempDir(), stdin: doc(`{"slots":2,"messages":3}`, notes, hist)}
+		out := r.ok(t, "session", "import", "rev.json")
+		assert.Contains(t, out, "imported session rev (revision 2, 3 messages")
+		assert.Equal(t, []string{"user: Book a table for two", "assistant: Booked for 8 pm."}, historyTexts(t, r, "--session", "rev.json"))
+		assert.Equal(t, []string{"user: window seat"}, historyTexts(t, r, "--session", "rev.json", "--state-key", "notes"))
+	})
+	for _, tt := range []struct {
+		name, doc string
+		want      []string
+	}{
+		{"a slot missing", doc(`{"slots":1,"messages":1}`, notes), []string{`without slot "history"`}},
+		{"a slot more", doc(`{"slots":3,"messages":3}`, notes, other, hist), []string{`slot "other", which the session's provenance does not name`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := invocation{dir: t.TempDir(), stdin: tt.doc}
+			r.failsWithOneLine(t, exitFail, []string{"session", "import", "rev.json"}, append(tt.want, "nothing was imported")...)
+			assert.NoFileExists(t, filepath.Join(r.dir, "rev.json"))
+		})
+	}
+}
