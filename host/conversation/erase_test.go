@@ -166,7 +166,7 @@ func TestEraseLeavesNoRow(t *testing.T) {
 					require.NotEmpty(t, r.scan(t, pr, gone), "before the erase the scan finds the session")
 				}
 
-				e, err := conversation.Erase(ctx, victim, map[string]*host.Plugin{key: pr.plugin}, st)
+				e, err := conversation.Erase(ctx, victim, map[string]*host.Plugin{key: pr.plugin}, st, nil)
 				require.NoError(t, err)
 				assert.Empty(t, r.scan(t, pr, gone), "rows of the erased session remain")
 				if pk != inMemory || sk != dirStore {
@@ -204,7 +204,7 @@ func TestEraseRefusals(t *testing.T) {
 		chat(t, pr.plugin, st, s, "q1")
 		old := s.Clone()
 		chat(t, pr.plugin, st, s, "q2")
-		_, err := conversation.Erase(ctx, old, map[string]*host.Plugin{key: pr.plugin}, st)
+		_, err := conversation.Erase(ctx, old, map[string]*host.Plugin{key: pr.plugin}, st, nil)
 		require.ErrorIs(t, err, session.ErrStaleRevision)
 		assert.Len(t, history(t, pr.plugin, s), 8, "nothing was cleared")
 		got, err := st.Load(ctx, s.SessionID)
@@ -216,7 +216,7 @@ func TestEraseRefusals(t *testing.T) {
 		st := pr.storeOf("").(store.Manager)
 		s := session.New()
 		chat(t, pr.plugin, st, s, "q1")
-		_, err := conversation.Erase(ctx, s, nil, st)
+		_, err := conversation.Erase(ctx, s, nil, st, nil)
 		require.ErrorIs(t, err, conversation.ErrNoPlugin)
 		assert.Len(t, history(t, pr.plugin, s), 4)
 		_, err = st.Load(ctx, s.SessionID)

@@ -54,7 +54,7 @@ func Export(ctx context.Context, s *session.Session, plugins map[string]*host.Pl
 	if err := checkPlugins(s, plugins); err != nil {
 		return nil, err
 	}
-	cur, err := newestCommitted(ctx, s, plugins)
+	cur, err := Newest(ctx, s, plugins)
 	if err != nil {
 		return nil, err
 	}
@@ -109,18 +109,23 @@ func checkPlugins(s *session.Session, plugins map[string]*host.Plugin) error {
 	return nil
 }
 
-// newestCommitted returns the newest revision of s that the storage of
-// one of its slots holds (Provider.HeldSession), when it is newer than
-// s; else s itself.
-func newestCommitted(ctx context.Context, s *session.Session, plugins map[string]*host.Plugin) (*session.Session, error) {
+// Newest returns the newest committed revision of session s: the newest
+// session that the storage of one of its slots holds in the host's rows
+// (Provider.HeldSession) when it is newer than s, else s itself. plugins
+// holds the plugins of s's slots, by state key, granted the storage each
+// records; a slot without one, or without storage, is skipped. A newer
+// revision means the session store s was loaded from is behind a database
+// (the process ended between the database's commit and the store's save),
+// or a run committed since s was loaded. Newest only reads.
+func Newest(ctx context.Context, s *session.Session, plugins map[string]*host.Plugin) (*session.Session, error) {
 	cur := s
 	for _, k := range slotKeys(s) {
-		if s.Provenance[k].Storage == "" {
+		if s.Provenance[k].Storage == "" || plugins[k] == nil {
 			continue
 		}
 		held, _, err := plugins[k].Provider(k).HeldSession(ctx, s.SessionID)
 		if err != nil {
-			return nil, fmt.Errorf("conversation: export of session %q: slot %q: %w", s.SessionID, k, err)
+			return nil, fmt.Errorf("conversation: session %q: slot %q: %w", s.SessionID, k, err)
 		}
 		if held != nil && held.Revision > cur.Revision {
 			cur = held
