@@ -31,7 +31,8 @@ func runSessionExport(ctx context.Context, e *env, args []string) error {
 		"Prints the session in FILE (with --store, the session ID in the store) on standard output as\n"+
 			"one portable document (schemas/portable-session.json): the session's own fields and, for\n"+
 			"every slot, its plugin and the whole stored history, read through the plugin's list export\n"+
-			"from the database the session records. 'wasmhist session import' reads it into any plugin\n"+
+			"from the database the session records, at the newest revision it committed (also when FILE\n"+
+			"is behind it; nothing is written). 'wasmhist session import' reads it into any plugin\n"+
 			"and store: export | import copies a conversation, and the copy shares nothing with it.\n"+
 			"--format openai prints the history of one slot as an OpenAI Chat Completions messages array.\n"+
 			"--raw prints the session exactly as stored (compact JSON, state bytes untouched).")
