@@ -285,42 +285,60 @@ func (d *docImport) runDocument(ctx context.Context) error {
 	// The slots are imported as the document holds them, in any order:
 	// each is written while it is read, so the memory held stays one
 	// message whatever the history's length.
-	counts := []int{0}
-	slots := func(yield func(conversation.SlotHistory, error) bool) {
-		seen := map[string]bool{}
-		for sl, err, ok := first, error(nil), more; ok; sl, err, ok = next() {
-			if err != nil {
-				yield(conversation.SlotHistory{}, err)
-				return
-			}
+	messages := 0
+	sl, err, ok := first, error(nil), more
+	seen := map[string]bool{}
+	// check says what is wrong with the slot read ahead (sl), or with the
+	// end of the document when there is none.
+	check := func() error {
+		if err != nil {
+			return err
+		}
+		if ok {
 			if _, named := names[sl.Key]; !named {
-				yield(conversation.SlotHistory{}, fmt.Errorf("%w: slot %q, which the session's provenance does not name", portable.ErrMalformed, sl.Key))
-				return
+				return fmt.Errorf("%w: slot %q, which the session's provenance does not name", portable.ErrMalformed, sl.Key)
 			}
-			seen[sl.Key] = true
+			return nil
+		}
+		for _, key := range slices.Sorted(maps.Keys(names)) {
+			if !seen[key] {
+				return fmt.Errorf("%w: the document ends without slot %q, which the session's provenance names", portable.ErrTruncated, key)
+			}
+		}
+		return nil
+	}
+	slots := func(yield func(conversation.SlotHistory, error) bool) {
+		if err := check(); err != nil {
+			yield(conversation.SlotHistory{}, err)
+			return
+		}
+		for ok {
+			cur := sl
+			seen[cur.Key] = true
 			history := func(yield func(abi.Message, error) bool) {
-				for m, err := range sl.Messages() {
+				for m, err := range cur.Messages() {
 					if err == nil {
-						counts[0]++
+						messages++
 					}
 					if !yield(m, err) || err != nil {
 						return
 					}
 				}
+				// Read on to the next slot, or to the end of the
+				// document and its totals, before the plugin stores
+				// this slot's last page: a document that fails there
+				// writes nothing, not even a database file.
+				sl, err, ok = next()
+				if err := check(); err != nil {
+					yield(abi.Message{}, err)
+				}
 			}
-			if !yield(conversation.SlotHistory{Key: sl.Key, History: history}, nil) {
-				return
-			}
-		}
-		// The document ended, its totals checked.
-		for _, key := range slices.Sorted(maps.Keys(names)) {
-			if !seen[key] {
-				yield(conversation.SlotHistory{}, fmt.Errorf("%w: the document ends without slot %q, which the session's provenance names", portable.ErrTruncated, key))
-				return
+			if !yield(conversation.SlotHistory{Key: cur.Key, History: history}, nil) || sl == cur {
+				return // the import stopped before the slot's end
 			}
 		}
 	}
-	return d.commit(ctx, fields, names, slots, counts)
+	return d.commit(ctx, fields, names, slots, &messages)
 }
 
 // runOpenAI imports a Chat Completions messages array as the history
@@ -337,11 +355,11 @@ func (d *docImport) runOpenAI(ctx context.Context) error {
 	if name == "" {
 		name = "inmemory"
 	}
-	counts := []int{0}
+	messages := 0
 	history := func(yield func(abi.Message, error) bool) {
 		for m, err := range portable.ReadOpenAI(d.in, portable.Limits{}) {
 			if err == nil {
-				counts[0]++
+				messages++
 			}
 			if !yield(m, err) || err != nil {
 				return
@@ -351,11 +369,12 @@ func (d *docImport) runOpenAI(ctx context.Context) error {
 	return d.commit(ctx, &session.Session{SessionID: id}, map[string]string{stateKey: name},
 		func(yield func(conversation.SlotHistory, error) bool) {
 			yield(conversation.SlotHistory{Key: stateKey, History: history}, nil)
-		}, counts)
+		}, &messages)
 }
 
-// commit runs conversation.Import into the target and reports it.
-func (d *docImport) commit(ctx context.Context, fields *session.Session, names map[string]string, slots iter.Seq2[conversation.SlotHistory, error], counts []int) error {
+// commit runs conversation.ImportSlots into the target and reports it,
+// with the number of messages the slots' histories counted in *messages.
+func (d *docImport) commit(ctx context.Context, fields *session.Session, names map[string]string, slots iter.Seq2[conversation.SlotHistory, error], messages *int) error {
 	id := fields.SessionID
 	where := d.where(id)
 	saver, defaultDB, err := d.saver(ctx, id)
@@ -386,11 +405,7 @@ func (d *docImport) commit(ctx context.Context, fields *session.Session, names m
 	default:
 		return failf(d.cmd, "importing into %s: %w: nothing was imported", where, err)
 	}
-	n := 0
-	for _, c := range counts {
-		n += c
-	}
-	line := fmt.Sprintf("imported session %s (revision %d, %d messages, state slots: %s) into %s", s.SessionID, s.Revision, n, describeSlots(s), where)
+	line := fmt.Sprintf("imported session %s (revision %d, %d messages, state slots: %s) into %s", s.SessionID, s.Revision, *messages, describeSlots(s), where)
 	if db != "" {
 		line += ", database " + db
 	}
