@@ -40,9 +40,33 @@ type ErasedSlot struct {
 	Storage string
 }
 
+// EraseOptions tune Erase; nil is the common case.
+type EraseOptions struct {
+	// Leave decides about each slot Erase cannot clear: its plugin is not
+	// in plugins (Uncleared.Err wraps ErrNoPlugin) or does not implement
+	// clear (Err wraps host.ErrUnsupported). True leaves what the slot's
+	// plugin stored, if anything, and erases the rest; false refuses the
+	// erase, changing nothing, with ErrNoPlugin or ErrCannotErase. A nil
+	// Leave leaves only a slot whose plugin is given and keeps the history
+	// in the session itself (no Storage), which the delete removes.
+	Leave func(Uncleared) bool
+}
+
+// Uncleared is a slot Erase cannot clear, as EraseOptions.Leave sees it.
+type Uncleared struct {
+	Key string
+	// Plugin is the plugin that wrote the slot.
+	Plugin string
+	// Storage is where the slot's history is kept (its recorded
+	// provenance); empty when it is kept in the session itself.
+	Storage string
+	Err     error
+}
+
 // Erase deletes session s with everything its plugins keep for it and
 // returns what it removed. plugins holds the plugin of every slot of s, by
-// state key, granted the storage the slot records.
+// state key, granted the storage the slot records. st is the session's
+// store: a store.Manager, or the session's *store.File.
 //
 // Every slot's plugin clears what it stored (its clear export), and the
 // session's journal rows in the databases the clears wrote to are
@@ -52,27 +76,36 @@ type ErasedSlot struct {
 // journal and session rows of s: a revision above s.Revision means a run
 // committed after s was read, and Erase refuses with
 // session.ErrStaleRevision, changing nothing. Only once the databases
-// have committed is the session deleted from st, at s.Revision. A slot
+// have committed is the session deleted from st, at s.Revision, which
+// refuses it the same way if the store holds another revision. A slot
 // whose plugin is missing (ErrNoPlugin) or cannot clear history it keeps
-// in a database (ErrCannotErase) is refused before anything changes; a
-// plugin without clear that keeps the history in the session loses it
-// with the session.
+// in a database (ErrCannotErase) is refused before anything changes,
+// unless opts.Leave leaves it; a plugin without clear that keeps the
+// history in the session loses it with the session.
 //
 // If the delete from st fails after the databases committed, the session
 // remains with its slots cleared; erasing it again removes it.
-func Erase(ctx context.Context, s *session.Session, plugins map[string]*host.Plugin, st store.Manager) (*Erased, error) {
+func Erase(ctx context.Context, s *session.Session, plugins map[string]*host.Plugin, st store.Deleter, opts *EraseOptions) (*Erased, error) {
 	if s == nil || s.SessionID == "" {
 		return nil, fmt.Errorf("%w: erase of a session without an id", ErrInvalidTarget)
 	}
 	if st == nil {
 		return nil, fmt.Errorf("%w: erase of session %q: no session store", ErrInvalidTarget, s.SessionID)
 	}
+	leave := func(u Uncleared) bool { return u.Storage == "" && !errors.Is(u.Err, ErrNoPlugin) }
+	if opts != nil && opts.Leave != nil {
+		leave = opts.Leave
+	}
 	id := s.SessionID
 	keys := slotKeys(s)
 	for _, k := range keys {
-		if plugins[k] == nil {
-			return nil, fmt.Errorf("%w: erase of session %q: slot %q (plugin %s): give its plugin, granted the storage it records",
-				ErrNoPlugin, id, k, s.State[k].Provider)
+		if plugins[k] != nil {
+			continue
+		}
+		u := Uncleared{Key: k, Plugin: s.State[k].Provider, Storage: s.Provenance[k].Storage,
+			Err: fmt.Errorf("%w: erase of session %q: slot %q (plugin %s): give its plugin, granted the storage it records", ErrNoPlugin, id, k, s.State[k].Provider)}
+		if !leave(u) {
+			return nil, u.Err
 		}
 	}
 	out := &Erased{SessionID: id, Revision: s.Revision}
@@ -82,14 +115,22 @@ func Erase(ctx context.Context, s *session.Session, plugins map[string]*host.Plu
 	work := s.Clone() // Clear records the cleared state; s stays as read
 	for _, k := range keys {
 		p := plugins[k]
+		if p == nil {
+			continue // left
+		}
 		storage := s.Provenance[k].Storage
 		err := p.Clear(tctx, work, k)
 		switch {
-		case errors.Is(err, host.ErrUnsupported) && storage == "":
-			// The history is in the session's state: the delete takes it.
 		case errors.Is(err, host.ErrUnsupported):
-			return nil, fmt.Errorf("%w: erase of session %q: slot %q: plugin %s keeps it in %s and does not clear it (%v): nothing was erased; delete the rows with the plugin's own tools",
-				ErrCannotErase, id, k, p.Info().Name, storage, err)
+			u := Uncleared{Key: k, Plugin: p.Info().Name, Storage: storage,
+				Err: fmt.Errorf("%w: erase of session %q: slot %q: plugin %s does not clear it (%w): nothing was erased; delete its rows with the plugin's own tools", ErrCannotErase, id, k, p.Info().Name, err)}
+			if !leave(u) {
+				return nil, u.Err
+			}
+			if storage != "" {
+				continue // its rows remain, as the caller allowed
+			}
+			// The history is in the session's state: the delete takes it.
 		case err != nil:
 			return nil, fmt.Errorf("conversation: erase of session %q: clearing slot %q through plugin %s: %w: nothing was erased", id, k, p.Info().Name, err)
 		}

@@ -61,7 +61,7 @@ func ExampleErase() {
 	defer st.Close()
 	s := importOne(ctx, "trip", "Book a table for two", p, st)
 
-	e, err := conversation.Erase(ctx, s, map[string]*host.Plugin{"history": p}, st)
+	e, err := conversation.Erase(ctx, s, map[string]*host.Plugin{"history": p}, st, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

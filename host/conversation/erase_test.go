@@ -166,7 +166,7 @@ func TestEraseLeavesNoRow(t *testing.T) {
 					require.NotEmpty(t, r.scan(t, pr, gone), "before the erase the scan finds the session")
 				}
 
-				e, err := conversation.Erase(ctx, victim, map[string]*host.Plugin{key: pr.plugin}, st)
+				e, err := conversation.Erase(ctx, victim, map[string]*host.Plugin{key: pr.plugin}, st, nil)
 				require.NoError(t, err)
 				assert.Empty(t, r.scan(t, pr, gone), "rows of the erased session remain")
 				if pk != inMemory || sk != dirStore {
@@ -204,7 +204,7 @@ func TestEraseRefusals(t *testing.T) {
 		chat(t, pr.plugin, st, s, "q1")
 		old := s.Clone()
 		chat(t, pr.plugin, st, s, "q2")
-		_, err := conversation.Erase(ctx, old, map[string]*host.Plugin{key: pr.plugin}, st)
+		_, err := conversation.Erase(ctx, old, map[string]*host.Plugin{key: pr.plugin}, st, nil)
 		require.ErrorIs(t, err, session.ErrStaleRevision)
 		assert.Len(t, history(t, pr.plugin, s), 8, "nothing was cleared")
 		got, err := st.Load(ctx, s.SessionID)
@@ -216,7 +216,7 @@ func TestEraseRefusals(t *testing.T) {
 		st := pr.storeOf("").(store.Manager)
 		s := session.New()
 		chat(t, pr.plugin, st, s, "q1")
-		_, err := conversation.Erase(ctx, s, nil, st)
+		_, err := conversation.Erase(ctx, s, nil, st, nil)
 		require.ErrorIs(t, err, conversation.ErrNoPlugin)
 		assert.Len(t, history(t, pr.plugin, s), 4)
 		_, err = st.Load(ctx, s.SessionID)
@@ -258,6 +258,42 @@ func TestPrune(t *testing.T) {
 			require.Len(t, infos, 1)
 			assert.Equal(t, young.SessionID, infos[0].SessionID)
 			assert.Equal(t, want, history(t, pr.plugin, young))
+		})
+	}
+}
+
+// TestEraseLeave: EraseOptions.Leave decides about a slot Erase cannot
+// clear. Refused, nothing changes; left, the session goes and what the
+// slot's plugin stored stays, and Erased lists no slot or journal for it.
+func TestEraseLeave(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	for _, leave := range []bool{false, true} {
+		t.Run(fmt.Sprint("leave=", leave), func(t *testing.T) {
+			pr := r.pair(t, sqliteOnSQLite, dirStore)
+			st := pr.storeOf("").(store.Manager)
+			s := session.New()
+			chat(t, pr.plugin, st, s, "q1")
+			var asked []conversation.Uncleared
+			e, err := conversation.Erase(ctx, s, nil, st, &conversation.EraseOptions{Leave: func(u conversation.Uncleared) bool {
+				asked = append(asked, u)
+				return leave
+			}})
+			require.Len(t, asked, 1)
+			assert.Equal(t, key, asked[0].Key)
+			assert.Equal(t, s.Provenance[key].Storage, asked[0].Storage)
+			assert.ErrorIs(t, asked[0].Err, conversation.ErrNoPlugin)
+			assert.Len(t, history(t, pr.plugin, s), 4, "the slot's rows stay")
+			_, lerr := st.Load(ctx, s.SessionID)
+			if !leave {
+				require.ErrorIs(t, err, conversation.ErrNoPlugin)
+				require.NoError(t, lerr, "a refused erase deleted the session")
+				return
+			}
+			require.NoError(t, err)
+			assert.Empty(t, e.Slots)
+			assert.Empty(t, e.Journals)
+			assert.ErrorIs(t, lerr, session.ErrNotFound)
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 
@@ -14,36 +15,89 @@ import (
 
 // ErrChanged: the storage of a slot held another revision of the session
 // than the session being exported records (a run committed while the
-// export read, or since the session was loaded). Load the session again
-// and export again.
+// export read). Load the session again and export again.
 var ErrChanged = errors.New("conversation: the session changed during the export")
 
-// Export writes every slot of s, as read from plugins (by state key)
-// through their list export page by page, into w, and closes w: w must be
-// the Writer portable.NewWriter opened for s, so the document holds s's
-// own fields and then its history.
+// Export writes the portable document (package portable) of the newest
+// committed revision of session s into out: the session's own fields,
+// then every slot, as read from plugins (by state key) through their list
+// export page by page. It returns the session the document holds.
 //
-// The history is the one of s's revision. Every list call of the export
-// runs in one read transaction (host.InRun, never committed), so on SQLite
-// all pages of all slots come from one snapshot of each database; and
-// what each slot's storage holds of the session (Provider.HeldRevisions)
-// is compared with the revision s records for it before the first page
-// and after the last: a run that commits meanwhile, or committed since s
-// was loaded, fails the export with ErrChanged rather than giving a
-// document whose history belongs to another revision than its session.
-// A slot whose storage s records no revision for (a plugin without
-// storage, or a session written before revisions were recorded) is read
-// as it is.
+// That session is s, or a newer revision of it that a slot's storage
+// holds: a database the session's slots write into holds, in the host's
+// rows, the session of its last commit (a journal row, or the session
+// row of a session store in the same database), so when the session store
+// is behind it (the process ended between the database's commit and the
+// store's save, or a run committed since s was loaded) the document holds
+// the revision the database committed, session and history alike. Export
+// only reads: the session store stays behind until the next run brings it
+// up to date (host/agent/persistence.md).
 //
-// On error what was written to w must be discarded: Export checks every
+// Every list call of the export runs in one read transaction (host.InRun,
+// never committed), so on SQLite all pages of all slots come from one
+// snapshot of each database; and what each slot's storage holds of the
+// session (Provider.HeldRevisions) is compared with the revision the
+// exported session records for it before the first page and after the
+// last: a run that commits meanwhile fails the export with ErrChanged
+// rather than giving a document whose history belongs to another
+// revision than its session. A slot whose storage the session records no
+// revision for (a plugin without storage, or a session written before
+// revisions were recorded) is read as it is.
+//
+// On error what was written to out must be discarded: Export checks every
 // slot's plugin before writing, so a missing plugin fails before any
-// message, but ErrChanged can be noticed after the last.
-func Export(ctx context.Context, s *session.Session, plugins map[string]*host.Plugin, w *portable.Writer) error {
-	if s == nil || w == nil {
-		return fmt.Errorf("%w: export of a nil session or into a nil Writer", ErrInvalidTarget)
+// byte, but ErrChanged can be noticed after the last message.
+func Export(ctx context.Context, s *session.Session, plugins map[string]*host.Plugin, out io.Writer) (*session.Session, error) {
+	if s == nil || out == nil {
+		return nil, fmt.Errorf("%w: export of a nil session or into a nil writer", ErrInvalidTarget)
 	}
-	keys := slotKeys(s)
-	for _, k := range keys {
+	if err := checkPlugins(s, plugins); err != nil {
+		return nil, err
+	}
+	cur, err := Newest(ctx, s, plugins)
+	if err != nil {
+		return nil, err
+	}
+	if cur != s {
+		if err := checkPlugins(cur, plugins); err != nil {
+			return nil, fmt.Errorf("%w: session %q is at revision %d in its database, whose slots differ from revision %d: %w", ErrChanged, s.SessionID, cur.Revision, s.Revision, err)
+		}
+	}
+	keys := slotKeys(cur)
+	if err := checkHeld(ctx, cur, plugins, keys); err != nil {
+		return nil, err
+	}
+	w, err := portable.NewWriter(out, cur)
+	if err != nil {
+		return nil, err
+	}
+	err = host.InRun(ctx, false, func(ctx context.Context) error {
+		for _, k := range keys {
+			if err := w.BeginSlot(k); err != nil {
+				return err
+			}
+			if err := exportSlot(ctx, cur, plugins[k], k, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := checkHeld(ctx, cur, plugins, keys); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return cur, nil
+}
+
+// checkPlugins checks that plugins has the plugin that wrote every slot
+// of s.
+func checkPlugins(s *session.Session, plugins map[string]*host.Plugin) error {
+	for _, k := range slotKeys(s) {
 		p := plugins[k]
 		if p == nil {
 			return fmt.Errorf("%w: export of session %q: slot %q: give a plugin to read it", ErrNoPlugin, s.SessionID, k)
@@ -52,27 +106,32 @@ func Export(ctx context.Context, s *session.Session, plugins map[string]*host.Pl
 			return fmt.Errorf("%w: export of session %q: slot %q was written by plugin %s, not %s", ErrNoPlugin, s.SessionID, k, name, p.Info().Name)
 		}
 	}
-	if err := checkHeld(ctx, s, plugins, keys); err != nil {
-		return err
-	}
-	err := host.InRun(ctx, false, func(ctx context.Context) error {
-		for _, k := range keys {
-			if err := w.BeginSlot(k); err != nil {
-				return err
-			}
-			if err := exportSlot(ctx, s, plugins[k], k, w); err != nil {
-				return err
-			}
+	return nil
+}
+
+// Newest returns the newest committed revision of session s: the newest
+// session that the storage of one of its slots holds in the host's rows
+// (Provider.HeldSession) when it is newer than s, else s itself. plugins
+// holds the plugins of s's slots, by state key, granted the storage each
+// records; a slot without one, or without storage, is skipped. A newer
+// revision means the session store s was loaded from is behind a database
+// (the process ended between the database's commit and the store's save),
+// or a run committed since s was loaded. Newest only reads.
+func Newest(ctx context.Context, s *session.Session, plugins map[string]*host.Plugin) (*session.Session, error) {
+	cur := s
+	for _, k := range slotKeys(s) {
+		if s.Provenance[k].Storage == "" || plugins[k] == nil {
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return err
+		held, _, err := plugins[k].Provider(k).HeldSession(ctx, s.SessionID)
+		if err != nil {
+			return nil, fmt.Errorf("conversation: session %q: slot %q: %w", s.SessionID, k, err)
+		}
+		if held != nil && held.Revision > cur.Revision {
+			cur = held
+		}
 	}
-	if err := checkHeld(ctx, s, plugins, keys); err != nil {
-		return err
-	}
-	return w.Close()
+	return cur, nil
 }
 
 // exportSlot writes the history p keeps for s under key into w.

@@ -46,11 +46,7 @@ func ExampleExport() {
 	}
 
 	var doc strings.Builder
-	w, err := portable.NewWriter(&doc, s)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := conversation.Export(ctx, s, plugins, w); err != nil {
+	if _, err := conversation.Export(ctx, s, plugins, &doc); err != nil {
 		log.Fatal(err)
 	}
 	r, err := portable.NewReader(strings.NewReader(doc.String()), portable.Limits{})

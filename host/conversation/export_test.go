@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,18 +15,16 @@ import (
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/agent"
 	"github.com/wasmhist/wasmhist/host/conversation"
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/host/portable"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/store"
 )
 
 // exportDoc exports s, read through p, into a portable document.
 func exportDoc(ctx context.Context, s *session.Session, p *host.Plugin) ([]byte, error) {
 	var b bytes.Buffer
-	w, err := portable.NewWriter(&b, s)
-	if err != nil {
-		return nil, err
-	}
-	if err := conversation.Export(ctx, s, map[string]*host.Plugin{key: p}, w); err != nil {
+	if _, err := conversation.Export(ctx, s, map[string]*host.Plugin{key: p}, &b); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
@@ -84,9 +83,9 @@ func TestExportRoundTrip(t *testing.T) {
 		s := session.New()
 		chat(t, pr.plugin, pr.storeOf(s.SessionID), s, "q1")
 		var b bytes.Buffer
-		w, err := portable.NewWriter(&b, s)
-		require.NoError(t, err)
-		require.ErrorIs(t, conversation.Export(ctx, s, nil, w), conversation.ErrNoPlugin)
+		_, err := conversation.Export(ctx, s, nil, &b)
+		require.ErrorIs(t, err, conversation.ErrNoPlugin)
+		assert.Zero(t, b.Len(), "a refused export wrote")
 	})
 }
 
@@ -153,6 +152,83 @@ func TestExportDuringAConcurrentChat(t *testing.T) {
 			for _, e := range exports {
 				require.Equal(t, texts(all[:4*e.rev]), texts(e.msgs), "the export at revision %d holds another revision's history", e.rev)
 			}
+		})
+	}
+}
+
+// lostSave is a session file whose save, staged with a run's commit,
+// never completes: the databases commit, the file keeps the revision it
+// had, as when the process ends between the two (host/internal/txn).
+type lostSave struct{ *store.File }
+
+func (l lostSave) PrepareSave(ctx context.Context, tx *txn.Txn, s *session.Session) (txn.Prepared, error) {
+	p, err := l.File.PrepareSave(ctx, tx, s)
+	if err != nil {
+		return nil, err
+	}
+	return &txn.Staged{
+		OnCommit: func(context.Context) error {
+			p.Abort()
+			return errors.New("the process ended before the session file was saved")
+		},
+		OnAbort: p.Abort,
+	}, nil
+}
+
+// TestExportWhileTheStoreIsBehindItsJournal: a run committed in the
+// plugin's database (its journal row holds the session at revision 2)
+// while the session file stayed at revision 1. Exporting the session as
+// the file holds it gives the newest committed revision, session and
+// history alike, and writes nothing: the file and the database's rows
+// are as they were, and the next chat brings the file up to date as it
+// would have without the export.
+func TestExportWhileTheStoreIsBehindItsJournal(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	for _, pk := range []pluginKind{sqliteOnSQLite, sqliteOnPG} {
+		t.Run(string(pk), func(t *testing.T) {
+			pr := r.pair(t, pk, fileStore)
+			s := session.New()
+			id := s.SessionID
+			file := pr.storeOf(id).(*store.File)
+			chat(t, pr.plugin, file, s, "q1")
+			chat(t, pr.plugin, lostSave{file}, s, "q2")
+			want := history(t, pr.plugin, s)
+			require.Len(t, want, 8)
+			stored, err := pr.load(t, id)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), stored.Revision, "the file was saved: the window is not reproduced")
+			fileBefore, err := os.ReadFile(file.Path())
+			require.NoError(t, err)
+			heldBefore, err := pr.plugin.Provider(key).HeldRevisions(ctx, id)
+			require.NoError(t, err)
+
+			var b bytes.Buffer
+			got, err := conversation.Export(ctx, stored, map[string]*host.Plugin{key: pr.plugin}, &b)
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), got.Revision)
+			fields, msgs := readDoc(t, b.Bytes())
+			assert.Equal(t, int64(2), fields.Revision)
+			assert.Equal(t, texts(want), texts(msgs))
+
+			fileAfter, err := os.ReadFile(file.Path())
+			require.NoError(t, err)
+			assert.Equal(t, fileBefore, fileAfter, "the export wrote the session file")
+			heldAfter, err := pr.plugin.Provider(key).HeldRevisions(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, heldBefore, heldAfter)
+			assert.Equal(t, 8, pr.rows(t))
+
+			// The next chat repairs the file and is refused as stale, as
+			// without the export.
+			a, err := agent.New(agent.Config{Model: toolModel{}, Tools: []agent.Tool{lookup()},
+				Providers: []agent.ProviderConfig{{Provider: pr.plugin.Provider(key)}}, Saver: file})
+			require.NoError(t, err)
+			_, err = a.Run(ctx, stored, []abi.Message{abi.NewMessage(abi.RoleUser, "q3")}, nil)
+			require.ErrorIs(t, err, session.ErrStaleRevision)
+			repaired, err := pr.load(t, id)
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), repaired.Revision)
 		})
 	}
 }

@@ -66,7 +66,7 @@ func Fork(ctx context.Context, src *session.Session, from map[string]*host.Plugi
 		slots[i] = SlotHistory{Key: key, History: turnsOf(ctx, p, src, key, at, &whole)}
 	}
 	fields := &session.Session{SessionID: newID}
-	return importSession(ctx, fields, slots, to, nil, func(next *session.Session) {
+	return importAll(ctx, fields, slots, to, nil, func(next *session.Session) {
 		if whole {
 			next.PendingToolCalls = slices.Clone(src.PendingToolCalls)
 		}

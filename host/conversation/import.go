@@ -53,8 +53,9 @@ type Target struct {
 }
 
 // SlotHistory is one state key's history, oldest message first. Import ranges
-// over each History once, in the order of the slots, so a reader of one
-// stream can hand the slots out as it meets them.
+// over each History once, in the order of the slots; ImportSlots takes the
+// slots one at a time, so a reader of one stream can hand them out as it
+// meets them, in whatever order they come.
 type SlotHistory struct {
 	Key     string
 	History iter.Seq2[abi.Message, error]
@@ -122,13 +123,41 @@ func (e *RefusedError) Is(target error) bool { return target == ErrHistoryRefuse
 // leaves nothing behind. A plugin that keeps the history in the session
 // itself writes nothing anywhere before the session is saved.
 func Import(ctx context.Context, fields *session.Session, slots []SlotHistory, to Target, opts *ImportOptions) (*session.Session, error) {
+	return importAll(ctx, fields, slots, to, opts, nil)
+}
+
+// importAll is importSession with the slots known in advance, each
+// checked against the target before anything is read.
+func importAll(ctx context.Context, fields *session.Session, slots []SlotHistory, to Target, opts *ImportOptions, finish func(*session.Session)) (*session.Session, error) {
+	seen := map[string]bool{}
+	for _, sl := range slots {
+		if err := checkSlot(seen, sl, to); err != nil {
+			return nil, err
+		}
+	}
+	return importSession(ctx, fields, func(yield func(SlotHistory, error) bool) {
+		for _, sl := range slots {
+			if !yield(sl, nil) {
+				return
+			}
+		}
+	}, to, opts, finish)
+}
+
+// ImportSlots is Import with the slots given one at a time, in any order:
+// a slot is written when slots yields it, and an error slots yields ends
+// the import with nothing written. It is how a portable document, read as
+// a stream (portable.Reader), imports in bounded memory whatever the order
+// of its slots. Every slot yielded needs its plugin in to.Plugins; a slot
+// given twice is refused.
+func ImportSlots(ctx context.Context, fields *session.Session, slots iter.Seq2[SlotHistory, error], to Target, opts *ImportOptions) (*session.Session, error) {
 	return importSession(ctx, fields, slots, to, opts, nil)
 }
 
-// importSession is Import with a last look at the session before it
+// importSession is ImportSlots with a last look at the session before it
 // commits (Fork keeps pending calls only when it copied the whole
 // history).
-func importSession(ctx context.Context, fields *session.Session, slots []SlotHistory, to Target, opts *ImportOptions, finish func(*session.Session)) (*session.Session, error) {
+func importSession(ctx context.Context, fields *session.Session, slots iter.Seq2[SlotHistory, error], to Target, opts *ImportOptions, finish func(*session.Session)) (*session.Session, error) {
 	var o ImportOptions
 	if opts != nil {
 		o = *opts
@@ -139,7 +168,7 @@ func importSession(ctx context.Context, fields *session.Session, slots []SlotHis
 	if o.PageBytes <= 0 {
 		o.PageBytes = DefaultPageBytes
 	}
-	if err := checkImport(fields, slots, to); err != nil {
+	if err := checkImport(fields, to); err != nil {
 		return nil, err
 	}
 	id := fields.SessionID
@@ -178,7 +207,14 @@ func importSession(ctx context.Context, fields *session.Session, slots []SlotHis
 			return fail(err)
 		}
 	}
-	for _, sl := range slots {
+	seen := map[string]bool{}
+	for sl, err := range slots {
+		if err != nil {
+			return fail(fmt.Errorf("conversation: import session %q: %w", id, err))
+		}
+		if err := checkSlot(seen, sl, to); err != nil {
+			return fail(err)
+		}
 		p := to.Plugins[sl.Key]
 		if err := writeSlot(tctx, next, p, sl, o); err != nil {
 			return fail(err)
@@ -213,7 +249,7 @@ func importSession(ctx context.Context, fields *session.Session, slots []SlotHis
 	return next.Clone(), nil
 }
 
-func checkImport(fields *session.Session, slots []SlotHistory, to Target) error {
+func checkImport(fields *session.Session, to Target) error {
 	switch {
 	case fields == nil:
 		return fmt.Errorf("%w: nil session", ErrInvalidTarget)
@@ -222,19 +258,21 @@ func checkImport(fields *session.Session, slots []SlotHistory, to Target) error 
 	case to.Store == nil:
 		return fmt.Errorf("%w: no session store to import into", ErrInvalidTarget)
 	}
-	seen := map[string]bool{}
-	for _, sl := range slots {
-		if seen[sl.Key] {
-			return fmt.Errorf("%w: slot %q given twice", ErrInvalidTarget, sl.Key)
-		}
-		seen[sl.Key] = true
-		if to.Plugins[sl.Key] == nil {
-			return fmt.Errorf("%w: slot %q: give the target a plugin for it", ErrNoPlugin, sl.Key)
-		}
-		if sl.History == nil {
-			return fmt.Errorf("%w: slot %q has no history", ErrInvalidTarget, sl.Key)
-		}
+	return nil
+}
+
+// checkSlot checks one slot of an import against the target and the
+// slots seen before it, and adds it to them.
+func checkSlot(seen map[string]bool, sl SlotHistory, to Target) error {
+	switch {
+	case seen[sl.Key]:
+		return fmt.Errorf("%w: slot %q given twice", ErrInvalidTarget, sl.Key)
+	case to.Plugins[sl.Key] == nil:
+		return fmt.Errorf("%w: slot %q: give the target a plugin for it", ErrNoPlugin, sl.Key)
+	case sl.History == nil:
+		return fmt.Errorf("%w: slot %q has no history", ErrInvalidTarget, sl.Key)
 	}
+	seen[sl.Key] = true
 	return nil
 }
 

@@ -7,10 +7,12 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/conversation"
+	"github.com/wasmhist/wasmhist/host/portable"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/store"
 )
@@ -83,4 +85,61 @@ func ExampleImport() {
 	// assistant: Booked for 8 pm.
 	// revision 7
 	// true
+}
+
+// ImportSlots takes the slots one at a time, as a portable document read
+// as a stream meets them: here a document written by another tool, whose
+// slots are not in the order of their keys, imports in bounded memory.
+func ExampleImportSlots() {
+	ctx := context.Background()
+	h, err := host.New(ctx, host.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer h.Close(ctx)
+	p, err := h.Load(ctx, host.File(inmemoryWasm), host.LoadOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "wasmhist-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	to := conversation.Target{Store: store.NewFile(filepath.Join(dir, "trip.json")),
+		Plugins: map[string]*host.Plugin{"notes": p, "history": p}}
+
+	doc := `{"format_version":"1.0","session":{"session_id":"trip","revision":3},"slots":[
+{"key":"notes","plugin":"inmemory","stored_messages":[{"role":"user","contents":[{"type":"text","text":"window seat"}]}]},
+{"key":"history","plugin":"inmemory","stored_messages":[{"role":"user","contents":[{"type":"text","text":"Book a table for two"}]}]}
+],"totals":{"slots":2,"messages":2}}`
+	r, err := portable.NewReader(strings.NewReader(doc), portable.Limits{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	slots := func(yield func(conversation.SlotHistory, error) bool) {
+		for sl, err := range r.Slots() {
+			var h conversation.SlotHistory
+			if sl != nil {
+				h = conversation.SlotHistory{Key: sl.Key, History: sl.Messages()}
+			}
+			if !yield(h, err) || err != nil {
+				return
+			}
+		}
+	}
+	s, err := conversation.ImportSlots(ctx, r.Session(), slots, to, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, key := range []string{"history", "notes"} {
+		msgs, _, err := p.List(ctx, s, key, "", 10)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s: %s\n", key, msgs[0].TextContent())
+	}
+	// Output:
+	// history: Book a table for two
+	// notes: window seat
 }

@@ -59,7 +59,7 @@ func pruneOne(ctx context.Context, st store.Manager, info store.Info, plugins Pl
 	if err != nil {
 		return nil, fmt.Errorf("session %q: its plugins: %w", info.SessionID, err)
 	}
-	e, err := Erase(ctx, s, ps, st)
+	e, err := Erase(ctx, s, ps, st, nil)
 	if errors.Is(err, session.ErrStaleRevision) {
 		return nil, nil
 	}

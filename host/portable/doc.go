@@ -9,7 +9,8 @@
 // Both directions stream. A Writer takes the session, then each slot's
 // messages one by one, as a plugin's list pages deliver them; a Reader
 // yields the session, then each slot and its messages one by one (or in
-// pages, to hand to a plugin page by page). Neither holds more than one
+// pages, to hand to a plugin page by page), the slots in the order the
+// document holds them, which may be any. Neither holds more than one
 // message, so a 100,000-message session moves in memory bounded by its
 // largest message, in time linear in its size (BENCHMARKS.md).
 //

@@ -51,38 +51,12 @@ func (f *Dir) List(ctx context.Context) ([]Info, error) {
 	return infos, nil
 }
 
-// Delete implements Manager. The revision check and the removal
-// run under the directory lock every save takes, so a save cannot slip in
-// between them.
+// Delete implements Manager: see File.Delete, whose directory lock every
+// save takes too.
 func (f *Dir) Delete(ctx context.Context, id string, revision int64) error {
 	sf, err := f.file(id)
 	if err != nil {
 		return err
 	}
-	unlock, err := lockDir(f.dir)
-	if err != nil {
-		return fmt.Errorf("agent: file store: delete %q: %w", id, err)
-	}
-	defer unlock()
-	old, err := sf.Load(ctx)
-	if err != nil {
-		return err
-	}
-	if old.Revision != revision {
-		return fmt.Errorf("agent: file store: delete %q at revision %d: stored revision is %d: %w",
-			id, revision, old.Revision, session.ErrStaleRevision)
-	}
-	if err := os.Remove(sf.Path()); err != nil {
-		return fmt.Errorf("agent: file store: delete %q: %w", id, err)
-	}
-	d, err := os.Open(f.dir)
-	if err != nil {
-		return fmt.Errorf("agent: file store: delete %q: %w", id, err)
-	}
-	defer d.Close()
-	// The removal is durable only once the directory entry is.
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("agent: file store: delete %q: %w", id, err)
-	}
-	return nil
+	return sf.Delete(ctx, id, revision)
 }

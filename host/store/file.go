@@ -37,8 +37,13 @@ type Store interface {
 // caller that needs it asserts it (store.(Manager)).
 type Manager interface {
 	Store
+	Deleter
 	// List returns every stored session, ordered by id.
 	List(ctx context.Context) ([]Info, error)
+}
+
+// Deleter deletes sessions: every Manager, and a *File.
+type Deleter interface {
 	// Delete removes a session if its stored revision is revision, the
 	// one the caller last saw; otherwise it removes nothing and returns an
 	// error wrapping session.ErrStaleRevision, so a delete never loses a commit
@@ -130,7 +135,10 @@ type File struct {
 	mu   sync.Mutex
 }
 
-var _ txn.Stager = (*File)(nil)
+var (
+	_ txn.Stager = (*File)(nil)
+	_ Deleter    = (*File)(nil)
+)
 
 // NewFile returns the session file at path. Nothing is read or
 // created until Load or Save.
@@ -154,6 +162,38 @@ func (f *File) Load(_ context.Context) (*session.Session, error) {
 		return nil, fmt.Errorf("agent: session file %s: %w", f.path, err)
 	}
 	return &s, nil
+}
+
+// Delete implements Deleter: it removes the file if it holds session id
+// at revision. The check and the removal run under the directory lock
+// every save takes, so a save cannot slip in between them; a file holding
+// another session is an error wrapping session.ErrNotFound.
+func (f *File) Delete(ctx context.Context, id string, revision int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	unlock, err := lockDir(filepath.Dir(f.path))
+	if err != nil {
+		return fmt.Errorf("agent: session file %s: delete: %w", f.path, err)
+	}
+	defer unlock()
+	old, err := f.Load(ctx)
+	switch {
+	case err != nil:
+		return err
+	case old.SessionID != id:
+		return fmt.Errorf("agent: session file %s: delete %q: it holds session %q: %w", f.path, id, old.SessionID, session.ErrNotFound)
+	case old.Revision != revision:
+		return fmt.Errorf("agent: session file %s: delete %q at revision %d: stored revision is %d: %w",
+			f.path, id, revision, old.Revision, session.ErrStaleRevision)
+	}
+	if err := os.Remove(f.path); err != nil {
+		return fmt.Errorf("agent: session file %s: delete: %w", f.path, err)
+	}
+	// The removal is durable only once the directory entry is.
+	if err := syncDir(filepath.Dir(f.path)); err != nil {
+		return fmt.Errorf("agent: session file %s: delete: %w", f.path, err)
+	}
+	return nil
 }
 
 // Save implements Saver.
@@ -282,7 +322,12 @@ func renameDurably(tmp, path string) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir syncs the directory dir, making its entries durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}

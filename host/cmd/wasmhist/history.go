@@ -92,8 +92,8 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 		r.Database = db
 	}
 	if _, hasSlot := s.State[*key]; hasSlot {
-		if err := checkReadDB(cmd, p, db); err != nil {
-			return err
+		if err := dbExists(p, db); err != nil {
+			return failf(cmd, "%w", err)
 		}
 		if r.Messages, err = listHistory(ctx, newProgress(e, cmd, false), cmd, a.where(s.SessionID), p, s, *key, *pageSize); err != nil {
 			return err

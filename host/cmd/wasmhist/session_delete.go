@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
-	"github.com/wasmhist/wasmhist/host/internal/txn"
+	"github.com/wasmhist/wasmhist/host/conversation"
 	"github.com/wasmhist/wasmhist/host/session"
+	"github.com/wasmhist/wasmhist/host/store"
 )
 
 func runSessionDelete(ctx context.Context, e *env, args []string) error {
@@ -22,7 +23,8 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 		summary: "Deletes a session: each slot's plugin clears what it stored (rows in a database must not\n" +
 			"outlive it), then the file or the store's row is removed.",
 		examples: []string{"wasmhist session delete copy.json"},
-		details: "  A slot whose plugin is not found, has no clear export, or whose database does not exist\n" +
+		details: "  All is refused, changing nothing, if a chat committed since the session was read.\n" +
+			"  A slot whose plugin is not found, has no clear export, or whose database does not exist\n" +
 			"  is refused, saying what would remain, unless --force, which removes the session and\n" +
 			"  leaves what that plugin stored. --force also removes a stored session that cannot be\n" +
 			"  loaded. The database file itself is kept: other sessions may use it.",
@@ -54,111 +56,115 @@ func runSessionDelete(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	var cleared, remain []string
+	var sp *slotPlugins
 	if len(s.State) > 0 {
-		sp, err := loadSlotPlugins(ctx, e, cmd, f, s, *sf.plugin, *sf.db, sf.ps)
-		if err != nil {
+		if sp, err = loadSlotPlugins(ctx, e, cmd, f, s, *sf.plugin, *sf.db, sf.ps); err != nil {
 			return err
 		}
 		defer sp.close(ctx)
-		if cleared, remain, err = clearSlots(ctx, cmd, a.where(""), sp, s, *force); err != nil {
-			return err
-		}
 	}
-	if err := removeSession(ctx, cmd, a, s); err != nil {
+	var st sessionStore = store.NewFile(f.path)
+	if a.inStore() {
+		st = a.st
+	}
+	cleared, remain, err := eraseSession(ctx, cmd, a.where(""), sp, s, st, *force)
+	if err != nil {
 		return err
 	}
 	printDeleted(e.stdout, a.where(""), s, cleared, remain)
 	return nil
 }
 
-// clearSlots has the plugin of every slot of s clear what it stored for
-// the session, and returns the slots cleared and, as --force allows, what
-// remains. Every slot is checked before any is cleared, and the clears
-// run in one transaction, so that a refusal changes nothing.
-func clearSlots(ctx context.Context, cmd, path string, sp *slotPlugins, s *session.Session, force bool) (cleared, remain []string, err error) {
-	var toClear []string
+// eraseSession deletes s from st through conversation.Erase: each slot's
+// plugin clears what it stored and the session's journal rows go, in one
+// transaction per database, then the session is deleted from st at the
+// revision read, all refused if a chat committed meanwhile. A slot whose
+// plugin cannot clear it (not found, no clear export or no implementation
+// of it, its database missing) is refused before anything changes, or
+// with force left as it is. It returns the slots cleared and, as force
+// allowed, what remains.
+func eraseSession(ctx context.Context, cmd, path string, sp *slotPlugins, s *session.Session, st sessionStore, force bool) (cleared, remain []string, err error) {
+	plugins := map[string]*host.Plugin{}
+	why := map[string]string{} // slots not given to Erase, and why
 	for _, k := range slotKeys(s) {
-		p, why := sp.plugin(s, k)
+		p, missing := sp.plugin(s, k)
 		switch {
 		case p == nil:
-			remain = append(remain, fmt.Sprintf("slot %q: %s, so whatever it stored outside the session would remain", k, why))
+			why[k] = fmt.Sprintf("slot %q: %s, so whatever it stored outside the session would remain", k, missing)
 		case !slices.Contains(p.Exports(), abi.ExportClear):
-			remain = append(remain, fmt.Sprintf("slot %q: plugin %s has no clear export, so whatever it stored outside the session would remain", k, p.Info().Name))
+			why[k] = fmt.Sprintf("slot %q: plugin %s has no clear export, so whatever it stored outside the session would remain", k, p.Info().Name)
 		default:
 			if err := sp.checkDB(p); err != nil {
-				remain = append(remain, fmt.Sprintf("slot %q: %v; its rows there would remain", k, err))
+				why[k] = fmt.Sprintf("slot %q: %v; its rows there would remain", k, err)
 				continue
 			}
-			toClear = append(toClear, k)
+			plugins[k] = p
 		}
 	}
-	if len(remain) > 0 && !force {
-		return nil, nil, failf(cmd, "%s: %s: pass --force to remove the file anyway", path, strings.Join(remain, "; "))
+	if len(why) > 0 && !force {
+		return nil, nil, failf(cmd, "%s: %s: pass --force to remove the file anyway", path, strings.Join(slices.Sorted(maps.Values(why)), "; "))
 	}
 	// A plugin may export clear and still answer that it does not
-	// implement it; that is known only by calling it. The clears run in
-	// one transaction per database, which also deletes the session's
-	// journal row there: the agent would otherwise restore the deleted
-	// session into a new one of the same id.
-	tx := txn.New()
-	defer tx.Rollback(ctx)
-	tctx := txn.With(ctx, tx)
-	for _, k := range toClear {
-		p, _ := sp.plugin(s, k)
-		err := p.Clear(tctx, s, k)
-		switch {
-		case errors.Is(err, host.ErrUnsupported):
-			r := fmt.Sprintf("slot %q: plugin %s does not implement clear, so whatever it stored outside the session would remain", k, p.Info().Name)
-			if !force {
-				// The clears so far roll back with tx: nothing changed.
-				return nil, nil, failf(cmd, "%s: %s: nothing was cleared; pass --force to remove the file anyway", path, r)
+	// implement it; that is known only by calling it.
+	left := map[string]bool{}
+	refused := ""
+	leave := func(u conversation.Uncleared) bool {
+		r, ok := why[u.Key]
+		if !ok {
+			r = fmt.Sprintf("slot %q: plugin %s does not implement clear, so whatever it stored outside the session would remain", u.Key, u.Plugin)
+		}
+		if !force {
+			refused = r
+			return false
+		}
+		left[u.Key] = true
+		remain = append(remain, r)
+		return true
+	}
+	erased, err := conversation.Erase(ctx, s, plugins, st, &conversation.EraseOptions{Leave: leave})
+	switch {
+	case err == nil:
+		for _, sl := range erased.Slots {
+			if !left[sl.Key] {
+				cleared = append(cleared, sl.Key)
 			}
-			remain = append(remain, r)
-		case interrupted(ctx, err):
-			return nil, nil, failf(cmd, "%w while slot %q of %s was cleared: nothing was cleared and the file was kept", errInterrupted, k, path)
-		case err != nil:
-			return nil, nil, failf(cmd, "clearing slot %q of %s through plugin %s: %w: the file was kept; check the session with 'wasmhist session validate %s'", k, path, describePlugin(p), err, path)
-		default:
-			cleared = append(cleared, k)
 		}
-	}
-	for _, target := range tx.Targets() {
-		if err := tx.Delete(ctx, target, txn.Journal, s.SessionID); err != nil {
-			return nil, nil, failf(cmd, "clearing %s: %w: nothing was cleared; check the database", path, err)
+		return cleared, remain, nil
+	case refused != "":
+		return nil, nil, failf(cmd, "%s: %s: nothing was cleared; pass --force to remove the file anyway", path, refused)
+	case interrupted(ctx, err):
+		return nil, nil, failf(cmd, "%w while %s was cleared: nothing was cleared and the file was kept", errInterrupted, path)
+	case errors.Is(err, session.ErrStaleRevision):
+		if cur, uerr := bringUpToDate(ctx, s, plugins, st); uerr == nil && cur != nil {
+			return nil, nil, failf(cmd, "%s was at revision %d, its database at %d (a chat ended before saving the session): %s was brought up to date and nothing was deleted; run the command again to delete revision %d",
+				path, s.Revision, cur.Revision, path, cur.Revision)
 		}
+		return nil, nil, failf(cmd, "%s changed while it was being deleted (it was at revision %d): %w: run the command again when no chat is using it", path, s.Revision, err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, nil, failf(cmd, "clearing %s: %w: nothing was cleared; check the database", path, err)
-	}
-	return cleared, remain, nil
+	return nil, nil, failf(cmd, "deleting %s: %w; check the session with 'wasmhist session validate %s'", path, err, path)
 }
 
-// removeSession removes the session s read from a, unless a chat
-// committed it meanwhile: that chat stored more than was cleared.
-func removeSession(ctx context.Context, cmd string, a *sessionArg, s *session.Session) error {
-	path := a.where("")
-	if a.inStore() {
-		// The store refuses the delete if a chat committed meanwhile.
-		if err := a.st.Delete(ctx, s.SessionID, s.Revision); err != nil {
-			if errors.Is(err, session.ErrStaleRevision) {
-				return failf(cmd, "%s changed while it was being deleted (it was at revision %d): run the command again when no chat is using it", path, s.Revision)
-			}
-			return failf(cmd, "deleting %s: %w: its plugins' stored history was cleared; check the store", path, err)
-		}
-		return nil
+// sessionStore is where session delete finds the session: a session
+// file, or a --store.
+type sessionStore interface {
+	store.Deleter
+	store.Saver
+}
+
+// bringUpToDate saves into st the newest revision of s that a slot's
+// database holds (conversation.Newest), as a chat does when a run finds
+// the store behind a database's journal, and returns it; nil when no
+// database holds a newer one, or st holds it already (a chat committed
+// whole since s was read).
+func bringUpToDate(ctx context.Context, s *session.Session, plugins map[string]*host.Plugin, st store.Saver) (*session.Session, error) {
+	cur, err := conversation.Newest(ctx, s, plugins)
+	if err != nil || cur == s {
+		return nil, err
 	}
-	now, _, err := readSessionFile(cmd, path)
-	if err != nil {
-		return err
+	if err := st.Save(ctx, cur); err != nil {
+		return nil, err
 	}
-	if now.Revision != s.Revision {
-		return failf(cmd, "%s changed while it was being deleted (revision %d, now %d): run the command again when no chat is using it", path, s.Revision, now.Revision)
-	}
-	if err := os.Remove(path); err != nil {
-		return failf(cmd, "removing %s: %w: its plugins' stored history was cleared; remove the file by hand", path, err)
-	}
-	return nil
+	return cur, nil
 }
 
 func printDeleted(w io.Writer, path string, s *session.Session, toClear, remain []string) {

@@ -36,7 +36,8 @@ func runSessionExport(ctx context.Context, e *env, args []string) error {
 			"wasmhist session export --format openai trip.json > trip.openai.json",
 		},
 		details: "  Each slot's history is read through its plugin's list export from the database the\n" +
-			"  session records, all of one revision (a chat committing meanwhile makes it read again).\n" +
+			"  session records, all of one revision (a chat committing meanwhile makes it read again):\n" +
+			"  the newest committed, also when the session is behind its database (nothing is written).\n" +
 			"  --format openai prints one slot's history as an OpenAI Chat Completions messages array;\n" +
 			"  --raw prints the session exactly as stored, without its history. On a terminal, a long\n" +
 			"  read shows its progress on standard error.",
@@ -98,13 +99,13 @@ func exportOnce(ctx context.Context, e *env, cmd string, a *sessionArg, sf slotF
 	if format == formatOpenAI {
 		return exportOpenAI(ctx, cmd, where, s, plugins, key, out)
 	}
-	w, err := portable.NewWriter(out, s)
-	if err != nil {
-		return failf(cmd, "%s cannot be exported: %w", where, err)
-	}
-	err = conversation.Export(ctx, s, plugins, w)
+	got, err := conversation.Export(ctx, s, plugins, out)
 	switch {
 	case err == nil:
+		if got.Revision != s.Revision {
+			fmt.Fprintf(e.stderr, "wasmhist %s: exported revision %d, which its database holds: %s is at revision %d (a chat ended before saving it); the next chat brings it up to date\n",
+				cmd, got.Revision, where, s.Revision)
+		}
 		return nil
 	case interrupted(ctx, err):
 		return failf(cmd, "%w while %s was exported: what was printed is incomplete", errInterrupted, where)

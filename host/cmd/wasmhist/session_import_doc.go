@@ -290,51 +290,63 @@ func (d *docImport) runDocument(ctx context.Context) error {
 	} else {
 		clear(names)
 	}
-	keys := slices.Sorted(maps.Keys(names))
-	counts := make([]int, len(keys))
-	slots := make([]conversation.SlotHistory, len(keys))
-	pending := first
-	for i, key := range keys {
-		slots[i] = conversation.SlotHistory{Key: key, History: func(yield func(abi.Message, error) bool) {
-			sl := pending
-			if i > 0 {
-				var err error
-				var ok bool
-				sl, err, ok = next()
-				switch {
-				case err != nil:
-					yield(abi.Message{}, err)
-					return
-				case !ok:
-					yield(abi.Message{}, fmt.Errorf("%w: the document ends before slot %q, which the session's provenance names", portable.ErrTruncated, key))
-					return
-				}
+	// The slots are imported as the document holds them, in any order:
+	// each is written while it is read, so the memory held stays one
+	// message whatever the history's length.
+	messages := 0
+	sl, err, ok := first, error(nil), more
+	seen := map[string]bool{}
+	// check says what is wrong with the slot read ahead (sl), or with the
+	// end of the document when there is none.
+	check := func() error {
+		if err != nil {
+			return err
+		}
+		if ok {
+			if _, named := names[sl.Key]; !named {
+				return fmt.Errorf("%w: slot %q, which the session's provenance does not name", portable.ErrMalformed, sl.Key)
 			}
-			if sl.Key != key {
-				yield(abi.Message{}, fmt.Errorf("%w: slot %q where %q was due (slots come in the order of their keys)", portable.ErrMalformed, sl.Key, key))
-				return
+			return nil
+		}
+		for _, key := range slices.Sorted(maps.Keys(names)) {
+			if !seen[key] {
+				return fmt.Errorf("%w: the document ends without slot %q, which the session's provenance names", portable.ErrTruncated, key)
 			}
-			for m, err := range sl.Messages() {
-				if err == nil {
-					counts[i]++
-				}
-				if !yield(m, err) || err != nil {
-					return
-				}
-			}
-			if i == len(keys)-1 {
-				// The end of the document: its totals are checked
-				// before anything is committed.
-				switch extra, err, ok := next(); {
-				case err != nil:
-					yield(abi.Message{}, err)
-				case ok:
-					yield(abi.Message{}, fmt.Errorf("%w: slot %q, which the session's provenance does not name", portable.ErrMalformed, extra.Key))
-				}
-			}
-		}}
+		}
+		return nil
 	}
-	return d.commit(ctx, fields, names, slots, counts)
+	slots := func(yield func(conversation.SlotHistory, error) bool) {
+		if err := check(); err != nil {
+			yield(conversation.SlotHistory{}, err)
+			return
+		}
+		for ok {
+			cur := sl
+			seen[cur.Key] = true
+			history := func(yield func(abi.Message, error) bool) {
+				for m, err := range cur.Messages() {
+					if err == nil {
+						messages++
+					}
+					if !yield(m, err) || err != nil {
+						return
+					}
+				}
+				// Read on to the next slot, or to the end of the
+				// document and its totals, before the plugin stores
+				// this slot's last page: a document that fails there
+				// writes nothing, not even a database file.
+				sl, err, ok = next()
+				if err := check(); err != nil {
+					yield(abi.Message{}, err)
+				}
+			}
+			if !yield(conversation.SlotHistory{Key: cur.Key, History: history}, nil) || sl == cur {
+				return // the import stopped before the slot's end
+			}
+		}
+	}
+	return d.commit(ctx, fields, names, slots, &messages)
 }
 
 // runOpenAI imports a Chat Completions messages array as the history
@@ -351,11 +363,11 @@ func (d *docImport) runOpenAI(ctx context.Context) error {
 	if name == "" {
 		name = "inmemory"
 	}
-	counts := []int{0}
+	messages := 0
 	history := func(yield func(abi.Message, error) bool) {
 		for m, err := range portable.ReadOpenAI(d.in, portable.Limits{}) {
 			if err == nil {
-				counts[0]++
+				messages++
 			}
 			if !yield(m, err) || err != nil {
 				return
@@ -363,11 +375,14 @@ func (d *docImport) runOpenAI(ctx context.Context) error {
 		}
 	}
 	return d.commit(ctx, &session.Session{SessionID: id}, map[string]string{stateKey: name},
-		[]conversation.SlotHistory{{Key: stateKey, History: history}}, counts)
+		func(yield func(conversation.SlotHistory, error) bool) {
+			yield(conversation.SlotHistory{Key: stateKey, History: history}, nil)
+		}, &messages)
 }
 
-// commit runs conversation.Import into the target and reports it.
-func (d *docImport) commit(ctx context.Context, fields *session.Session, names map[string]string, slots []conversation.SlotHistory, counts []int) error {
+// commit runs conversation.ImportSlots into the target and reports it,
+// with the number of messages the slots' histories counted in *messages.
+func (d *docImport) commit(ctx context.Context, fields *session.Session, names map[string]string, slots iter.Seq2[conversation.SlotHistory, error], messages *int) error {
 	id := fields.SessionID
 	where := d.where(id)
 	saver, defaultDB, err := d.saver(ctx, id)
@@ -382,7 +397,7 @@ func (d *docImport) commit(ctx context.Context, fields *session.Session, names m
 	if err != nil {
 		return err
 	}
-	s, err := conversation.Import(ctx, fields, slots, conversation.Target{Store: saver, Plugins: plugins, Log: warnLogger(d.e.stderr, d.cmd)},
+	s, err := conversation.ImportSlots(ctx, fields, slots, conversation.Target{Store: saver, Plugins: plugins, Log: warnLogger(d.e.stderr, d.cmd)},
 		&conversation.ImportOptions{Force: d.force})
 	var pe *portable.Error
 	switch {
@@ -398,11 +413,7 @@ func (d *docImport) commit(ctx context.Context, fields *session.Session, names m
 	default:
 		return failf(d.cmd, "importing into %s: %w: nothing was imported", where, err)
 	}
-	n := 0
-	for _, c := range counts {
-		n += c
-	}
-	line := fmt.Sprintf("imported session %s (revision %d, %d messages, state slots: %s) into %s", s.SessionID, s.Revision, n, describeSlots(s), where)
+	line := fmt.Sprintf("imported session %s (revision %d, %d messages, state slots: %s) into %s", s.SessionID, s.Revision, *messages, describeSlots(s), where)
 	if db != "" {
 		line += ", database " + db
 	}

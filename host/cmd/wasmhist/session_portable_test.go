@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/internal/pgtest"
 )
 
 // historyTexts is the history of a session as "role: text" lines, read
@@ -216,4 +218,96 @@ func TestSessionExportOpenAI(t *testing.T) {
 	invocation{dir: dir, stdin: arr}.ok(t, "session", "import", "--format", "openai", "--plugin", "sqlite", "b.json")
 	assert.Equal(t, historyTexts(t, r, "--session", "a.json"), historyTexts(t, r, "--session", "b.json"))
 	assert.Contains(t, r.ok(t, "chat", "--session", "b.json", "-m", "what do I like?"), "tea")
+}
+
+// TestSessionExportWhileTheFileIsBehind: the session file is one chat
+// behind its database (restored alone from a copy, as a process ending
+// between the database's commit and the file's save leaves it). Export
+// prints the revision the database committed, with its whole history,
+// says so in one line on standard error, and writes nothing: the file
+// stays as it was. The document imports into a copy holding that history.
+func TestSessionExportWhileTheFileIsBehind(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		db   []string // --db; nil: the file's default SQLite database
+	}{
+		{"SQLite database", nil},
+		{"PostgreSQL database", []string{"--db", "postgres"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := invocation{dir: t.TempDir()}
+			if tt.db != nil {
+				r.env = []string{postgresDSNEnv + "=" + pgtest.Start(t).DSN("postgres")}
+			}
+			file := filepath.Join(r.dir, "ex.json")
+			chat := func(msg string) {
+				r.ok(t, append(append([]string{"chat", "--plugin", "sqlite", "--session", "ex.json"}, tt.db...), "-m", msg)...)
+			}
+			chat("I like tea")
+			behind, err := os.ReadFile(file)
+			require.NoError(t, err)
+			chat("I like jam")
+			want := historyTexts(t, r, append([]string{"--session", "ex.json"}, tt.db...)...)
+			require.Len(t, want, 4)
+			require.NoError(t, os.WriteFile(file, behind, 0o600))
+
+			res := r.wasmhist(t, append([]string{"session", "export", "ex.json"}, tt.db...)...)
+			require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+			line, rest, _ := strings.Cut(res.stderr, "\n")
+			assert.Empty(t, rest, "more than one line on standard error")
+			assert.Contains(t, line, "exported revision 2, which its database holds: ex.json is at revision 1")
+			var doc struct {
+				Session struct{ Revision int64 }
+			}
+			require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
+			assert.Equal(t, int64(2), doc.Session.Revision)
+			now, err := os.ReadFile(file)
+			require.NoError(t, err)
+			assert.Equal(t, behind, now, "the export wrote the session file")
+
+			invocation{dir: r.dir, env: r.env, stdin: res.stdout}.ok(t, append([]string{"session", "import", "ex2.json", "--as", "ex2"}, tt.db...)...)
+			assert.Equal(t, want, historyTexts(t, r, append([]string{"--session", "ex2.json"}, tt.db...)...))
+		})
+	}
+}
+
+// TestSessionImportSlotsInAnyOrder: a document written by another tool
+// whose slots are not in the order of their keys imports like one whose
+// slots are, each slot's history into its own slot. The slots are still
+// those the session's provenance names: one missing, or one more, is
+// refused with nothing written.
+func TestSessionImportSlotsInAnyOrder(t *testing.T) {
+	t.Parallel()
+	const (
+		head  = `{"format_version":"1.0","session":{"session_id":"rev","revision":2,"provenance":{"history":{"plugin":"inmemory"},"notes":{"plugin":"inmemory"}}},"slots":[`
+		notes = `{"key":"notes","plugin":"inmemory","stored_messages":[{"role":"user","contents":[{"type":"text","text":"window seat"}]}]}`
+		hist  = `{"key":"history","plugin":"inmemory","stored_messages":[{"role":"user","contents":[{"type":"text","text":"Book a table for two"}]},
+{"role":"assistant","contents":[{"type":"text","text":"Booked for 8 pm."}]}]}`
+		other = `{"key":"other","plugin":"inmemory","stored_messages":[]}`
+	)
+	doc := func(totals string, slots ...string) string {
+		return head + strings.Join(slots, ",\n") + `],"totals":` + totals + `}`
+	}
+	t.Run("reversed", func(t *testing.T) {
+		r := invocation{dir: t.TempDir(), stdin: doc(`{"slots":2,"messages":3}`, notes, hist)}
+		out := r.ok(t, "session", "import", "rev.json")
+		assert.Contains(t, out, "imported session rev (revision 2, 3 messages")
+		assert.Equal(t, []string{"user: Book a table for two", "assistant: Booked for 8 pm."}, historyTexts(t, r, "--session", "rev.json"))
+		assert.Equal(t, []string{"user: window seat"}, historyTexts(t, r, "--session", "rev.json", "--state-key", "notes"))
+	})
+	for _, tt := range []struct {
+		name, doc string
+		want      []string
+	}{
+		{"a slot missing", doc(`{"slots":1,"messages":1}`, notes), []string{`without slot "history"`}},
+		{"a slot more", doc(`{"slots":3,"messages":3}`, notes, other, hist), []string{`slot "other", which the session's provenance does not name`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := invocation{dir: t.TempDir(), stdin: tt.doc}
+			r.failsWithOneLine(t, exitFail, []string{"session", "import", "rev.json"}, append(tt.want, "nothing was imported")...)
+			assert.NoFileExists(t, filepath.Join(r.dir, "rev.json"))
+		})
+	}
 }

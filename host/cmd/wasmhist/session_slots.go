@@ -126,11 +126,22 @@ func (sp *slotPlugins) checkDB(p *host.Plugin) error {
 	if sp.db == "" {
 		return fmt.Errorf("plugin %s keeps history in a database, and the store names none: pass --db with the database the session was chatted with", p.Info().Name)
 	}
-	if _, pg := pgDBEnv(sp.db); pg {
+	return dbExists(p, sp.db)
+}
+
+// dbExists refuses to read through a plugin that keeps history in a
+// database when db, an SQLite file, does not exist: opening it would
+// create an empty one, and the history read from it would be none. A
+// PostgreSQL database (--db postgres, env:VAR) is the server's to know.
+func dbExists(p *host.Plugin, db string) error {
+	if !wantsSQL(p) {
 		return nil
 	}
-	if _, err := os.Stat(sp.db); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("plugin %s keeps history in database %s, which %w: pass --db with the database the session was chatted with", p.Info().Name, sp.db, errNoDatabase)
+	if _, pg := pgDBEnv(db); pg {
+		return nil
+	}
+	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("plugin %s keeps history in database %s, which %w: pass --db with the database the session was chatted with", p.Info().Name, db, errNoDatabase)
 	}
 	return nil
 }

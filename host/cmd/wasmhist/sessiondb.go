@@ -1,13 +1,10 @@
 package main
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
@@ -71,17 +68,4 @@ func (s *storeFlag) home() string {
 		return filepath.Dir(s.path)
 	}
 	return ""
-}
-
-// checkReadDB refuses to read through a plugin that keeps history in a
-// database when that database does not exist: opening it would create an
-// empty one, and the history read from it would be none.
-func checkReadDB(cmd string, p *host.Plugin, db string) error {
-	if !wantsSQL(p) {
-		return nil
-	}
-	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
-		return failf(cmd, "plugin %s keeps history in database %s, which %w: pass --db with the database the session was chatted with", p.Info().Name, db, errNoDatabase)
-	}
-	return nil
 }

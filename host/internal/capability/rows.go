@@ -12,42 +12,47 @@ import (
 // database in a read-only transaction of its own, outside any export call.
 type RowReader interface {
 	Session
-	// ReadRow returns the revision of the host row (t, id), or an error
+	// ReadRow returns the revision and the data (the session, as
+	// session.Encode wrote it) of the host row (t, id), or an error
 	// wrapping txn.ErrNotFound.
-	ReadRow(ctx context.Context, t txn.Table, id string) (int64, error)
+	ReadRow(ctx context.Context, t txn.Table, id string) (int64, []byte, error)
 }
 
 // ErrNoRows reports a grant whose sessions cannot read host rows.
 var ErrNoRows = errors.New("capability: the grant's storage keeps no host rows")
 
-// HeldRevision returns the newest revision of session id that the database
-// of g records in the host's rows (its session row or its journal row), or
-// 0 when it holds neither. It reads in a transaction of its own and changes
-// nothing.
-func (b *Backends) HeldRevision(ctx context.Context, g Grant, id string) (int64, error) {
+// Held returns the newest revision of session id that the database of g
+// records in the host's rows (its session row or its journal row) with
+// that row's data (the session, as session.Encode wrote it), or 0 and nil
+// when it holds neither. It reads both rows in one read transaction of its
+// own and changes nothing.
+func (b *Backends) Held(ctx context.Context, g Grant, id string) (int64, []byte, error) {
 	be, err := b.backendOf(g)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	s, err := g.Begin(ctx, be)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer s.End(context.WithoutCancel(ctx), false)
 	rr, ok := s.(RowReader)
 	if !ok {
-		return 0, fmt.Errorf("%w: %T", ErrNoRows, s)
+		return 0, nil, fmt.Errorf("%w: %T", ErrNoRows, s)
 	}
-	var newest int64
+	var (
+		newest int64
+		data   []byte
+	)
 	for _, t := range []txn.Table{txn.Sessions, txn.Journal} {
-		rev, err := rr.ReadRow(ctx, t, id)
+		rev, d, err := rr.ReadRow(ctx, t, id)
 		switch {
 		case errors.Is(err, txn.ErrNotFound):
 		case err != nil:
-			return 0, err
-		default:
-			newest = max(newest, rev)
+			return 0, nil, err
+		case rev > newest:
+			newest, data = rev, d
 		}
 	}
-	return newest, nil
+	return newest, data, nil
 }

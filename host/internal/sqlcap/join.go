@@ -271,12 +271,11 @@ func (s *session) usable() error {
 
 // ReadRow implements capability.RowReader: a read transaction of its own,
 // which the caller ends.
-func (s *session) ReadRow(ctx context.Context, t txn.Table, id string) (int64, error) {
+func (s *session) ReadRow(ctx context.Context, t txn.Table, id string) (int64, []byte, error) {
 	if !s.began {
 		if err := s.begin(ctx, false); err != nil {
-			return 0, fmt.Errorf("sqlcap: %s: read %s row %q: %w", s.db.path, t, id, err)
+			return 0, nil, fmt.Errorf("sqlcap: %s: read %s row %q: %w", s.db.path, t, id, err)
 		}
 	}
-	rev, _, err := s.Get(ctx, t, id)
-	return rev, err
+	return s.Get(ctx, t, id)
 }
