@@ -48,7 +48,7 @@ import (
 // process's CPU time of each, and their ratios: the figure of the
 // target, from one command:
 //
-//	go test -run '^$' -bench 'SQLTurn/.*/alternated' -benchtime 400x -count 5 ./host/agent/
+//	go test -run '^$' -bench 'SQLTurn/.*/.*/alternated' -benchtime 200x -count 3 ./host/agent/
 func BenchmarkSQLTurn(b *testing.B) {
 	ctx := context.Background()
 	h, err := host.New(ctx, host.Config{})
