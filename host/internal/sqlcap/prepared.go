@@ -38,8 +38,8 @@ type preparedStmt interface {
 // is prepared, and run, with the plugin rules on, the host's with them
 // off, and the two are never shared. A text that may hold ALTER is never
 // kept, since the check of its renames needs the authorizer's word at
-// every run (session.exec). keep is false when q was prepared for this
-// run only: the caller closes it after use.
+// every run (session.exec): query runs it unprepared. keep is false when q
+// was prepared for this run only: the caller closes it after use.
 func (c *conn) stmt(ctx context.Context, q string, plugin bool) (s preparedStmt, keep bool, err error) {
 	key := preparedKey{sql: q, plugin: plugin}
 	if s, ok := c.prepared[key]; ok {
@@ -58,7 +58,8 @@ func (c *conn) stmt(ctx context.Context, q string, plugin bool) (s preparedStmt,
 		ds.Close()
 		return nil, false, errors.New("sqlcap: the sqlite driver's statements lack contexts")
 	}
-	if plugin && (mayAlter(q) || c.policy.altered) {
+	if plugin && c.policy.altered {
+		// An ALTER the text did not show (session.exec refuses it).
 		return s, false, nil
 	}
 	if len(c.prepared) >= maxPrepared {
@@ -73,6 +74,9 @@ func (c *conn) stmt(ctx context.Context, q string, plugin bool) (s preparedStmt,
 
 // query runs q through a statement c keeps prepared.
 func (c *conn) query(ctx context.Context, q string, args []driver.NamedValue, plugin bool) (driver.Rows, error) {
+	if plugin && mayAlter(q) {
+		return c.inner.QueryContext(ctx, q, args)
+	}
 	s, keep, err := c.stmt(ctx, q, plugin)
 	if err != nil {
 		return nil, err
