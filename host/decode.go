@@ -162,6 +162,22 @@ func decodeMessagesAt(export, field string, first int, raws []json.RawMessage) (
 	return msgs, nil
 }
 
+// decodeValueMessages is decodeMessages remembering, in cache, the
+// messages the schema accepted by their exact bytes: a provide that
+// answers by value (a database plugin's window of the newest messages)
+// returns all but the newest turn's messages as the last provide did, and
+// validating each against the message schema was the largest host cost of
+// such a turn (RATIONALE: "Why does the host remember messages a plugin
+// returned by value?").
+func decodeValueMessages(cache *decodedMessages, export, field string, raws []json.RawMessage) ([]abi.Message, error) {
+	ms := schema.Project(schemas.Message)
+	msgs := make([]abi.Message, len(raws))
+	if i, err := cache.decode(raws, msgs, false, ms.Validate, nil); err != nil {
+		return nil, invalidOutput(export, "%s[%d]: %v", field, i, err)
+	}
+	return msgs, nil
+}
+
 // decodeStoredMessages decodes messages a plugin keeps in its state. The
 // state was validated against the plugin's state_schema, so only the shape
 // the host needs is checked here.
@@ -171,7 +187,7 @@ func decodeMessagesAt(export, field string, first int, raws []json.RawMessage) (
 // the ones it keeps (a window over a long history keeps few).
 func decodeStoredMessages(cache *decodedMessages, export, at string, raws []json.RawMessage, shared bool) ([]abi.Message, error) {
 	msgs := make([]abi.Message, len(raws))
-	i, err := cache.decode(raws, msgs, shared, func(m *abi.Message) error {
+	i, err := cache.decode(raws, msgs, shared, nil, func(m *abi.Message) error {
 		switch m.Role {
 		case abi.RoleSystem, abi.RoleUser, abi.RoleAssistant, abi.RoleTool:
 			return nil

@@ -45,7 +45,7 @@ func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json
 			res.raw, res.msgs, err = p.selectFromState(abi.ExportProvide, next, resp.FromState, raw)
 		case len(resp.Messages) > 0:
 			res.raw = resp.Messages
-			res.msgs, err = decodeMessages(abi.ExportProvide, "messages", resp.Messages)
+			res.msgs, err = decodeValueMessages(&p.provided, abi.ExportProvide, "messages", resp.Messages)
 		}
 		if err != nil {
 			return err

@@ -199,6 +199,9 @@ func (h *Host) newPlugin(name string, opts LoadOptions, grants []capability.Gran
 		backend: b,
 		log:     h.log,
 		docs:    statepatch.NewCache(16),
+		// A window by value is small: a megabyte holds a few thousand
+		// messages of it, however long the history.
+		provided: decodedMessages{floor: 1 << 20},
 	}
 }
 

@@ -25,6 +25,8 @@ const maxDecodedBytes = 8 << 20
 // Every message handed out is a deep copy: callers own what they get and
 // may edit it (RATIONALE: "Why does provide remember decoded messages?").
 type decodedMessages struct {
+	// floor, when set, replaces maxDecodedBytes as the least bound.
+	floor int
 	mu    sync.Mutex
 	m     map[string]abi.Message
 	bytes int
@@ -35,8 +37,10 @@ type decodedMessages struct {
 
 // decode decodes raws into msgs (of the same length), from memory where it
 // can: a copy of the remembered message, or with shared the remembered
-// message itself, which the caller must not hand out or edit. check
-// refuses a decoded message (nothing is then remembered). On
+// message itself, which the caller must not hand out or edit. validate,
+// when set, refuses a message's bytes before they are decoded, check a
+// decoded message (nothing refused is remembered, so a remembered message
+// passed both). On
 // failure it returns the index of the message that failed, and either
 // json's error or check's.
 //
@@ -49,7 +53,7 @@ type decodedMessages struct {
 // bound below the history's size made every provide decode the whole
 // history again, and refill the memory as often as it fitted in it:
 // provide's cost grew 30 times for 10 times the messages.
-func (c *decodedMessages) decode(raws []json.RawMessage, msgs []abi.Message, shared bool, check func(*abi.Message) error) (int, error) {
+func (c *decodedMessages) decode(raws []json.RawMessage, msgs []abi.Message, shared bool, validate func(json.RawMessage) error, check func(*abi.Message) error) (int, error) {
 	var miss []int
 	size, missSize := 0, 0
 	c.mu.Lock()
@@ -69,23 +73,34 @@ func (c *decodedMessages) decode(raws []json.RawMessage, msgs []abi.Message, sha
 		return 0, nil
 	}
 	for _, i := range miss {
+		if validate != nil {
+			if err := validate(raws[i]); err != nil {
+				return i, err
+			}
+		}
 		if err := json.Unmarshal(raws[i], &msgs[i]); err != nil {
 			return i, err
 		}
-		if err := check(&msgs[i]); err != nil {
-			return i, err
+		if check != nil {
+			if err := check(&msgs[i]); err != nil {
+				return i, err
+			}
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	floor := maxDecodedBytes
+	if c.floor > 0 {
+		floor = c.floor
+	}
 	c.largest = max(c.largest, size)
-	limit := max(maxDecodedBytes, 2*c.largest)
+	limit := max(floor, 2*c.largest)
 	if c.m == nil || c.bytes+missSize > limit {
 		// Start over with this history: what raws hit moves over, the
 		// rest of the old memory goes.
 		old := c.m
 		c.m, c.bytes, c.largest = make(map[string]abi.Message, len(raws)), 0, size
-		limit = max(maxDecodedBytes, 2*size)
+		limit = max(floor, 2*size)
 		for _, raw := range raws {
 			if m, ok := old[string(raw)]; ok && c.bytes+len(raw) <= limit {
 				if _, dup := c.m[string(raw)]; !dup {

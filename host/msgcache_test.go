@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/schema"
+	"github.com/wasmhist/wasmhist/schemas"
 )
 
 func TestDecodedMessages(t *testing.T) {
@@ -99,6 +101,57 @@ func TestDecodedMessagesRemembersWholeHistory(t *testing.T) {
 			}
 			largest = max(largest, size)
 			require.LessOrEqual(t, c.bytes, max(maxDecodedBytes, 2*largest))
+		})
+	}
+}
+
+// TestValueMessagesValidatedOnce checks that messages provide returns by
+// value are checked against the message schema once per content: a window
+// that moves by a turn validates the new messages only, and a message the
+// schema refuses is refused every time, never remembered.
+func TestValueMessagesValidatedOnce(t *testing.T) {
+	msg := func(i int) json.RawMessage {
+		return json.RawMessage(`{"role":"user","contents":[{"type":"text","text":"` + strconv.Itoa(i) + `"}]}`)
+	}
+	// Decodes into abi.Message, but the schema refuses it: no contents.
+	bad := json.RawMessage(`{"role":"user"}`)
+	tests := []struct {
+		name      string
+		raws      []json.RawMessage
+		validated int    // validations on this pass
+		want      string // error text; "" for success
+	}{
+		{"first window", []json.RawMessage{msg(1), msg(2), msg(3)}, 3, ""},
+		{"same window", []json.RawMessage{msg(1), msg(2), msg(3)}, 0, ""},
+		{"moved by one", []json.RawMessage{msg(2), msg(3), msg(4)}, 1, ""},
+		{"refused", []json.RawMessage{msg(3), msg(4), bad}, 1, "messages[2]"},
+		{"refused again", []json.RawMessage{msg(3), msg(4), bad}, 1, "messages[2]"},
+	}
+	c := decodedMessages{floor: 1 << 20}
+	ms := schema.Project(schemas.Message)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			validated := 0
+			msgs := make([]abi.Message, len(tt.raws))
+			i, err := c.decode(tt.raws, msgs, false, func(raw json.RawMessage) error {
+				validated++
+				return ms.Validate(raw)
+			}, nil)
+			assert.Equal(t, tt.validated, validated)
+			if tt.want != "" {
+				require.Error(t, err)
+				assert.Equal(t, 2, i)
+				_, err := decodeValueMessages(&c, "provide", "messages", tt.raws)
+				require.ErrorIs(t, err, ErrInvalidOutput)
+				assert.Contains(t, err.Error(), tt.want)
+				return
+			}
+			require.NoError(t, err)
+			for i, raw := range tt.raws {
+				var want abi.Message
+				require.NoError(t, json.Unmarshal(raw, &want))
+				assert.Equal(t, want, msgs[i])
+			}
 		})
 	}
 }

@@ -33,6 +33,7 @@ type Plugin struct {
 	omitState   map[string]bool
 	valid       validatedStates
 	decoded     decodedMessages
+	provided    decodedMessages // messages provide returned by value, schema-checked
 	docs        *statepatch.Cache
 
 	closeOnce sync.Once

@@ -102,7 +102,7 @@ func (s *session) changes(ctx context.Context) *changeMark {
 		tls := libc.NewTLS()
 		m.rows = sqlite3.Xsqlite3_total_changes64(tls, c.handle)
 		tls.Close()
-		rows, err := c.inner.QueryContext(ctx, `SELECT (SELECT schema_version FROM pragma_schema_version), (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id)`, nil)
+		rows, err := c.query(ctx, `SELECT (SELECT schema_version FROM pragma_schema_version), (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id)`, nil, false)
 		if err != nil {
 			return err
 		}
@@ -170,7 +170,7 @@ func (s *session) Put(ctx context.Context, t txn.Table, id string, rev int64, da
 	}
 	var n int64
 	err = s.conn.Raw(func(dc any) error {
-		res, err := dc.(*conn).inner.ExecContext(ctx, txn.SQLiteUpsert(table), []driver.NamedValue{
+		res, err := dc.(*conn).exec(ctx, txn.SQLiteUpsert(table), []driver.NamedValue{
 			{Ordinal: 1, Value: id}, {Ordinal: 2, Value: rev}, {Ordinal: 3, Value: time.Now().UnixMicro()}, {Ordinal: 4, Value: string(data)},
 		})
 		if err != nil {
@@ -204,7 +204,7 @@ func (s *session) Get(ctx context.Context, t txn.Table, id string) (int64, []byt
 		found bool
 	)
 	err = s.conn.Raw(func(dc any) error {
-		rows, err := dc.(*conn).inner.QueryContext(ctx, txn.SQLiteSelect(table), []driver.NamedValue{{Ordinal: 1, Value: id}})
+		rows, err := dc.(*conn).query(ctx, txn.SQLiteSelect(table), []driver.NamedValue{{Ordinal: 1, Value: id}}, false)
 		if err != nil {
 			return err
 		}
@@ -248,7 +248,7 @@ func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
 		return err
 	}
 	err = s.conn.Raw(func(dc any) error {
-		_, err := dc.(*conn).inner.ExecContext(ctx, txn.SQLiteDelete(table), []driver.NamedValue{{Ordinal: 1, Value: id}})
+		_, err := dc.(*conn).exec(ctx, txn.SQLiteDelete(table), []driver.NamedValue{{Ordinal: 1, Value: id}})
 		return err
 	})
 	if err != nil && !strings.Contains(err.Error(), "no such table") {

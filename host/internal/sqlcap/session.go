@@ -165,7 +165,7 @@ func noTransaction(err error) bool {
 // hostExec runs a statement of the host's own with the plugin rules off.
 func (s *session) hostExec(ctx context.Context, q string) error {
 	return s.conn.Raw(func(dc any) error {
-		_, err := dc.(*conn).inner.ExecContext(ctx, q, nil)
+		_, err := dc.(*conn).exec(ctx, q, nil)
 		return err
 	})
 }
@@ -196,7 +196,7 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) err
 		}
 		c.policy.denied, c.policy.altered = "", false
 		c.policy.plugin.Store(true)
-		rows, err := c.inner.QueryContext(ctx, st.SQL, st.Args)
+		rows, err := c.query(ctx, st.SQL, st.Args, true)
 		if err != nil {
 			c.policy.plugin.Store(false)
 			if c.policy.altered {
@@ -223,7 +223,7 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) err
 			return s.withDenial(c, err)
 		}
 		if !out.hadColumns() {
-			return out.counts(ctx, c.inner)
+			return out.counts(ctx, c)
 		}
 		return nil
 	})
@@ -457,8 +457,8 @@ func (w *resultWriter) statement(rows driver.Rows, jsonCols map[string]bool) err
 }
 
 // counts completes a result without columns with the statement's changes.
-func (w *resultWriter) counts(ctx context.Context, c sqlite.ExecQuerierContext) error {
-	rows, err := c.QueryContext(ctx, "SELECT changes(), last_insert_rowid()", nil)
+func (w *resultWriter) counts(ctx context.Context, c *conn) error {
+	rows, err := c.query(ctx, "SELECT changes(), last_insert_rowid()", nil, false)
 	if err != nil {
 		return err
 	}

@@ -262,6 +262,8 @@ type conn struct {
 	inner  sqlite.ExecQuerierContext
 	policy *policy
 	handle uintptr // the sqlite3* of the connection, for interrupts
+	// prepared are the statements the connection keeps (prepared.go).
+	prepared map[preparedKey]preparedStmt
 }
 
 func (c *conn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {

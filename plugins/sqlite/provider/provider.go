@@ -249,7 +249,20 @@ func (Provider) Clear(_ context.Context, req *abi.ClearRequest) (*abi.ClearRespo
 // and back out without being unescaped or re-escaped.
 var bodyColumn = []string{"body"}
 
+// lastDecoded is the state and config decode last decoded, by their
+// bytes: an instance serves calls one at a time, mostly of the same session
+// and always with the same config, and decoding them with encoding/json in
+// the guest costs more than comparing the bytes.
+var lastDecoded struct {
+	state, config string
+	st            State
+	cfg           Config
+}
+
 func decode(state, config json.RawMessage) (State, Config, error) {
+	if len(state) > 0 && string(state) == lastDecoded.state && string(config) == lastDecoded.config {
+		return lastDecoded.st, lastDecoded.cfg, nil
+	}
 	st, err := sdk.DecodeState[State](state)
 	if err != nil {
 		return st, Config{}, err
@@ -263,6 +276,9 @@ func decode(state, config json.RawMessage) (State, Config, error) {
 	}
 	if cfg.MaxMessages == 0 {
 		cfg.MaxMessages = DefaultMaxMessages
+	}
+	if len(state) > 0 {
+		lastDecoded.state, lastDecoded.config, lastDecoded.st, lastDecoded.cfg = string(state), string(config), st, cfg
 	}
 	return st, cfg, nil
 }
