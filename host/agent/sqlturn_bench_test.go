@@ -243,8 +243,11 @@ const (
 		ORDER BY seq`
 	nativeBump = `INSERT INTO sessions (key, last_seq) VALUES (?1, ?2)
 		ON CONFLICT (key) DO UPDATE SET last_seq = sessions.last_seq + excluded.last_seq`
+	// insertMessages for a turn's two messages, as provider.insertRows
+	// writes it.
 	nativeInsert = `INSERT INTO messages (session, seq, role, call_ids, result_ids, body)
-		VALUES (?1, (SELECT last_seq FROM sessions WHERE key = ?1) - ?2 + 1, ?3, ?4, ?5, ?6)`
+		SELECT ?1, s.last_seq - v.column1 + 1, v.column2, v.column3, v.column4, v.column5
+		FROM sessions AS s, (VALUES (CAST(?2 AS INTEGER), ?3, ?4, ?5, ?6), (?7, ?8, ?9, ?10, ?11)) AS v WHERE s.key = ?1`
 )
 
 // nativeSession is what a native turn reads and writes of the session: its
@@ -338,14 +341,8 @@ func nativeSQLite(b *testing.B, path string) turnFunc {
 		if _, err := tx.ExecContext(ctx, nativeBump, key, 2); err != nil {
 			return err
 		}
-		for j, m := range msgs {
-			role := "user"
-			if j == 1 {
-				role = "assistant"
-			}
-			if _, err := tx.ExecContext(ctx, nativeInsert, key, 2-j, role, nil, nil, m); err != nil {
-				return err
-			}
+		if _, err := tx.ExecContext(ctx, nativeInsert, key, 2, "user", nil, nil, msgs[0], 1, "assistant", nil, nil, msgs[1]); err != nil {
+			return err
 		}
 		s.Revision++
 		out, err := session.Encode(s)
@@ -417,7 +414,7 @@ func nativePostgres(b *testing.B, dsn, schema string) turnFunc {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	require.NoError(b, err)
 	b.Cleanup(func() { conn.Close(context.Background()) })
-	dollar := strings.NewReplacer("?1", "$1", "?2", "$2", "?3", "$3", "?4", "$4", "?5", "$5", "?6", "$6")
+	dollar := strings.NewReplacer("?10", "$10", "?11", "$11", "?1", "$1", "?2", "$2", "?3", "$3", "?4", "$4", "?5", "$5", "?6", "$6", "?7", "$7", "?8", "$8", "?9", "$9")
 	selectNewest, bump, insert := dollar.Replace(nativeSelectNewest), dollar.Replace(nativeBump), dollar.Replace(nativeInsert)
 	return func(i int) error {
 		tx, err := conn.Begin(ctx)
@@ -459,14 +456,8 @@ func nativePostgres(b *testing.B, dsn, schema string) turnFunc {
 		if _, err := tx.Exec(ctx, bump, key, 2); err != nil {
 			return err
 		}
-		for j, m := range msgs {
-			role := "user"
-			if j == 1 {
-				role = "assistant"
-			}
-			if _, err := tx.Exec(ctx, insert, key, 2-j, role, nil, nil, string(m)); err != nil {
-				return err
-			}
+		if _, err := tx.Exec(ctx, insert, key, 2, "user", nil, nil, string(msgs[0]), 1, "assistant", nil, nil, string(msgs[1])); err != nil {
+			return err
 		}
 		s.Revision++
 		out, err := session.Encode(s)

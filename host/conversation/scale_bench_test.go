@@ -24,9 +24,11 @@ import (
 
 // BenchmarkScale imports a conversation of n messages (turns of a user
 // line, a tool call, its result and an answer) into the sqlite plugin with
-// the session store in the same database, on SQLite and on PostgreSQL, and
-// forks it whole into a new session; it reports the time per message, which
-// stays flat when both are linear in the history.
+// the session store in the same database, on SQLite and on PostgreSQL,
+// exports it (the portable document, counted and dropped), and forks it
+// whole into a new session; it reports the time per message, which stays
+// flat when each is linear in the history, and how far an export raised the
+// process's peak resident memory.
 func BenchmarkScale(b *testing.B) {
 	ctx := context.Background()
 	h, err := host.New(ctx, host.Config{})
@@ -84,6 +86,25 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/msg")
 				b.ReportMetric(float64(cpu().Nanoseconds())/float64(b.N*n), "cpu-ns/msg")
 			})
+			b.Run(fmt.Sprintf("%s/export/messages=%d", e.name, n), func(b *testing.B) {
+				run++
+				p, st := e.open(b, run)
+				plugins := map[string]*host.Plugin{key: p}
+				src, err := conversation.Import(ctx, &session.Session{SessionID: "src"}, []conversation.SlotHistory{{Key: key, History: values(msgs)}}, conversation.Target{Store: st, Plugins: plugins}, nil)
+				require.NoError(b, err)
+				cpu, peak := processCPU(b), peakRSS(b)
+				var written int64
+				for b.Loop() {
+					w := &countingWriter{}
+					_, err := conversation.Export(ctx, src, plugins, w)
+					require.NoError(b, err)
+					written = w.n
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/msg")
+				b.ReportMetric(float64(cpu().Nanoseconds())/float64(b.N*n), "cpu-ns/msg")
+				b.ReportMetric(float64(peak())/(1<<20), "peak-rss-growth-MiB")
+				b.ReportMetric(float64(written)/(1<<20), "document-MiB")
+			})
 			b.Run(fmt.Sprintf("%s/fork/messages=%d", e.name, n), func(b *testing.B) {
 				run++
 				p, st := e.open(b, run)
@@ -117,4 +138,24 @@ func processCPU(b *testing.B) func() time.Duration {
 	}
 	start := used()
 	return func() time.Duration { return used() - start }
+}
+
+// peakRSS returns a function that tells how far the process's peak
+// resident memory rose since peakRSS was called.
+func peakRSS(b *testing.B) func() int64 {
+	peak := func() int64 {
+		var ru syscall.Rusage
+		require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+		return ru.Maxrss << 10 // KiB on Linux
+	}
+	start := peak()
+	return func() int64 { return peak() - start }
+}
+
+// countingWriter counts what an export writes, and keeps none of it.
+type countingWriter struct{ n int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return len(p), nil
 }
