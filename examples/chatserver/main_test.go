@@ -22,6 +22,7 @@ import (
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/agent/model/openai"
 	"github.com/wasmhist/wasmhist/host/agent/model/openai/openaitest"
+	"github.com/wasmhist/wasmhist/host/sqlgrant"
 	"github.com/wasmhist/wasmhist/host/store/sqlitestore"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
@@ -105,13 +106,23 @@ func stored(t *testing.T, web, user string) []string {
 func TestChatServer(t *testing.T) {
 	const users = 20
 	ctx := context.Background()
-	h, err := host.New(ctx, host.Config{CacheDir: t.TempDir()})
+	wasm := sdktest.BuildPlugin(t, "github.com/wasmhist/wasmhist/plugins/sqlite")
+	// The users' calls run the compiled plugin, as after `make install`: a
+	// first host loads it into the shared compile cache and its Close waits
+	// for the compilation (a never-seen plugin's first calls run on the
+	// interpreter, whose calls 20 users at once under the race detector
+	// can push past the 5 s call deadline).
+	warm, err := host.New(ctx, host.Config{})
+	require.NoError(t, err)
+	_, err = warm.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: filepath.Join(t.TempDir(), "warm.db")})}})
+	require.NoError(t, err)
+	require.NoError(t, warm.Close(ctx))
+	h, err := host.New(ctx, host.Config{})
 	require.NoError(t, err)
 	defer h.Close(ctx)
 	srv := openaitest.NewServer(t)
 	srv.Handle(fakeModel)
 	db := filepath.Join(t.TempDir(), "chat.db")
-	wasm := sdktest.BuildPlugin(t, "github.com/wasmhist/wasmhist/plugins/sqlite")
 	handler, err := newHandler(ctx, h, wasm, db, openai.NewChat(openai.Options{BaseURL: srv.URL, APIKey: "sk-test", Model: "test-model"}))
 	require.NoError(t, err)
 	web := httptest.NewServer(handler)
