@@ -88,6 +88,10 @@ func applyConfigFile(fs *flags, cmd string, args []string) error {
 		if err := fs.Set(k, v); err != nil {
 			return usagef(cmd, "configuration file %s: %q: %v", path, k, err)
 		}
+		if fs.fromFile == nil {
+			fs.fromFile = map[string]fileValue{}
+		}
+		fs.fromFile[k] = fileValue{path: path, value: fs.Lookup(k).Value.String()}
 	}
 	return nil
 }

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestAdviceFitsTheCause: each mistake gets the advice for its own cause,
+// naming where the value came from, in one line.
+func TestAdviceFitsTheCause(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string // written in the working directory first
+		args  []string
+		code  int
+		want  []string
+	}{
+		{"store is a text file", map[string]string{"notes.txt": "my notes\n"},
+			[]string{"chat", "--store", "notes.txt", "--session", "a", "-m", "hi"}, exitUsage,
+			[]string{"--store notes.txt is neither a directory nor an SQLite database", "--store takes a directory, an SQLite file ending in .db, postgres or env:VAR"}},
+		{"store names a missing json file", nil,
+			[]string{"chat", "--store", "sess.json", "--session", "a", "-m", "hi"}, exitUsage,
+			[]string{"--store sess.json does not exist", "pass --session sess.json"}},
+		{"db from a configuration file", map[string]string{"cfg.json": `{"db":"postgres://u:pw@h/d"}`},
+			[]string{"chat", "--config-file", "cfg.json", "--plugin", "sqlite", "--session", "s.json", "-m", "hi"}, exitUsage,
+			[]string{`"db" in configuration file cfg.json takes no connection string`}},
+		{"timeout without a unit in a configuration file", map[string]string{"cfg.json": `{"timeout":10}`},
+			[]string{"chat", "--config-file", "cfg.json", "--session", "s.json", "-m", "hi"}, exitUsage,
+			[]string{"configuration file cfg.json", `"timeout"`, `"10" is not a duration`, `"10s"`}},
+		{"timeout without a unit", nil,
+			[]string{"chat", "--timeout", "10", "--session", "s.json", "-m", "hi"}, exitUsage,
+			[]string{`"10" is not a duration`, `"10s"`}},
+		{"absurd timeout", nil,
+			[]string{"chat", "--timeout", "1ns", "--session", "s.json", "-m", "hi"}, exitFail,
+			[]string{"1ns deadline", "e.g. --timeout 5s"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, body := range tc.files {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+			}
+			line := invocation{dir: dir}.failsWithOneLine(t, tc.code, tc.args, tc.want...)
+			assert.NotContains(t, line, "pw@", "the password is printed")
+			_, err := os.Stat(filepath.Join(dir, "sess.json"))
+			assert.ErrorIs(t, err, os.ErrNotExist, "a store was created under a session file's name")
+		})
+	}
+}
