@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -48,6 +49,42 @@ func TestAdviceFitsTheCause(t *testing.T) {
 			assert.NotContains(t, line, "pw@", "the password is printed")
 			_, err := os.Stat(filepath.Join(dir, "sess.json"))
 			assert.ErrorIs(t, err, os.ErrNotExist, "a store was created under a session file's name")
+		})
+	}
+}
+
+// TestImportRefusesWhatValidateRefuses: a session file as stored whose
+// state its plugin cannot read is refused by session import with the
+// reason session validate gives, into a file or a store, and nothing is
+// written.
+func TestImportRefusesWhatValidateRefuses(t *testing.T) {
+	dir := t.TempDir()
+	r := invocation{dir: dir}
+	r.ok(t, "chat", "--plugin", "inmemory", "--session", "good.json", "-m", "I like Rome")
+	good, err := os.ReadFile(filepath.Join(dir, "good.json"))
+	require.NoError(t, err)
+	// The members stay in their order: a session file as stored starts
+	// with schema_version, which is how import tells it from a document.
+	bad := []byte(strings.Replace(string(good), `"role":"user"`, `"role":7`, 1))
+	require.NotEqual(t, good, bad, "the session has no user message to break")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), bad, 0o644))
+
+	const reason = `slot "history" (data at /state/history/data) is not readable by plugin inmemory`
+	r.failsWithOneLine(t, exitFail, []string{"session", "validate", "bad.json"}, "bad.json is not a session chat can resume", reason)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"into a file", []string{"session", "import", "copy.json"}},
+		{"into a store", []string{"session", "import", "--store", "sessions"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := invocation{dir: dir, stdin: string(bad)}
+			in.failsWithOneLine(t, exitFail, tc.args, "standard input is not a session chat can resume", reason, "repair or clear the state")
+			_, err := os.Stat(filepath.Join(dir, "copy.json"))
+			assert.ErrorIs(t, err, os.ErrNotExist, "the refused session was written")
+			entries, _ := os.ReadDir(filepath.Join(dir, "sessions"))
+			assert.Empty(t, entries, "the refused session was written into the store")
 		})
 	}
 }
