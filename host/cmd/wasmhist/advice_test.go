@@ -88,3 +88,18 @@ func TestImportRefusesWhatValidateRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestWarningsArePlainLines: the agent's and the commit's warnings reach
+// the user as the command's other messages do, one plain line each, not
+// as slog's key=value records.
+func TestWarningsArePlainLines(t *testing.T) {
+	var out strings.Builder
+	log := warnLogger(&out, "chat")
+	log.Info("not shown")
+	log.Warn("agent: the service keeps the conversation while a provider also loads history; both will hold it", "provider", "history")
+	log.With("session", "trip").Warn("txn: the session store was behind a database's journal", "database", "trip.db", "revision", 3)
+	assert.Equal(t,
+		"wasmhist chat: warning: agent: the service keeps the conversation while a provider also loads history; both will hold it (provider: history)\n"+
+			"wasmhist chat: warning: txn: the session store was behind a database's journal (session: trip, database: trip.db, revision: 3)\n",
+		out.String())
+}

@@ -14,7 +14,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wasmhist/wasmhist/host/store"
@@ -645,21 +647,52 @@ func compactJSON(raw json.RawMessage) string {
 }
 
 // warnLogger prints the agent's warnings (for example a service that keeps
-// the conversation while the plugin keeps a copy) one line each.
+// the conversation while the plugin keeps a copy) as plain lines like the
+// command's other messages: "wasmhist CMD: warning: MSG (key: value, ...)".
 func warnLogger(w io.Writer, cmd string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
-		Level: slog.LevelWarn,
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
-				return slog.Attr{}
-			}
-			if len(groups) == 0 && a.Key == slog.MessageKey {
-				return slog.String(slog.MessageKey, "wasmhist "+cmd+": warning: "+a.Value.String())
-			}
-			return a
-		},
-	}))
+	return slog.New(&warnHandler{mu: &sync.Mutex{}, w: w, prefix: "wasmhist " + cmd + ": warning: "})
 }
+
+// warnHandler is the slog.Handler of warnLogger: warnings and errors, one
+// line each, with no time, level or key=value quoting.
+type warnHandler struct {
+	mu     *sync.Mutex
+	w      io.Writer
+	prefix string
+	attrs  []slog.Attr
+}
+
+func (h *warnHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
+	var parts []string
+	add := func(a slog.Attr) bool {
+		if a.Key != "" {
+			parts = append(parts, a.Key+": "+oneLine(a.Value.String()))
+		}
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	line := h.prefix + oneLine(r.Message)
+	if len(parts) > 0 {
+		line += " (" + strings.Join(parts, ", ") + ")"
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := fmt.Fprintln(h.w, line)
+	return err
+}
+
+func (h *warnHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append(slices.Clip(h.attrs), attrs...)
+	return &c
+}
+
+func (h *warnHandler) WithGroup(string) slog.Handler { return h }
 
 // isTerminal reports whether r is an interactive terminal, where a prompt
 // helps; piped input gets none, so output stays clean for scripts.
