@@ -45,6 +45,9 @@ type chatSetup struct {
 	file     *sessionFile // the --session FILE, without --store
 	store    *storeFlag   // --store, when given
 	closer   func()       // closes the store
+	// dbOrigin names the database path and where it came from, for
+	// messages: --db PATH, or the configuration file's key.
+	dbOrigin string
 	// reload reads the session as last committed, by any process; nil
 	// when the session lives only in this process.
 	reload func(context.Context) (*session.Session, error)
@@ -101,7 +104,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	}
 
 	gcPercent := lessGCWhileLoading()
-	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, *perCall, askBefore, *compactAt)
+	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, fs.originValue("db"), *perCall, askBefore, *compactAt)
 	debug.SetGCPercent(gcPercent)
 	if err != nil {
 		return err
@@ -280,8 +283,8 @@ func (c *chatSetup) savedAt() string {
 // setupChat wires a chat from its flags, in the order a problem is best
 // found: the session, the plugin, the model client, the host and the
 // plugin loaded into it, the storage the turns will write, the agent.
-func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, store *storeFlag, pluginSpec, sessionPath, dbPath string, perCall bool, askBefore askBeforeFlag, compactAt int) (_ *chatSetup, err error) {
-	c := &chatSetup{session: session.New(), db: dbPath, closer: func() {}, askBefore: askBefore, compactAt: compactAt}
+func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, store *storeFlag, pluginSpec, sessionPath, dbPath, dbOrigin string, perCall bool, askBefore askBeforeFlag, compactAt int) (_ *chatSetup, err error) {
+	c := &chatSetup{session: session.New(), db: dbPath, dbOrigin: dbOrigin, closer: func() {}, askBefore: askBefore, compactAt: compactAt}
 	if c.limits, err = ps.limits(cmd); err != nil {
 		return nil, err
 	}
@@ -398,7 +401,7 @@ func (c *chatSetup) checkStorage(cmd, dbPath string) error {
 	case wantsSQL(c.plugin) && c.db == "":
 		return usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", name)
 	case !wantsSQL(c.plugin) && dbPath != "":
-		return usagef(cmd, "--db %s: plugin %s keeps no history in a database, so it would not be used: drop --db, or pass --plugin sqlite", dbPath, name)
+		return usagef(cmd, "%s: plugin %s keeps no history in a database, so it would not be used: drop it, or pass --plugin sqlite", c.dbOrigin, name)
 	case !wantsSQL(c.plugin):
 		c.db = ""
 	}

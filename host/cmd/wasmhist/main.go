@@ -312,6 +312,19 @@ func (fs *flags) origin(name string) string {
 	return "--" + name
 }
 
+// originValue is origin with the flag's value: --NAME VALUE, or
+// "NAME": "VALUE" in configuration file F.
+func (fs *flags) originValue(name string) string {
+	f := fs.Lookup(name)
+	if f == nil {
+		return "--" + name
+	}
+	if o := fs.origin(name); !strings.HasPrefix(o, "--") {
+		return fmt.Sprintf("%q: %q in configuration file %s", name, f.Value.String(), fs.fromFile[name].path)
+	}
+	return "--" + name + " " + f.Value.String()
+}
+
 // helpText is a command's help. 'wasmhist CMD --help' prints the usage
 // line, the summary, one line per flag and the examples; 'wasmhist help
 // CMD' adds the details.
