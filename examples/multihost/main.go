@@ -18,6 +18,8 @@
 // with the same run_id and gets the stored answer ("replayed": true)
 // instead of a second copy of the turn, for any of the session's last 64
 // run ids. A run_id sent again with another text is refused (422).
+// /history answers a session no turn has created with 404 and a JSON
+// body {"error": ...}.
 //
 // The model is the offline one (host/agent/model/offline), so the example
 // runs without an API key.
@@ -165,18 +167,42 @@ func (s *server) turn(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// errorResponse is the body of a /history error: what failed, and what
+// to do about it.
+type errorResponse struct {
+	Error string `json:"error"`
+}
+
+// jsonError answers status with an errorResponse.
+func jsonError(w http.ResponseWriter, status int, format string, args ...any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(errorResponse{Error: fmt.Sprintf(format, args...)})
+}
+
+// history answers the session's stored messages as a JSON array, or 404
+// with a JSON error for a session no turn has created.
 func (s *server) history(w http.ResponseWriter, r *http.Request) {
-	sess, err := s.load(r.Context(), r.URL.Query().Get("session"))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	id := r.URL.Query().Get("session")
+	if id == "" {
+		jsonError(w, http.StatusBadRequest, "want ?session=ID")
 		return
 	}
-	var out []string
+	sess, err := s.store.Load(r.Context(), id)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		jsonError(w, http.StatusNotFound, "no session %q: POST /turn?session=%s starts it", id, id)
+		return
+	case err != nil:
+		jsonError(w, http.StatusInternalServerError, "loading session %q: %v", id, err)
+		return
+	}
+	out := []string{}
 	cursor := ""
 	for {
 		msgs, next, err := s.plugin.List(r.Context(), sess, "history", cursor, 100)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
+			jsonError(w, http.StatusBadGateway, "listing session %q: %v", id, err)
 			return
 		}
 		for _, m := range msgs {
@@ -187,5 +213,6 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 		}
 		cursor = next
 	}
+	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(out)
 }

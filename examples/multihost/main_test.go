@@ -91,6 +91,28 @@ func TestTwoHostsOneConversation(t *testing.T) {
 	require.NoError(t, err, "%s", b)
 	hosts := []string{startHost(t, bin, wasm, dsn), startHost(t, bin, wasm, dsn)}
 
+	t.Run("unknown session", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, query string
+			status      int
+			want        string
+		}{
+			{"never created", "?session=nobody", http.StatusNotFound, `no session "nobody": POST /turn?session=nobody starts it`},
+			{"no id", "", http.StatusBadRequest, "want ?session=ID"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				resp, err := http.Get(hosts[0] + "/history" + tc.query)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				assert.Equal(t, tc.status, resp.StatusCode)
+				assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+				var e errorResponse
+				require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
+				assert.Equal(t, tc.want, e.Error)
+			})
+		}
+	})
+
 	var want, replies []string
 	for i := range 6 {
 		text := fmt.Sprintf("alternate %d", i)

@@ -14,7 +14,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wasmhist/wasmhist/host/store"
@@ -43,6 +45,9 @@ type chatSetup struct {
 	file     *sessionFile // the --session FILE, without --store
 	store    *storeFlag   // --store, when given
 	closer   func()       // closes the store
+	// dbOrigin names the database path and where it came from, for
+	// messages: --db PATH, or the configuration file's key.
+	dbOrigin string
 	// reload reads the session as last committed, by any process; nil
 	// when the session lives only in this process.
 	reload func(context.Context) (*session.Session, error)
@@ -99,7 +104,7 @@ func runChat(ctx context.Context, e *env, args []string) error {
 	}
 
 	gcPercent := lessGCWhileLoading()
-	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, *perCall, askBefore, *compactAt)
+	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, fs.originValue("db"), *perCall, askBefore, *compactAt)
 	debug.SetGCPercent(gcPercent)
 	if err != nil {
 		return err
@@ -278,8 +283,8 @@ func (c *chatSetup) savedAt() string {
 // setupChat wires a chat from its flags, in the order a problem is best
 // found: the session, the plugin, the model client, the host and the
 // plugin loaded into it, the storage the turns will write, the agent.
-func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, store *storeFlag, pluginSpec, sessionPath, dbPath string, perCall bool, askBefore askBeforeFlag, compactAt int) (_ *chatSetup, err error) {
-	c := &chatSetup{session: session.New(), db: dbPath, closer: func() {}, askBefore: askBefore, compactAt: compactAt}
+func setupChat(ctx context.Context, e *env, cmd string, mc *modelConfig, ps *pluginSettings, store *storeFlag, pluginSpec, sessionPath, dbPath, dbOrigin string, perCall bool, askBefore askBeforeFlag, compactAt int) (_ *chatSetup, err error) {
+	c := &chatSetup{session: session.New(), db: dbPath, dbOrigin: dbOrigin, closer: func() {}, askBefore: askBefore, compactAt: compactAt}
 	if c.limits, err = ps.limits(cmd); err != nil {
 		return nil, err
 	}
@@ -396,7 +401,7 @@ func (c *chatSetup) checkStorage(cmd, dbPath string) error {
 	case wantsSQL(c.plugin) && c.db == "":
 		return usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", name)
 	case !wantsSQL(c.plugin) && dbPath != "":
-		return usagef(cmd, "--db %s: plugin %s keeps no history in a database, so it would not be used: drop --db, or pass --plugin sqlite", dbPath, name)
+		return usagef(cmd, "%s: plugin %s keeps no history in a database, so it would not be used: drop it, or pass --plugin sqlite", c.dbOrigin, name)
 	case !wantsSQL(c.plugin):
 		c.db = ""
 	}
@@ -645,21 +650,52 @@ func compactJSON(raw json.RawMessage) string {
 }
 
 // warnLogger prints the agent's warnings (for example a service that keeps
-// the conversation while the plugin keeps a copy) one line each.
+// the conversation while the plugin keeps a copy) as plain lines like the
+// command's other messages: "wasmhist CMD: warning: MSG (key: value, ...)".
 func warnLogger(w io.Writer, cmd string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
-		Level: slog.LevelWarn,
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
-				return slog.Attr{}
-			}
-			if len(groups) == 0 && a.Key == slog.MessageKey {
-				return slog.String(slog.MessageKey, "wasmhist "+cmd+": warning: "+a.Value.String())
-			}
-			return a
-		},
-	}))
+	return slog.New(&warnHandler{mu: &sync.Mutex{}, w: w, prefix: "wasmhist " + cmd + ": warning: "})
 }
+
+// warnHandler is the slog.Handler of warnLogger: warnings and errors, one
+// line each, with no time, level or key=value quoting.
+type warnHandler struct {
+	mu     *sync.Mutex
+	w      io.Writer
+	prefix string
+	attrs  []slog.Attr
+}
+
+func (h *warnHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *warnHandler) Handle(_ context.Context, r slog.Record) error {
+	var parts []string
+	add := func(a slog.Attr) bool {
+		if a.Key != "" {
+			parts = append(parts, a.Key+": "+oneLine(a.Value.String()))
+		}
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	line := h.prefix + oneLine(r.Message)
+	if len(parts) > 0 {
+		line += " (" + strings.Join(parts, ", ") + ")"
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := fmt.Fprintln(h.w, line)
+	return err
+}
+
+func (h *warnHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append(slices.Clip(h.attrs), attrs...)
+	return &c
+}
+
+func (h *warnHandler) WithGroup(string) slog.Handler { return h }
 
 // isTerminal reports whether r is an interactive terminal, where a prompt
 // helps; piped input gets none, so output stays clean for scripts.

@@ -24,7 +24,7 @@ const (
 // configKeys are the flags of all commands, which a configuration file
 // may set. TestConfigKeysAreTheFlags keeps the list equal to the flags.
 var configKeys = []string{
-	"accept-new-build", "as", "at", "base-url", "config", "db", "dir", "force", "format", "from", "json", "m", "max-input", "max-output", "memory",
+	"accept-new-build", "as", "ask-before", "at", "base-url", "compact-at", "config", "db", "dir", "force", "format", "from", "json", "m", "max-input", "max-output", "memory",
 	"model", "model-name", "module", "older-than", "page-size", "per-service-call", "plugin", "raw", "run", "session",
 	"sql", "state-key", "status", "store", "timeout", "to", "wasmhist",
 }
@@ -88,6 +88,10 @@ func applyConfigFile(fs *flags, cmd string, args []string) error {
 		if err := fs.Set(k, v); err != nil {
 			return usagef(cmd, "configuration file %s: %q: %v", path, k, err)
 		}
+		if fs.fromFile == nil {
+			fs.fromFile = map[string]fileValue{}
+		}
+		fs.fromFile[k] = fileValue{path: path, value: fs.Lookup(k).Value.String()}
 	}
 	return nil
 }

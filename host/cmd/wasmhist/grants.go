@@ -82,7 +82,28 @@ func dbGrants(cmd, path string) ([]host.Grant, error) {
 	if err != nil {
 		return nil, failf(cmd, "database path %s: %w", path, err)
 	}
+	if err := checkDatabaseDir(cmd, path); err != nil {
+		return nil, err
+	}
 	return []host.Grant{sqlgrant.New(sqlgrant.Config{Path: abs})}, nil
+}
+
+// checkDatabaseDir refuses an existing database whose directory takes no
+// new file: the plugins' databases keep a write-ahead log, and SQLite
+// creates its -wal and -shm files beside the database even to read it, so
+// even a read-only command such as history could not open it.
+func checkDatabaseDir(cmd, path string) error {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return nil // a new database: the commands that create one check its directory
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".wasmhist-check-*")
+	if err != nil {
+		return failf(cmd, "database %s: its directory %s is not writable, and SQLite creates the write-ahead log's %s-shm there even to read it: run as a user who can write %s, or copy the session and its database to a writable directory", path, dir, filepath.Base(path), dir)
+	}
+	tmp.Close()
+	os.Remove(tmp.Name())
+	return nil
 }
 
 // scratchGrants grants the sql capability on a database in a new temporary

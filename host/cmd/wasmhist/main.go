@@ -267,7 +267,7 @@ func refuseConnStrings(fs *flags, cmd string, positional []string) error {
 		if name == "session" {
 			what = "--session names a session file or, with --store, a session's id"
 		}
-		return usagef(cmd, "--%s takes no connection string (ps and shell history would show its password): %s; to keep sessions in PostgreSQL put the connection string in $%s and pass --store postgres", name, what, postgresDSNEnv)
+		return usagef(cmd, "%s takes no connection string (ps and shell history would show its password): %s; to keep sessions in PostgreSQL put the connection string in $%s and pass --store postgres", fs.origin(name), what, postgresDSNEnv)
 	}
 	return nil
 }
@@ -292,6 +292,37 @@ type flags struct {
 	cmd  string
 	text helpText
 	e    *env
+	// fromFile holds the flags the configuration file set: the file and
+	// the value, so that a message about a value names where it came from.
+	fromFile map[string]fileValue
+}
+
+// fileValue is a flag's value as a configuration file set it.
+type fileValue struct{ path, value string }
+
+// origin names where the flag called name got its value, for messages:
+// --NAME, or the key of the configuration file that set it (unless the
+// command line changed it since).
+func (fs *flags) origin(name string) string {
+	if fv, ok := fs.fromFile[name]; ok {
+		if f := fs.Lookup(name); f != nil && f.Value.String() == fv.value {
+			return fmt.Sprintf("%q in configuration file %s", name, fv.path)
+		}
+	}
+	return "--" + name
+}
+
+// originValue is origin with the flag's value: --NAME VALUE, or
+// "NAME": "VALUE" in configuration file F.
+func (fs *flags) originValue(name string) string {
+	f := fs.Lookup(name)
+	if f == nil {
+		return "--" + name
+	}
+	if o := fs.origin(name); !strings.HasPrefix(o, "--") {
+		return fmt.Sprintf("%q: %q in configuration file %s", name, f.Value.String(), fs.fromFile[name].path)
+	}
+	return "--" + name + " " + f.Value.String()
 }
 
 // helpText is a command's help. 'wasmhist CMD --help' prints the usage

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +46,12 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// Tests that run the command as another user (readonly_unix_test.go) need
+	// to reach the binary and the plugins.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	// The interactive chats the tests run keep their line history here,
 	// not in the user's state directory.
 	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
@@ -105,6 +112,7 @@ type invocation struct {
 	dir   string   // working directory; default a new temporary one
 	env   []string // added to the environment
 	stdin string
+	attr  *syscall.SysProcAttr // e.g. the user to run as; default the test's
 }
 
 // wasmhist runs the binary with args. The environment is the test's minus
@@ -127,6 +135,7 @@ func (r invocation) wasmhist(t *testing.T, args ...string) result {
 	cmd.Env = append(cmd.Env, pluginDirEnv+"="+pluginDir)
 	cmd.Env = append(cmd.Env, r.env...)
 	cmd.Stdin = strings.NewReader(r.stdin)
+	cmd.SysProcAttr = r.attr
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

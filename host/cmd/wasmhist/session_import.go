@@ -14,12 +14,14 @@ import (
 // importRaw is session import of a session file as stored (what
 // 'session export --raw' prints): it is written as it is, its state
 // included, into FILE or with --store into the store.
-func importRaw(ctx context.Context, e *env, cmd string, store *storeFlag, pos []string, force *bool) error {
+// Like session validate, it has each slot's plugin read the state first,
+// and refuses with validate's message a session chat could not resume.
+func importRaw(ctx context.Context, e *env, cmd string, store *storeFlag, pos []string, force *bool, ps *pluginSettings) error {
 	if store.set() {
 		if len(pos) > 0 {
 			return usagef(cmd, "unexpected argument %q: with --store the session keeps its own id: use 'wasmhist session import --store %s < SESSION.json'", pos[0], store.raw)
 		}
-		return importIntoStore(ctx, e, cmd, store, *force)
+		return importIntoStore(ctx, e, cmd, store, *force, ps)
 	}
 	a, err := sessionArgument(cmd, store, pos)
 	if err != nil {
@@ -42,6 +44,9 @@ func importRaw(ctx context.Context, e *env, cmd string, store *storeFlag, pos []
 		return failf(cmd, "%s exists: pass --force to replace it with this session (revision %d; the stored one must be older), or import into a new file", path, s.Revision)
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return failf(cmd, "session file %s: %w: check the path and its permissions", path, err)
+	}
+	if _, err := checkSlots(ctx, e, cmd, f, s, "standard input", "", "", ps); err != nil {
+		return err
 	}
 	st, err := f.store(cmd)
 	if err != nil {
@@ -81,7 +86,7 @@ func readImport(e *env, cmd, dest string) (*session.Session, error) {
 }
 
 // importIntoStore saves the session on standard input into a --store.
-func importIntoStore(ctx context.Context, e *env, cmd string, store *storeFlag, force bool) error {
+func importIntoStore(ctx context.Context, e *env, cmd string, store *storeFlag, force bool, ps *pluginSettings) error {
 	s, err := readImport(e, cmd, "--store "+store.raw)
 	if err != nil {
 		return err
@@ -92,6 +97,11 @@ func importIntoStore(ctx context.Context, e *env, cmd string, store *storeFlag, 
 	where := a.where("")
 	replaced := ""
 	if err := a.openStore(ctx, e); err != nil {
+		return err
+	}
+	if f, err := a.file(); err != nil {
+		return err
+	} else if _, err := checkSlots(ctx, e, cmd, f, s, "standard input", "", "", ps); err != nil {
 		return err
 	}
 	switch old, _, err := a.loadStored(ctx, e, s.SessionID); {

@@ -50,7 +50,7 @@ func runSessionImport(ctx context.Context, e *env, args []string) error {
 			"  store's). The session keeps its id unless --as gives another. A malformed document is\n" +
 			"  refused saying where, with nothing written; an existing session is replaced only with\n" +
 			"  --force. A session file as stored ('export --raw') is written as it is, replacing only\n" +
-			"  an older revision.",
+			"  an older revision, once its plugins read its state as 'session validate' does.",
 	})
 	force := fs.Bool("force", false, "replace an existing session of the same id, clearing its history")
 	st := storeFlags(fs)
@@ -84,7 +84,7 @@ func runSessionImport(ctx context.Context, e *env, args []string) error {
 		}
 		raw := *e
 		raw.stdin = in
-		return importRaw(ctx, &raw, cmd, st, pos, force)
+		return importRaw(ctx, &raw, cmd, st, pos, force, ps)
 	}
 	imp := &docImport{cmd: cmd, e: e, in: in, store: st, as: *as, plugin: *pluginSpec, db: *dbPath, force: *force, ps: ps}
 	if err := imp.target(pos); err != nil {

@@ -16,7 +16,7 @@ import (
 // the plugin's configuration and the limits its calls run under.
 type pluginSettings struct {
 	config    configFlag
-	timeout   time.Duration
+	timeout   duration
 	memory    byteSize
 	maxInput  byteSize
 	maxOutput byteSize
@@ -27,13 +27,13 @@ type pluginSettings struct {
 func pluginFlags(fs *flags) *pluginSettings {
 	d := host.DefaultLimits()
 	ps := &pluginSettings{
-		timeout:   d.CallTimeout,
+		timeout:   duration(d.CallTimeout),
 		memory:    byteSize(int64(d.MemoryPages) * pageSize),
 		maxInput:  byteSize(d.MaxInputBytes),
 		maxOutput: byteSize(d.MaxOutputBytes),
 	}
 	fs.Var(&ps.config, "config", "the plugin's configuration: a `JSON` object, or @FILE")
-	fs.DurationVar(&ps.timeout, "timeout", ps.timeout, "the deadline of one plugin call, a `DURATION` such as 10s")
+	fs.Var(&ps.timeout, "timeout", "the deadline of one plugin call, a `DURATION` such as 10s")
 	fs.Var(&ps.memory, "memory", "the cap of each plugin memory, a `SIZE` such as 64MiB")
 	fs.Var(&ps.maxInput, "max-input", "the largest request sent to the plugin, a `SIZE`")
 	fs.Var(&ps.maxOutput, "max-output", "the largest response accepted from the plugin, a `SIZE`")
@@ -50,7 +50,7 @@ const (
 // limits returns the host limits the flags ask for.
 func (ps *pluginSettings) limits(cmd string) (host.Limits, error) {
 	if ps.timeout <= 0 {
-		return host.Limits{}, usagef(cmd, "--timeout %s: pass a positive duration such as 10s", ps.timeout)
+		return host.Limits{}, usagef(cmd, "--timeout %s: pass a positive duration such as 10s", time.Duration(ps.timeout))
 	}
 	for _, f := range []struct {
 		name string
@@ -68,7 +68,7 @@ func (ps *pluginSettings) limits(cmd string) (host.Limits, error) {
 		return host.Limits{}, usagef(cmd, "--memory %s: a plugin memory holds at most 4GiB", ps.memory)
 	}
 	return host.Limits{
-		CallTimeout:    ps.timeout,
+		CallTimeout:    time.Duration(ps.timeout),
 		MemoryPages:    uint32(pages),
 		MaxInputBytes:  int(ps.maxInput),
 		MaxOutputBytes: int(ps.maxOutput),
@@ -80,7 +80,7 @@ func (ps *pluginSettings) limits(cmd string) (host.Limits, error) {
 func limitAdvice(err error, l host.Limits) string {
 	switch {
 	case errors.Is(err, host.ErrTimeout):
-		return fmt.Sprintf("the plugin call ran past its %s deadline: raise it with --timeout (e.g. --timeout %s) if the plugin is slow but sound, or fix the plugin", l.CallTimeout, 2*l.CallTimeout)
+		return fmt.Sprintf("the plugin call ran past its %s deadline: raise it with --timeout (e.g. --timeout %s) if the plugin is slow but sound, or fix the plugin", l.CallTimeout, suggestTimeout(l.CallTimeout))
 	case errors.Is(err, host.ErrMemoryLimit):
 		return fmt.Sprintf("the plugin needed more than its %s of memory: raise it with --memory (e.g. --memory %s), or fix the plugin", byteSize(int64(l.MemoryPages)*pageSize), byteSize(2*int64(l.MemoryPages)*pageSize))
 	case errors.Is(err, host.ErrInputTooLarge):
@@ -99,6 +99,29 @@ var sizeUnits = []struct {
 	suffix string
 	n      int64
 }{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}}
+
+// suggestTimeout is the --timeout a timed-out call's advice suggests:
+// ten times the deadline it ran past, and never less than the default,
+// so that an absurd deadline (1ns) is not answered with another (2ns).
+func suggestTimeout(d time.Duration) time.Duration {
+	return max(10*d, host.DefaultLimits().CallTimeout)
+}
+
+// duration is a flag value holding a time.Duration whose parse error
+// says what a duration looks like: a bare number (10, as JSON
+// configuration files tempt one to write) has no unit.
+type duration time.Duration
+
+func (d *duration) String() string { return time.Duration(*d).String() }
+
+func (d *duration) Set(s string) error {
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: write a number with a unit, such as \"10s\" or \"500ms\"", s)
+	}
+	*d = duration(v)
+	return nil
+}
 
 func (b *byteSize) Set(s string) error {
 	t := strings.TrimSpace(s)

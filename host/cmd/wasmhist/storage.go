@@ -51,6 +51,23 @@ func checkDatabase(cmd, path string) error {
 	return checkDirWritable(cmd, "database", path)
 }
 
+// isSQLiteOrEmpty reports whether path is not a regular file holding
+// something other than SQLite: missing, empty, unreadable (checkDatabase
+// says why) or an SQLite database.
+func isSQLiteOrEmpty(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return true
+	}
+	head := make([]byte, len(sqliteHeader))
+	_, err = io.ReadFull(f, head)
+	return err == nil && bytes.Equal(head, sqliteHeader)
+}
+
 // checkSessionFile checks that the session file can be replaced: an
 // existing one must be writable (a read-only file is the owner's "do not
 // change this", which a rename would silently override), and its

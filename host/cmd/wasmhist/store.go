@@ -25,6 +25,7 @@ const (
 	storeSQLite   = "sqlite"
 	storePostgres = "postgres"
 	storeRefused  = "refused" // a connection string on the command line
+	storeJSON     = "json"    // a missing FILE.json: a session file, not a store
 )
 
 // looksLikeConnString reports whether a flag's value may be a database
@@ -89,6 +90,10 @@ func (s *storeFlag) Set(v string) error {
 	case err == nil && fi.IsDir(), strings.HasSuffix(v, string(filepath.Separator)):
 	case err == nil, ext == ".db", ext == ".sqlite", ext == ".sqlite3":
 		kind = storeSQLite
+	case ext == ".json":
+		// A directory would be created under this name, which is
+		// what --session takes: refused when the store is opened.
+		kind = storeJSON
 	}
 	*s = storeFlag{raw: v, kind: kind, path: v}
 	return nil
@@ -142,6 +147,8 @@ func (s *storeFlag) open(ctx context.Context, e *env, cmd string) (*openedStore,
 	switch s.kind {
 	case storeRefused:
 		return nil, usagef(cmd, "--store takes no connection string (ps and shell history would show its password): put it in $%s and pass --store postgres, or in another variable and pass --store env:VAR", postgresDSNEnv)
+	case storeJSON:
+		return nil, usagef(cmd, "--store %s does not exist and names a session file, not a store: pass --session %s, or --store a directory or an SQLite file ending in .db", s.path, s.path)
 	case storeDir:
 		if fi, err := os.Stat(s.path); err == nil && !fi.IsDir() {
 			return nil, usagef(cmd, "--store %s is a file, not a directory: name a directory, or an SQLite file ending in .db", s.path)
@@ -155,6 +162,9 @@ func (s *storeFlag) open(ctx context.Context, e *env, cmd string) (*openedStore,
 		}
 		return &openedStore{Manager: st, close: func() {}}, nil
 	case storeSQLite:
+		if !isSQLiteOrEmpty(s.path) {
+			return nil, usagef(cmd, "--store %s is neither a directory nor an SQLite database: --store takes a directory, an SQLite file ending in .db, postgres or env:VAR", s.path)
+		}
 		if err := checkDatabase(cmd, s.path); err != nil {
 			return nil, err
 		}

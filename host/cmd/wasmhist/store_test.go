@@ -224,7 +224,7 @@ func TestDBAndSessionRefuseConnectionStrings(t *testing.T) {
 		writeFile(t, cfg, `{"db": "postgres://admin:`+secret+`@127.0.0.1/chat"}`)
 		res := invocation{dir: dir}.wasmhist(t, "chat", "--plugin", "sqlite", "--config-file", cfg, "-m", "hi")
 		require.Equal(t, exitUsage, res.code, "stderr: %s", res.stderr)
-		assert.Contains(t, res.stderr, "--db takes no connection string")
+		assert.Contains(t, res.stderr, `"db" in configuration file `+cfg+" takes no connection string")
 		assert.NotContains(t, res.stderr+res.stdout, secret)
 		assert.Empty(t, filesIn(t, dir), "files were written")
 	})

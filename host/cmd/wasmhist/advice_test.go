@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestAdviceFitsTheCause: each mistake gets the advice for its own cause,
+// naming where the value came from, in one line.
+func TestAdviceFitsTheCause(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string // written in the working directory first
+		args  []string
+		code  int
+		want  []string
+	}{
+		{"store is a text file", map[string]string{"notes.txt": "my notes\n"},
+			[]string{"chat", "--store", "notes.txt", "--session", "a", "-m", "hi"}, exitUsage,
+			[]string{"--store notes.txt is neither a directory nor an SQLite database", "--store takes a directory, an SQLite file ending in .db, postgres or env:VAR"}},
+		{"store names a missing json file", nil,
+			[]string{"chat", "--store", "sess.json", "--session", "a", "-m", "hi"}, exitUsage,
+			[]string{"--store sess.json does not exist", "pass --session sess.json"}},
+		{"db from a configuration file", map[string]string{"cfg.json": `{"db":"postgres://u:pw@h/d"}`},
+			[]string{"chat", "--config-file", "cfg.json", "--plugin", "sqlite", "--session", "s.json", "-m", "hi"}, exitUsage,
+			[]string{`"db" in configuration file cfg.json takes no connection string`}},
+		{"db from a configuration file that the plugin would not use", map[string]string{"cfg.json": `{"db":"x.db"}`},
+			[]string{"chat", "--config-file", "cfg.json", "--plugin", "inmemory", "--session", "s.json", "-m", "hi"}, exitUsage,
+			[]string{`"db": "x.db" in configuration file cfg.json: plugin inmemory keeps no history in a database`, "drop it"}},
+		{"timeout without a unit in a configuration file", map[string]string{"cfg.json": `{"timeout":10}`},
+			[]string{"chat", "--config-file", "cfg.json", "--session", "s.json", "-m", "hi"}, exitUsage,
+			[]string{"configuration file cfg.json", `"timeout"`, `"10" is not a duration`, `"10s"`}},
+		{"timeout without a unit", nil,
+			[]string{"chat", "--timeout", "10", "--session", "s.json", "-m", "hi"}, exitUsage,
+			[]string{`"10" is not a duration`, `"10s"`}},
+		{"absurd timeout", nil,
+			[]string{"chat", "--timeout", "1ns", "--session", "s.json", "-m", "hi"}, exitFail,
+			[]string{"1ns deadline", "e.g. --timeout 5s"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, body := range tc.files {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+			}
+			line := invocation{dir: dir}.failsWithOneLine(t, tc.code, tc.args, tc.want...)
+			assert.NotContains(t, line, "pw@", "the password is printed")
+			_, err := os.Stat(filepath.Join(dir, "sess.json"))
+			assert.ErrorIs(t, err, os.ErrNotExist, "a store was created under a session file's name")
+		})
+	}
+}
+
+// TestImportRefusesWhatValidateRefuses: a session file as stored whose
+// state its plugin cannot read is refused by session import with the
+// reason session validate gives, into a file or a store, and nothing is
+// written.
+func TestImportRefusesWhatValidateRefuses(t *testing.T) {
+	dir := t.TempDir()
+	r := invocation{dir: dir}
+	r.ok(t, "chat", "--plugin", "inmemory", "--session", "good.json", "-m", "I like Rome")
+	good, err := os.ReadFile(filepath.Join(dir, "good.json"))
+	require.NoError(t, err)
+	// The members stay in their order: a session file as stored starts
+	// with schema_version, which is how import tells it from a document.
+	bad := []byte(strings.Replace(string(good), `"role":"user"`, `"role":7`, 1))
+	require.NotEqual(t, good, bad, "the session has no user message to break")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), bad, 0o644))
+
+	const reason = `slot "history" (data at /state/history/data) is not readable by plugin inmemory`
+	r.failsWithOneLine(t, exitFail, []string{"session", "validate", "bad.json"}, "bad.json is not a session chat can resume", reason)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"into a file", []string{"session", "import", "copy.json"}},
+		{"into a store", []string{"session", "import", "--store", "sessions"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := invocation{dir: dir, stdin: string(bad)}
+			in.failsWithOneLine(t, exitFail, tc.args, "standard input is not a session chat can resume", reason, "repair or clear the state")
+			_, err := os.Stat(filepath.Join(dir, "copy.json"))
+			assert.ErrorIs(t, err, os.ErrNotExist, "the refused session was written")
+			entries, _ := os.ReadDir(filepath.Join(dir, "sessions"))
+			assert.Empty(t, entries, "the refused session was written into the store")
+		})
+	}
+}
+
+// TestWarningsArePlainLines: the agent's and the commit's warnings reach
+// the user as the command's other messages do, one plain line each, not
+// as slog's key=value records.
+func TestWarningsArePlainLines(t *testing.T) {
+	var out strings.Builder
+	log := warnLogger(&out, "chat")
+	log.Info("not shown")
+	log.Warn("agent: the service keeps the conversation while a provider also loads history; both will hold it", "provider", "history")
+	log.With("session", "trip").Warn("txn: the session store was behind a database's journal", "database", "trip.db", "revision", 3)
+	assert.Equal(t,
+		"wasmhist chat: warning: agent: the service keeps the conversation while a provider also loads history; both will hold it (provider: history)\n"+
+			"wasmhist chat: warning: txn: the session store was behind a database's journal (session: trip, database: trip.db, revision: 3)\n",
+		out.String())
+}
