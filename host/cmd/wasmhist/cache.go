@@ -240,13 +240,14 @@ func runCache(_ context.Context, e *env, args []string) error {
 	return nil
 }
 
-// compileNote prints, on a terminal, that a slow load is a first compile
-// that later runs will not repeat; stop, called with the load's outcome,
-// cancels it when the load was quick. A plugin this build of the command
-// loaded from the cache before is never announced, however slow a busy
-// machine makes its load: a marker named after the module's sha256 in the
-// cache's directory for this runtime says so (cache clear removes it with
-// the compiled code).
+// compileNote prints, on a terminal, that this is a plugin's first use:
+// its first calls run on wazero's interpreter while it compiles for this
+// machine, a second or two of CPU that the process spends before it exits
+// and later runs do not repeat. A plugin this build of the command loaded
+// before is never announced: a marker named after the module's sha256 in
+// the cache's directory for this runtime says so (cache clear removes it
+// with the compiled code). stop, called with the load's outcome, writes
+// the marker once the plugin loaded.
 func compileNote(e *env, cmd, plugin string) (stop func(loaded bool)) {
 	if !isTerminal(e.stderr) {
 		return func(bool) {}
@@ -263,17 +264,10 @@ func compileNote(e *env, cmd, plugin string) (stop func(loaded bool)) {
 	if _, err := os.Stat(marker); marker != "" && err == nil {
 		return func(bool) {}
 	}
-	t := time.AfterFunc(compileNoteAfter, func() {
-		fmt.Fprintf(e.stderr, "wasmhist %s: compiling %s for this machine; %s\n", cmd, filepath.Base(plugin), later)
-	})
+	fmt.Fprintf(e.stderr, "wasmhist %s: first use of %s: compiling it for this machine; %s\n", cmd, filepath.Base(plugin), later)
 	return func(loaded bool) {
-		t.Stop()
 		if loaded && marker != "" {
 			os.WriteFile(marker, nil, 0o600)
 		}
 	}
 }
-
-// compileNoteAfter is how long a load takes before compileNote speaks: a
-// warm load takes tens of milliseconds, a first compile a second or more.
-const compileNoteAfter = 400 * time.Millisecond

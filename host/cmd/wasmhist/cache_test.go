@@ -82,8 +82,8 @@ func TestCacheCountsLinkedFilesOnce(t *testing.T) {
 	assert.Equal(t, int64(2000), total)
 }
 
-// TestCompileNoteOnTerminal: the first, slow compile of a plugin is
-// announced on a terminal; a warm load is silent.
+// TestCompileNoteOnTerminal: the first use of a plugin, compiled while
+// its first calls run, is announced on a terminal; a warm load is silent.
 func TestCompileNoteOnTerminal(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cache")
 	run := func() string {
@@ -94,7 +94,7 @@ func TestCompileNoteOnTerminal(t *testing.T) {
 		scr.waitFor(t, "assistant: ", 1)
 		return scr.String()
 	}
-	assert.Contains(t, run(), "compiling inmemory.wasm for this machine")
+	assert.Contains(t, run(), "first use of inmemory.wasm: compiling it for this machine")
 	assert.NotContains(t, run(), "compiling", "a warm load says nothing")
 }
 
