@@ -162,15 +162,7 @@ func (r *run) answerApproval(ctx context.Context, p session.PendingToolCall) (ab
 func (r *run) awaitApproval(ctx context.Context, res *RunResult, run, ask []abi.Content) {
 	if len(run) > 0 {
 		results, _ := r.a.runTools(ctx, run)
-		r.mu.Lock()
-		for _, m := range results {
-			for _, c := range m.Contents {
-				r.computed[c.CallID] = c
-			}
-		}
-		r.mu.Unlock()
-		res.Messages = append(res.Messages, results...)
-		r.emitMessages(results)
+		r.keepResults(res, results)
 	}
 	for _, c := range ask {
 		res.ApprovalRequests = append(res.ApprovalRequests, ApprovalRequest{CallID: c.CallID, Name: c.Name, Arguments: c.Arguments})

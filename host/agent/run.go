@@ -346,15 +346,7 @@ func (r *run) execute(ctx context.Context) (res *RunResult, err error) {
 		}
 		var terminate bool
 		results, terminate = r.a.runTools(ctx, calls)
-		r.mu.Lock()
-		for _, m := range results {
-			for _, c := range m.Contents {
-				r.computed[c.CallID] = c
-			}
-		}
-		r.mu.Unlock()
-		res.Messages = append(res.Messages, results...)
-		if !r.emitMessages(results) {
+		if !r.keepResults(res, results) {
 			break
 		}
 		if terminate {
@@ -386,6 +378,21 @@ func (r *run) serviceConversation() error {
 		return nil
 	}
 	return r.conflict()
+}
+
+// keepResults records the results of the tools the run ran among its
+// computed results, adds them to res and emits them; it reports whether
+// the consumer wants more (emitMessages).
+func (r *run) keepResults(res *RunResult, results []abi.Message) bool {
+	r.mu.Lock()
+	for _, m := range results {
+		for _, c := range m.Contents {
+			r.computed[c.CallID] = c
+		}
+	}
+	r.mu.Unlock()
+	res.Messages = append(res.Messages, results...)
+	return r.emitMessages(results)
 }
 
 func (r *run) emitMessages(msgs []abi.Message) bool {
