@@ -157,12 +157,21 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 	)
 	r := &wasmbin.Reader{B: code}
 	from, loop := 0, 0
+	// interp: the rewrite for wazero's interpreter, which checks at every
+	// loop header itself (see ForInterpreter): a check is an empty loop,
+	// and there is no budget to charge.
+	interp := x.check.loop
 	// insert copies the code up to at and a check charging count after it,
-	// and returns where in out the charge is.
+	// and returns where in out the charge is (-1: none).
 	insert := func(at int) int {
 		out = append(out, r.B[from:at]...)
-		pos := len(out) + x.check.chargeAt()
-		out = append(out, x.check.code(uint32(min(count.charge, maxCharge)))...)
+		pos := -1
+		if interp {
+			out = append(out, emptyLoop...)
+		} else {
+			pos = len(out) + x.check.chargeAt()
+			out = append(out, x.check.code(uint32(min(count.charge, maxCharge)))...)
+		}
 		from, count = at, cost{}
 		return pos
 	}
@@ -213,7 +222,16 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 		exits := op == 0x0f || op == 0x12 || op == 0x13 || (op == 0x0b && len(frames) == 0) ||
 			(op >= 0x0c && op <= 0x0e && returns())
 		switch {
-		case (isCall(op) && checked == 0) || count.own >= straight:
+		case count.own >= straight:
+			insert(at)
+		case interp:
+			// A call returns through a check (save and restore, or
+			// flagCheck), and so does a return to the module's own code;
+			// only a tail call, which does not return, is checked before.
+			if (op == 0x12 || op == 0x13) && checked == 0 {
+				insert(at)
+			}
+		case isCall(op) && checked == 0:
 			insert(at)
 		case exits && count.own > leafUnits:
 			insert(at)
@@ -244,13 +262,20 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 		case op == 0x11 || op == 0x10 && !imported:
 			out = append(append(out, r.B[from:at]...), x.check.save(saved)...)
 			out = append(append(out, r.B[at:r.Off]...), x.check.restore(saved)...)
-			if op == 0x11 && x.shape.indirectImports {
+			if op == 0x11 && x.shape.indirectImports && !interp {
+				// The interpreter's restore holds the check already.
 				out = append(out, x.check.flagCheck()...)
 			}
 			from = r.Off
+			if interp {
+				count = cost{}
+			}
 		case imported:
 			out = append(append(out, r.B[from:r.Off]...), x.check.flagCheck()...)
 			from = r.Off
+			if interp {
+				count = cost{}
+			}
 		case op == 0x12 || op == 0x13:
 			out = append(append(out, r.B[from:at]...), x.check.enter(-frame)...)
 			from = at
@@ -266,7 +291,14 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 			rep := scan.repeats[loop]
 			loop++
 			fr := pathFrame{loop: true, checked: rep}
-			if rep {
+			switch {
+			case rep && interp:
+				// The interpreter checks at the header itself.
+				checked++
+				fr.atBack, fr.patch = count, -1
+				out = append(out, r.B[from:r.Off]...)
+				from, count = r.Off, cost{}
+			case rep:
 				checked++
 				// Charged once the body is read: what a path from before
 				// the loop, or round it, ran since its last check.
@@ -284,7 +316,9 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 				frames = frames[:n-1]
 				if fr.checked {
 					checked--
-					copy(out[fr.patch:], appendCharge(nil, uint32(min(fr.atBack.charge, maxCharge))))
+					if fr.patch >= 0 {
+						copy(out[fr.patch:], appendCharge(nil, uint32(min(fr.atBack.charge, maxCharge))))
+					}
 				}
 				if !fr.loop {
 					if fr.branched {

@@ -85,15 +85,18 @@ func Module(wasm []byte) ([]byte, error) { return rewrite(wasm, false) }
 // preemption (WithCloseOnContextDone), which checks at every loop header
 // whether the call's context ended, atomically. There the host does not
 // set the flag, which the interpreter reads as a plain Go variable from
-// the guest's goroutine (a data race); each check holds an empty loop
-// instead, where the interpreter makes its check:
+// the guest's goroutine (a data race), and the Go scheduler preempts the
+// guest anywhere, so the rewrite counts no budget: a check is an empty
+// loop, where the interpreter makes its check,
 //
-//	... memory.grow 0 drop  i32.const Budget global.set $counter
-//	loop end  global.get $flag  if  unreachable  end
+//	loop end
 //
-// and after a call that may reach the host, loop end before the flag; and
-// after every call of the module's own functions, once its depth is
-// restored, loop end.
+// after every call (of the host's functions and, once its depth is
+// restored, of the module's own), before a tail call outside a checked
+// loop, and every straight units of a function's own code between them.
+// A loop's header needs none: the interpreter checks there itself. The
+// depth, the chunks of bulk instructions and the tables' bounds are as
+// Module's.
 func ForInterpreter(wasm []byte) ([]byte, error) { return rewrite(wasm, true) }
 
 func rewrite(wasm []byte, interpreter bool) ([]byte, error) {
@@ -485,6 +488,11 @@ func (c checker) chargeAt() int { return len(wasmbin.AppendU32([]byte{0x23}, c.c
 
 func (c checker) code(charge uint32) []byte {
 	var w asm
+	if c.loop {
+		// The interpreter checks at the header of every loop, this
+		// one's included, and its flag stays clear.
+		return w.raw(emptyLoop).b
+	}
 	w.global(0x23, c.counter).op(0x41)
 	w.b = appendCharge(w.b, charge)
 	w.op(0x6b).global(0x24, c.counter).global(0x23, c.counter).op(0x41, 0x00, 0x48, 0x04, 0x40)
@@ -507,7 +515,8 @@ func (c checker) code(charge uint32) []byte {
 func (c checker) flagCheck() []byte {
 	var w asm
 	if c.loop {
-		w.raw(emptyLoop)
+		// The interpreter's flag stays clear.
+		return w.raw(emptyLoop).b
 	}
 	return w.global(0x23, c.flag).op(0x04, 0x40, 0x00, 0x0b).b
 }
