@@ -53,6 +53,11 @@ type rewriter struct {
 	globals uint32
 	shape   *shape
 	bulk    bulkHelpers
+	// bound, when set, is held to each function's shape (see Bound).
+	bound Bound
+	// frames and labels are rewriteFunc's, kept for the next function.
+	frames []pathFrame
+	labels []uint32
 }
 
 // rewriteCode returns the code section body with checks inserted (see
@@ -130,6 +135,11 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 	if err != nil {
 		return nil, err
 	}
+	if x.bound != nil {
+		if err := x.bound(scan.depth, scan.targets); err != nil {
+			return nil, err
+		}
+	}
 	saved, length, added := uint32(own), uint32(own), uint32(0)
 	if scan.calls {
 		length++
@@ -148,13 +158,16 @@ func (x *rewriter) rewriteFunc(out []byte, i uint32, f *wasmbin.Reader) ([]byte,
 	frame := FrameUnits(len(code), own)
 	out = append(out, x.check.enter(frame)...)
 	var (
-		frames  []pathFrame
+		// frames and labels reuse the rewriter's, so that a module's
+		// thousands of functions do not allocate them each.
+		frames  = x.frames[:0]
 		checked int // how many open loops have a check
 		// count is what the path to here ran since its last check: over
 		// every path that merges here, the most.
 		count  cost
-		labels []uint32
+		labels = x.labels[:0]
 	)
+	defer func() { x.frames, x.labels = frames[:0], labels[:0] }()
 	r := &wasmbin.Reader{B: code}
 	from, loop := 0, 0
 	// interp: the rewrite for wazero's interpreter, which checks at every
@@ -403,6 +416,9 @@ type funcScan struct {
 	repeats    []bool // for each loop, in order: whether a branch targets it
 	calls      bool   // whether it calls
 	memoryBulk bool   // whether it has a memory bulk instruction
+	// depth is the most blocks, loops and ifs open at once; targets,
+	// of all br_table instructions, defaults included (see Bound).
+	depth, targets int
 }
 
 // scanFunc decodes code once, following its structure. A loop no branch
@@ -427,12 +443,14 @@ func scanFunc(code []byte, m *shape, locals uint32) (funcScan, error) {
 				return s, err
 			}
 			frames = append(frames, -1)
+			s.depth = max(s.depth, len(frames))
 		case 0x03: // loop
 			if err := blockType(r, m); err != nil {
 				return s, err
 			}
 			frames = append(frames, len(s.repeats))
 			s.repeats = append(s.repeats, false)
+			s.depth = max(s.depth, len(frames))
 		case 0x0b: // end: of a frame, or (the last) of the function
 			if len(frames) > 0 {
 				frames = frames[:len(frames)-1]
@@ -441,6 +459,7 @@ func scanFunc(code []byte, m *shape, locals uint32) (funcScan, error) {
 			target(r.U32())
 		case 0x0e: // br_table
 			n := r.U32()
+			s.targets += int(n) + 1
 			for i := uint32(0); i <= n && r.Err == nil; i++ {
 				target(r.U32())
 			}

@@ -70,30 +70,40 @@ func coalesceData(body []byte) []byte {
 		}
 	}
 
-	out := make([]byte, 0, len(body)+maxDataGap*4)
-	count := 0
+	// The joined segments, from segs[i] to segs[j-1], of size bytes; the
+	// body is written once, into a buffer of its size.
+	type group struct {
+		i, j int
+		size uint64
+	}
+	var groups []group
+	total := 0
 	for i := 0; i < len(segs); {
-		// The segments from i to j are joined.
 		j, size := i+1, uint64(len(segs[i].init))
 		for j < len(segs) && uint64(segs[j].off)-end(segs[j-1]) <= maxDataGap {
 			size = end(segs[j]) - uint64(segs[i].off)
 			j++
 		}
+		groups = append(groups, group{i, j, size})
+		total += 3 + len(wasmbin.AppendS32(nil, int32(segs[i].off))) + len(wasmbin.AppendU32(nil, uint32(size))) + int(size)
+		i = j
+	}
+	count := wasmbin.AppendU32(nil, uint32(len(groups)))
+	out := append(make([]byte, 0, len(count)+total), count...)
+	for _, g := range groups {
 		out = append(out, 0x00, 0x41)
-		out = wasmbin.AppendS32(out, int32(segs[i].off))
+		out = wasmbin.AppendS32(out, int32(segs[g.i].off))
 		out = append(out, 0x0b)
-		out = wasmbin.AppendU32(out, uint32(size))
-		at := end(segs[i]) // where the joined bytes written so far end
-		out = append(out, segs[i].init...)
-		for _, s := range segs[i+1 : j] {
-			out = append(out, make([]byte, uint64(s.off)-at)...)
+		out = wasmbin.AppendU32(out, uint32(g.size))
+		at := end(segs[g.i]) // where the joined bytes written so far end
+		out = append(out, segs[g.i].init...)
+		for _, s := range segs[g.i+1 : g.j] {
+			out = append(out, make([]byte, int(uint64(s.off)-at))...)
 			out = append(out, s.init...)
 			at = end(s)
 		}
-		count++
-		i = j
 	}
-	return append(wasmbin.AppendU32(nil, uint32(count)), out...)
+	return out
 }
 
 // end is where s ends in memory.

@@ -79,7 +79,7 @@ var ErrUnsupported = errors.New("instrument: module not supported")
 // Module returns a copy of wasm with the checks added. It fails with
 // ErrUnsupported, or wasmbin.ErrMalformed for a binary that does not
 // decode; wasm itself is not changed.
-func Module(wasm []byte) ([]byte, error) { return rewrite(wasm, false) }
+func Module(wasm []byte) ([]byte, error) { return rewrite(wasm, false, nil) }
 
 // ForInterpreter is Module for wazero's interpreter, run with its own
 // preemption (WithCloseOnContextDone), which checks at every loop header
@@ -97,9 +97,19 @@ func Module(wasm []byte) ([]byte, error) { return rewrite(wasm, false) }
 // A loop's header needs none: the interpreter checks there itself. The
 // depth, the chunks of bulk instructions and the tables' bounds are as
 // Module's.
-func ForInterpreter(wasm []byte) ([]byte, error) { return rewrite(wasm, true) }
+//
+// bound, unless nil, is called with the shape of each function before it
+// is rewritten, and its error ends the rewrite (wrapped, naming the
+// function): the static bounds checked in the rewrite's own pass over the
+// code, which reading the code once more for them would cost.
+func ForInterpreter(wasm []byte, bound Bound) ([]byte, error) { return rewrite(wasm, true, bound) }
 
-func rewrite(wasm []byte, interpreter bool) ([]byte, error) {
+// Bound checks the shape of a function's code: depth, the most blocks,
+// loops and ifs open at once; targets, how many the function's br_table
+// instructions have in all, defaults included.
+type Bound func(depth, targets int) error
+
+func rewrite(wasm []byte, interpreter bool, bound Bound) ([]byte, error) {
 	secs, err := wasmbin.Sections(wasm)
 	if err != nil {
 		return nil, err
@@ -169,6 +179,7 @@ func rewrite(wasm []byte, interpreter bool) ([]byte, error) {
 		check:   checker{counter: m.globals, flag: m.globals + 1, depth: m.globals + 2, loop: interpreter},
 		globals: m.globals,
 		shape:   &m,
+		bound:   bound,
 		bulk: bulkHelpers{
 			funcBase: m.importedFuncs + uint32(len(m.funcTypes)),
 			typeBase: uint32(len(m.typeParams)),
@@ -185,7 +196,15 @@ func rewrite(wasm []byte, interpreter bool) ([]byte, error) {
 
 	secs = ensure(secs, wasmbin.SectionGlobal)
 	secs = ensure(secs, wasmbin.SectionExport)
-	out := append(make([]byte, 0, len(wasm)+len(wasm)/8), wasmbin.Header...)
+	// Each section's new body, in parts (the code section's count, then
+	// its functions, then the helpers'), written once into a buffer of
+	// the module's size: a few megabytes, copied and grown, were most of
+	// what a rewrite allocated.
+	type newSection struct {
+		id    byte
+		parts [][]byte
+	}
+	news := make([]newSection, 0, len(secs))
 	for _, s := range secs {
 		body := s.Body
 		switch s.ID {
@@ -229,9 +248,12 @@ func rewrite(wasm []byte, interpreter bool) ([]byte, error) {
 				return wasmbin.AppendU32(append(b, 0x03), x.check.depth)
 			})
 		case wasmbin.SectionCode:
-			body = appendVec(codeOut, helpers, func(b []byte) []byte {
-				return append(b, x.bulk.bodies(x.check)...)
-			})
+			r := &wasmbin.Reader{B: codeOut}
+			count := r.U32()
+			news = append(news, newSection{s.ID, [][]byte{
+				wasmbin.AppendU32(nil, count+helpers), codeOut[r.Off:], x.bulk.bodies(x.check),
+			}})
+			continue
 		case wasmbin.SectionData:
 			if !m.importedMemory && !m.dataCount {
 				body = coalesceData(body)
@@ -241,9 +263,26 @@ func rewrite(wasm []byte, interpreter bool) ([]byte, error) {
 				return nil, err
 			}
 		}
-		out = append(out, s.ID)
-		out = wasmbin.AppendU32(out, uint32(len(body)))
-		out = append(out, body...)
+		news = append(news, newSection{s.ID, [][]byte{body}})
+	}
+	size := len(wasmbin.Header)
+	for _, s := range news {
+		n := 0
+		for _, p := range s.parts {
+			n += len(p)
+		}
+		size += 1 + len(wasmbin.AppendU32(nil, uint32(n))) + n
+	}
+	out := append(make([]byte, 0, size), wasmbin.Header...)
+	for _, s := range news {
+		n := 0
+		for _, p := range s.parts {
+			n += len(p)
+		}
+		out = wasmbin.AppendU32(append(out, s.id), uint32(n))
+		for _, p := range s.parts {
+			out = append(out, p...)
+		}
 	}
 	return out, nil
 }

@@ -62,6 +62,12 @@ func CheckCode(wasm []byte) error {
 	return nil
 }
 
+// CheckShape refuses a function whose code has blocks, loops and ifs
+// open depth deep at most, and br_table instructions of targets targets in
+// all (defaults included), past the bounds: CheckCode for one function,
+// for a pass over the code that measures them itself.
+func CheckShape(depth, targets int) error { return shape{depth: depth, targets: targets}.check() }
+
 // shape is what CheckCode measures of one function.
 type shape struct {
 	depth   int // the most blocks, loops and ifs open at once

@@ -370,8 +370,8 @@ func (e *Engine) register(ctx context.Context, key moduleKey, f *flight, c *comp
 // deadline stops it and every limit holds alike on both (RATIONALE: "Why
 // does a plugin's first use run on the interpreter?").
 //
-// A module past the static bounds is refused before anything compiles it,
-// as compileApart would; one that a compile process refused before is
+// A module past the static bounds is refused before anything compiles it
+// (interpret), as compileApart would; one that a compile process refused before is
 // refused with the error it recorded. A compilation that fails in the
 // background leaves the module on the interpreter (Module.CompileErr).
 // Close waits for the compilation, which leaves the cache warm.
@@ -379,10 +379,6 @@ func (e *Engine) firstUse(ctx context.Context, key moduleKey, f *flight, wasm []
 	ictx, cancel := context.WithTimeout(ctx, compileTimeout)
 	defer cancel()
 	if err := e.cache.refusedApart(key.sum); err != nil {
-		e.register(ctx, key, f, nil, err)
-		return
-	}
-	if err := loader.CheckCode(wasm); err != nil {
 		e.register(ctx, key, f, nil, err)
 		return
 	}
@@ -426,8 +422,14 @@ func (e *Engine) firstUse(ctx context.Context, key moduleKey, f *flight, wasm []
 
 // interpret compiles wasm for wazero's interpreter, with its preemption:
 // rewritten by instrument.ForInterpreter, or else, as compile does, bounded.
+// A module past the static bounds on its code (loader.CheckCode) is
+// refused before anything compiles it: the rewrite checks each function
+// as it reads it, and a module it does not rewrite is checked whole.
 func interpret(ctx context.Context, cache *Cache, funcs []capability.Func, wasm []byte, pages uint32) (*compiled, error) {
-	rewritten, err := instrument.ForInterpreter(wasm)
+	rewritten, err := instrument.ForInterpreter(wasm, loader.CheckShape)
+	if errors.Is(err, hosterr.ErrCompileLimit) {
+		return nil, err
+	}
 	if err == nil {
 		c, err := compileIn(ctx, cache, funcs, rewritten, pages, true, true)
 		if err == nil {
@@ -437,6 +439,8 @@ func interpret(ctx context.Context, cache *Cache, funcs []capability.Func, wasm 
 		if ctx.Err() != nil {
 			return nil, err
 		}
+	} else if err := loader.CheckCode(wasm); err != nil {
+		return nil, err
 	}
 	bounded, err := instrument.BoundTables(wasm)
 	if err != nil {

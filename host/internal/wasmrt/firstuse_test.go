@@ -3,6 +3,7 @@ package wasmrt
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
+	"github.com/wasmhist/wasmhist/host/internal/instrument"
+	"github.com/wasmhist/wasmhist/host/internal/loader"
 	"github.com/wasmhist/wasmhist/host/internal/wasmbin/wasmtest"
 )
 
@@ -134,4 +137,43 @@ func TestFirstUseCompileLimit(t *testing.T) {
 	_, err = next.Compile(ctx, sum, slow, testPages)
 	require.ErrorIs(t, err, hosterr.ErrCompileLimit)
 	assert.ErrorContains(t, err, "more than 300ms of CPU time", "the refusal recorded")
+}
+
+// TestFirstUseRefusesCompileBombs: a module past the static bounds on its
+// code is refused on its first use too, before the interpreter or the
+// compiler sees it, whether the rewrite checks it as it reads the code or,
+// for a module it does not rewrite (no memory), the whole check runs.
+func TestFirstUseRefusesCompileBombs(t *testing.T) {
+	tests := []struct {
+		name     string
+		f        wasmtest.Func
+		memory   bool
+		want     error
+		mentions string
+	}{
+		{"br_table targets, rewritten", wasmtest.BrTable(2, 10, 10_000, 0), true, loader.ErrTooManyBranchTargets, "function 0: "},
+		{"nested loops, rewritten", wasmtest.Nested(0x03, 20_000), true, loader.ErrNestingTooDeep, "20000 blocks"},
+		{"br_table targets, not rewritten", wasmtest.BrTable(2, 10, 10_000, 0), false, loader.ErrTooManyBranchTargets, "100000 targets"},
+		{"nested ifs, not rewritten", wasmtest.Nested(0x04, 20_000), false, loader.ErrNestingTooDeep, "function 0: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			wasm := wasmtest.Module{Funcs: []wasmtest.Func{tt.f}, Memory: tt.memory}.Bytes()
+			_, rerr := instrument.Module(wasm)
+			require.Equal(t, !tt.memory, errors.Is(rerr, instrument.ErrUnsupported), "rewritten: %v", rerr)
+			c, err := NewCache(t.TempDir())
+			require.NoError(t, err)
+			t.Cleanup(func() { c.Close(ctx) })
+			e := newEngine(t, c)
+			e.testBackground = func() bool {
+				t.Error("a module past the static bounds was compiled")
+				return false
+			}
+			_, err = e.Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
+			require.ErrorIs(t, err, tt.want)
+			require.ErrorIs(t, err, hosterr.ErrCompileLimit)
+			assert.ErrorContains(t, err, tt.mentions)
+		})
+	}
 }
