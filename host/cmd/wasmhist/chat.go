@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -103,9 +102,16 @@ func runChat(ctx context.Context, e *env, args []string) error {
 		return usagef(cmd, "--compact-at %d: pass a positive number of tokens, or 0 for no compaction", *compactAt)
 	}
 
-	gcPercent := lessGCWhileLoading()
+	restoreGC := lessGCWhileLoading()
 	c, err := setupChat(ctx, e, cmd, mc, ps, store, *pluginSpec, *sessionPath, *dbPath, fs.originValue("db"), *perCall, askBefore, *compactAt)
-	debug.SetGCPercent(gcPercent)
+	if message.set {
+		// One turn, and the process ends: the collector stays off through
+		// it, bounded as while loading; turned back on here, it would
+		// collect at once what the load left.
+		defer restoreGC()
+	} else {
+		restoreGC()
+	}
 	if err != nil {
 		return err
 	}

@@ -244,21 +244,27 @@ func describePlugin(p *host.Plugin) string {
 	return fmt.Sprintf("%s %s (sha256 %s)", p.Info().Name, p.Info().Version, shortSum(p.SHA256()))
 }
 
-// loadingGCPercent is the collector's GOGC while a command loads its
-// plugin and session. A warm load grows the heap from nothing to about 15
-// MB (the plugin file, its kept rewrite, the runtime's decoding of the
-// module), which at the default GOGC of 100 costs three collections before
-// the first turn; at 400 it costs one (RATIONALE: "Why does the command
+// loadingMemoryLimit bounds the heap while a command loads its plugin and
+// session with the collector off. A warm load grows the heap from nothing
+// to about 15 MB (the plugin file, its kept skeleton, the runtime's
+// decoding of the module), which at the default GOGC of 100 costs three
+// collections before the first turn, one at GOGC=400, and none with the
+// collector off; a first use (the interpreter's code of the whole module)
+// about 120 MB. Past this limit the runtime collects as it must, so that a
+// plugin of any size loads within it (RATIONALE: "Why does the command
 // collect less while it loads?").
-const loadingGCPercent = 400
+const loadingMemoryLimit = 256 << 20
 
-// lessGCWhileLoading raises GOGC to loadingGCPercent, unless the user set
-// it higher or turned the collector off, and returns the setting to
-// restore with debug.SetGCPercent once the load is done.
-func lessGCWhileLoading() int {
-	old := debug.SetGCPercent(loadingGCPercent)
-	if old < 0 || old > loadingGCPercent {
-		debug.SetGCPercent(old)
+// lessGCWhileLoading turns the collector off while a command loads (and,
+// for chat -m, through its one turn), with loadingMemoryLimit as the bound
+// (or the user's GOMEMLIMIT, if lower), and returns what gives the user's
+// settings back.
+func lessGCWhileLoading() (restore func()) {
+	gcPercent := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(-1) // reads it
+	debug.SetMemoryLimit(min(limit, loadingMemoryLimit))
+	return func() {
+		debug.SetGCPercent(gcPercent)
+		debug.SetMemoryLimit(limit)
 	}
-	return old
 }
