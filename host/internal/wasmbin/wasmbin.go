@@ -99,6 +99,17 @@ var errEnd = errors.New("unexpected end")
 
 // U32 reads an unsigned LEB128 number of at most 32 bits.
 func (r *Reader) U32() uint32 {
+	// Most numbers in code are one byte: read them without the loop.
+	if r.Off < len(r.B) && r.B[r.Off] < 0x80 && r.Err == nil {
+		c := r.B[r.Off]
+		r.Off++
+		return uint32(c)
+	}
+	return r.u32()
+}
+
+// u32 is U32 for a number of more than one byte, or at the end.
+func (r *Reader) u32() uint32 {
 	var v uint32
 	for shift := 0; shift < 35; shift += 7 {
 		c := r.Byte()
