@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
@@ -121,27 +123,69 @@ func (s *session) Put(ctx context.Context, t txn.Table, id string, rev int64, da
 	if err := s.usable(); err != nil {
 		return err
 	}
+	var stored []byte
+	put := &step{
+		sql:    `SELECT ` + s.db.qhost() + `.put_row($1, $2, $3, $4, $5)`,
+		values: [][]byte{[]byte(s.db.key), []byte(tab), []byte(id), strconv.AppendInt(nil, rev, 10), data},
+		oids:   []uint32{oidText, oidText, oidText, oidInt8, oidText},
+		read: func(rr *pgconn.ResultReader) {
+			for rr.NextRow() {
+				if v := rr.Values()[0]; v != nil {
+					stored = append([]byte(nil), v...)
+				}
+			}
+		},
+	}
 	// The plugin's part ends before the host's rows are written: its
 	// deferred triggers do not run while the transaction holds them.
-	if err := s.settle(ctx); err != nil {
+	perr, err := s.settle(ctx, put)
+	if err != nil {
 		return fmt.Errorf("pgcap: %s: write %s row %q: %w", s.db.name, tab, id, err)
 	}
-	rr := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.put_row($1, $2, $3, $4, $5)`,
-		[][]byte{[]byte(s.db.key), []byte(tab), []byte(id), strconv.AppendInt(nil, rev, 10), data},
-		[]uint32{oidText, oidText, oidText, oidInt8, oidText}, nil, nil)
-	var stored []byte
-	for rr.NextRow() {
-		stored = append([]byte(nil), rr.Values()[0]...)
-	}
-	if _, err := rr.Close(); err != nil {
+	if perr != nil {
 		// The transaction is aborted: nothing of the run can commit.
-		s.failed = err
-		return fmt.Errorf("pgcap: %s: write %s row %q at revision %d: %w", s.db.name, tab, id, rev, err)
+		s.failed = perr
+		return fmt.Errorf("pgcap: %s: write %s row %q at revision %d: %w", s.db.name, tab, id, rev, perr)
 	}
 	if stored != nil {
 		return fmt.Errorf("pgcap: %s: write %s row %q at revision %d: stored revision is %s: %w", s.db.name, tab, id, rev, stored, txn.ErrStale)
 	}
 	return nil
+}
+
+// getStep reads the host row (tab, id); done returns what it read, given
+// the round trip's error.
+func (s *session) getStep(tab, id string) (st *step, done func(err error) (int64, []byte, error)) {
+	var (
+		rev   []byte
+		data  []byte
+		found bool
+	)
+	st = &step{
+		sql:    `SELECT revision, body FROM ` + s.db.qhost() + `.get_row($1, $2, $3)`,
+		values: [][]byte{[]byte(s.db.key), []byte(tab), []byte(id)},
+		oids:   []uint32{oidText, oidText, oidText},
+		read: func(rr *pgconn.ResultReader) {
+			for rr.NextRow() {
+				v := rr.Values()
+				rev, data, found = append([]byte(nil), v[0]...), append([]byte(nil), v[1]...), true
+			}
+		},
+	}
+	return st, func(err error) (int64, []byte, error) {
+		if err != nil {
+			s.failed = err
+			return 0, nil, fmt.Errorf("pgcap: %s: read %s row %q: %w", s.db.name, tab, id, err)
+		}
+		if !found {
+			return 0, nil, fmt.Errorf("pgcap: %s: %s row %q: %w", s.db.name, tab, id, txn.ErrNotFound)
+		}
+		r, err := strconv.ParseInt(string(rev), 10, 64)
+		if err != nil {
+			return 0, nil, fmt.Errorf("pgcap: %s: %s row %q: revision %q: %w", s.db.name, tab, id, rev, err)
+		}
+		return r, data, nil
+	}
 }
 
 // Get implements txn.Participant.
@@ -153,29 +197,9 @@ func (s *session) Get(ctx context.Context, t txn.Table, id string) (int64, []byt
 	if err := s.usable(); err != nil {
 		return 0, nil, err
 	}
-	rr := s.pc.ExecParams(ctx, `SELECT revision, body FROM `+s.db.qhost()+`.get_row($1, $2, $3)`,
-		[][]byte{[]byte(s.db.key), []byte(tab), []byte(id)}, []uint32{oidText, oidText, oidText}, nil, nil)
-	var (
-		rev   []byte
-		data  []byte
-		found bool
-	)
-	for rr.NextRow() {
-		v := rr.Values()
-		rev, data, found = append([]byte(nil), v[0]...), append([]byte(nil), v[1]...), true
-	}
-	if _, err := rr.Close(); err != nil {
-		s.failed = err
-		return 0, nil, fmt.Errorf("pgcap: %s: read %s row %q: %w", s.db.name, tab, id, err)
-	}
-	if !found {
-		return 0, nil, fmt.Errorf("pgcap: %s: %s row %q: %w", s.db.name, tab, id, txn.ErrNotFound)
-	}
-	r, err := strconv.ParseInt(string(rev), 10, 64)
-	if err != nil {
-		return 0, nil, fmt.Errorf("pgcap: %s: %s row %q: revision %q: %w", s.db.name, tab, id, rev, err)
-	}
-	return r, data, nil
+	get, done := s.getStep(tab, id)
+	_, err = s.roundTrip(ctx, []*step{get})
+	return done(err)
 }
 
 // Delete implements txn.Participant.
@@ -187,14 +211,18 @@ func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := s.settle(ctx); err != nil {
+	del := &step{
+		sql:    `SELECT ` + s.db.qhost() + `.delete_row($1, $2, $3)`,
+		values: [][]byte{[]byte(s.db.key), []byte(tab), []byte(id)},
+		oids:   []uint32{oidText, oidText, oidText},
+	}
+	derr, err := s.settle(ctx, del)
+	if err != nil {
 		return fmt.Errorf("pgcap: %s: delete %s row %q: %w", s.db.name, tab, id, err)
 	}
-	rr := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.delete_row($1, $2, $3)`,
-		[][]byte{[]byte(s.db.key), []byte(tab), []byte(id)}, []uint32{oidText, oidText, oidText}, nil, nil)
-	if _, err := rr.Close(); err != nil {
-		s.failed = err
-		return fmt.Errorf("pgcap: %s: delete %s row %q: %w", s.db.name, tab, id, err)
+	if derr != nil {
+		s.failed = derr
+		return fmt.Errorf("pgcap: %s: delete %s row %q: %w", s.db.name, tab, id, derr)
 	}
 	return nil
 }
@@ -212,12 +240,27 @@ func (s *session) usable() error {
 }
 
 // ReadRow implements capability.RowReader: a transaction of its own, which
-// the caller ends.
+// the caller ends, begun in the round trip of the first row's read.
 func (s *session) ReadRow(ctx context.Context, t txn.Table, id string) (int64, []byte, error) {
-	if !s.began {
-		if err := s.begin(ctx); err != nil {
-			return 0, nil, fmt.Errorf("pgcap: %s: read %s row %q: %w", s.db.name, t, id, err)
-		}
+	if s.began {
+		return s.Get(ctx, t, id)
 	}
-	return s.Get(ctx, t, id)
+	tab, err := tableName(t)
+	if err != nil {
+		return 0, nil, err
+	}
+	if s.failed != nil || s.ended {
+		return s.Get(ctx, t, id) // its error
+	}
+	steps, b := s.beginSteps()
+	get, done := s.getStep(tab, id)
+	failed, err := s.roundTrip(ctx, append(steps, get))
+	redo, berr := s.beginOutcome(ctx, steps, b, failed, err)
+	if redo {
+		return s.Get(ctx, t, id)
+	}
+	if berr != nil {
+		return 0, nil, fmt.Errorf("pgcap: %s: read %s row %q: %w", s.db.name, t, id, berr)
+	}
+	return done(err)
 }
