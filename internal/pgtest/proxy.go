@@ -1,9 +1,7 @@
 package pgtest
 
 import (
-	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,9 +14,13 @@ import (
 
 // Proxy is a Unix socket in front of a Server that forwards every byte
 // both ways and reads what the clients send, message by message, to count
-// the round trips they make: each Sync of the extended protocol and each
-// simple Query is one point where the client waits for the server's
-// ReadyForQuery. Tests use it to bound the round trips of a piece of work.
+// the round trips they make. A sync point is a Sync of the extended
+// protocol or a simple Query: the client reads the server's
+// ReadyForQuery for each. A round trip is a write of the client's that
+// ends with one or more sync points: a client that waits for an answer
+// before it writes again makes one per wait, and sync points it sends
+// together (a pipeline) count once. Tests use it to bound the round trips
+// of a piece of work.
 type Proxy struct {
 	dir string
 	srv *Server
@@ -26,6 +28,7 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	trips []string
+	syncs int
 	conns int
 }
 
@@ -71,15 +74,17 @@ func (p *Proxy) DSN(db string) string {
 }
 
 // Trips returns the round trips made since the last call (or the start),
-// each described by the statements sent in it: a simple query's text, the
-// text of each statement parsed ("parse: ..."), "execute <name>" for a
-// statement prepared earlier, and "cancel" for a cancel request.
-func (p *Proxy) Trips() []string {
+// each described by its sync points, " | " between them, and those by the
+// statements sent in them: a simple query's text, the text of each
+// statement parsed ("parse: ..."), "execute <name>" for a statement
+// prepared earlier; "cancel" is a cancel request. syncs is the number of
+// sync points.
+func (p *Proxy) Trips() (trips []string, syncs int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t := p.trips
-	p.trips = nil
-	return t
+	trips, syncs = p.trips, p.syncs
+	p.trips, p.syncs = nil, 0
+	return trips, syncs
 }
 
 // Conns is the number of connections the proxy accepted so far.
@@ -89,9 +94,10 @@ func (p *Proxy) Conns() int {
 	return p.conns
 }
 
-func (p *Proxy) trip(s string) {
+func (p *Proxy) trip(syncs []string) {
 	p.mu.Lock()
-	p.trips = append(p.trips, s)
+	p.trips = append(p.trips, strings.Join(syncs, " | "))
+	p.syncs += len(syncs)
 	p.mu.Unlock()
 }
 
@@ -113,53 +119,77 @@ func (p *Proxy) serve(c net.Conn) {
 		io.Copy(c, u)
 		c.Close()
 	}()
-	r := bufio.NewReader(c)
-	// The untyped opening messages, then typed ones.
+	// Each read returns what the client wrote since the last one: all of
+	// a write it made before waiting for an answer.
+	buf, pending := make([]byte, 1<<20), []byte(nil)
+	opening := true
+	var group, syncs []string
 	for {
-		msg, err := readUntyped(r)
-		if err != nil {
-			return
-		}
-		if _, err := u.Write(msg); err != nil {
-			return
-		}
-		code := binary.BigEndian.Uint32(msg[4:8])
-		if code == cancelRequest {
-			p.trip("cancel")
-			return
-		}
-		if code != sslRequest && code != gssRequest {
-			break
-		}
-	}
-	var group []string
-	for {
-		typ, msg, err := readTyped(r)
-		if err != nil {
-			return
-		}
-		body := msg[5:]
-		switch typ {
-		case 'Q':
-			p.trip(strings.TrimSuffix(string(body), "\x00"))
-		case 'P':
-			name, rest, _ := strings.Cut(string(body), "\x00")
-			q, _, _ := strings.Cut(rest, "\x00")
-			if name != "" {
-				q = name + ": " + q
+		n, err := c.Read(buf)
+		if n > 0 {
+			if _, err := u.Write(buf[:n]); err != nil {
+				return
 			}
-			group = append(group, "parse: "+q)
-		case 'B':
-			_, rest, _ := strings.Cut(string(body), "\x00")
-			name, _, _ := strings.Cut(rest, "\x00")
-			if name != "" && !parsed(group, name) {
-				group = append(group, "execute "+name)
-			}
-		case 'S':
-			p.trip(strings.Join(group, "; "))
-			group = nil
+			pending = append(pending, buf[:n]...)
 		}
-		if _, err := u.Write(msg); err != nil {
+		for {
+			if opening {
+				if len(pending) < 8 {
+					break
+				}
+				l := int(binary.BigEndian.Uint32(pending))
+				if l < 8 || l > 1<<20 {
+					return
+				}
+				if len(pending) < l {
+					break
+				}
+				code := binary.BigEndian.Uint32(pending[4:8])
+				pending = pending[l:]
+				if code == cancelRequest {
+					p.trip([]string{"cancel"})
+				}
+				opening = code == sslRequest || code == gssRequest
+				continue
+			}
+			if len(pending) < 5 {
+				break
+			}
+			l := int(binary.BigEndian.Uint32(pending[1:5]))
+			if l < 4 {
+				return
+			}
+			if len(pending) < 1+l {
+				break
+			}
+			typ, body := pending[0], string(pending[5:1+l])
+			pending = pending[1+l:]
+			switch typ {
+			case 'Q':
+				syncs = append(syncs, strings.TrimSuffix(body, "\x00"))
+			case 'P':
+				name, rest, _ := strings.Cut(body, "\x00")
+				q, _, _ := strings.Cut(rest, "\x00")
+				if name != "" {
+					q = name + ": " + q
+				}
+				group = append(group, "parse: "+q)
+			case 'B':
+				_, rest, _ := strings.Cut(body, "\x00")
+				name, _, _ := strings.Cut(rest, "\x00")
+				if name != "" && !parsed(group, name) {
+					group = append(group, "execute "+name)
+				}
+			case 'S':
+				syncs = append(syncs, strings.Join(group, "; "))
+				group = nil
+			}
+		}
+		if len(syncs) > 0 {
+			p.trip(syncs)
+			syncs = nil
+		}
+		if err != nil {
 			return
 		}
 	}
@@ -172,34 +202,4 @@ func parsed(group []string, name string) bool {
 		}
 	}
 	return false
-}
-
-func readUntyped(r *bufio.Reader) ([]byte, error) {
-	var n [4]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return nil, err
-	}
-	l := binary.BigEndian.Uint32(n[:])
-	if l < 8 || l > 1<<20 {
-		return nil, errors.New("pgtest: proxy: bad opening message")
-	}
-	msg := make([]byte, l)
-	copy(msg, n[:])
-	_, err := io.ReadFull(r, msg[4:])
-	return msg, err
-}
-
-func readTyped(r *bufio.Reader) (byte, []byte, error) {
-	var h [5]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, nil, err
-	}
-	l := binary.BigEndian.Uint32(h[1:])
-	if l < 4 || l > 1<<30 {
-		return 0, nil, errors.New("pgtest: proxy: bad message")
-	}
-	msg := make([]byte, 1+l)
-	copy(msg, h[:])
-	_, err := io.ReadFull(r, msg[5:])
-	return h[0], msg, err
 }

@@ -2,6 +2,7 @@ package pgcap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -239,28 +240,51 @@ func (s *session) usable() error {
 	return nil
 }
 
-// ReadRow implements capability.RowReader: a transaction of its own, which
-// the caller ends, begun in the round trip of the first row's read.
-func (s *session) ReadRow(ctx context.Context, t txn.Table, id string) (int64, []byte, error) {
-	if s.began {
-		return s.Get(ctx, t, id)
-	}
-	tab, err := tableName(t)
-	if err != nil {
-		return 0, nil, err
-	}
+// ReadRows implements capability.RowReader: a transaction of its own,
+// which the caller ends; when it begins it, in one round trip: BEGIN, the
+// reads and a ROLLBACK (no code of the plugin's runs in it, so begin's
+// checks have nothing to guard).
+func (s *session) ReadRows(ctx context.Context, id string, tables ...txn.Table) ([]capability.Row, error) {
 	if s.failed != nil || s.ended {
-		return s.Get(ctx, t, id) // its error
+		return nil, s.usable()
 	}
-	steps, b := s.beginSteps()
-	get, done := s.getStep(tab, id)
-	failed, err := s.roundTrip(ctx, append(steps, get))
-	redo, berr := s.beginOutcome(ctx, steps, b, failed, err)
-	if redo {
-		return s.Get(ctx, t, id)
+	var steps []*step
+	fresh := !s.began
+	if fresh {
+		steps = append(steps, hostStep("BEGIN ISOLATION LEVEL READ COMMITTED"),
+			hostStep("SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout+s.lockWait+time.Second)))
 	}
-	if berr != nil {
-		return 0, nil, fmt.Errorf("pgcap: %s: read %s row %q: %w", s.db.name, t, id, berr)
+	done := make([]func(error) (int64, []byte, error), len(tables))
+	for i, t := range tables {
+		tab, err := tableName(t)
+		if err != nil {
+			return nil, err
+		}
+		var get *step
+		get, done[i] = s.getStep(tab, id)
+		steps = append(steps, get)
 	}
-	return done(err)
+	if fresh {
+		steps = append(steps, hostStep("ROLLBACK"))
+	}
+	_, err := s.roundTrip(ctx, steps)
+	if err != nil {
+		if fresh && !s.pc.IsClosed() && s.pc.TxStatus() != 'I' {
+			s.began = true // for End to roll back
+		}
+		s.failed = err
+		return nil, fmt.Errorf("pgcap: %s: read the host rows of %q: %w", s.db.name, id, err)
+	}
+	rows := make([]capability.Row, len(tables))
+	for i := range tables {
+		rev, data, err := done[i](nil)
+		switch {
+		case errors.Is(err, txn.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			rows[i] = capability.Row{Revision: rev, Data: data}
+		}
+	}
+	return rows, nil
 }

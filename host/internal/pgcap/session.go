@@ -44,6 +44,9 @@ type session struct {
 	// writes: the catalog rows the connection had written when the
 	// transaction began (see checkCatalog).
 	writes catalogWrites
+	// settledWrites: the same counters, read by settle, when no statement
+	// of the plugin's ran since.
+	settledWrites *catalogWrites
 	// settled: settle released the guard and ran the plugin's deferred
 	// triggers; a plugin statement after it arms a new guard first.
 	settled bool
@@ -129,7 +132,10 @@ func (s *session) begin(ctx context.Context) error {
 // beginRead is what begin's steps read.
 type beginRead struct {
 	writes catalogWrites
-	err    error
+	// settledWrites: the same counters, read by settle, when no statement
+	// of the plugin's ran since.
+	settledWrites *catalogWrites
+	err           error
 }
 
 // beginSteps are begin's statements and beginTracked's reads, sent in
@@ -272,7 +278,7 @@ func (s *session) exec(ctx, call context.Context, st statement, out *resultWrite
 		check = s.guardStep(true)
 		steps = append(steps, &check.step)
 	}
-	s.used = true
+	s.used, s.settledWrites = true, nil
 	endWatch := s.watchLocks(cancel, ctx, call)
 	failed, err := s.roundTrip(sctx, steps)
 	busy := endWatch()
@@ -457,11 +463,26 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 		hostStep("SET CONSTRAINTS " + s.db.qhost() + ".commit_guard DEFERRED"),
 	}
 	n := len(steps)
-	failed, err := s.roundTrip(ctx, append(steps, then...))
+	// The catalog counters commit compares (checkCatalog), after the
+	// plugin's deferred triggers and the host's statements.
+	var writes *catalogWrites
+	var werr error
+	counters := hostStep(catalogWritesSQL)
+	counters.read = func(rr *pgconn.ResultReader) {
+		w, err := readCatalogWrites(rr.Read())
+		writes, werr = &w, err
+	}
+	failed, err := s.roundTrip(ctx, append(append(steps, then...), counters))
 	if err != nil && failed < n {
 		return nil, s.poison(s.commitError(ctx, "run the plugin's deferred triggers", err))
 	}
 	s.guarded, s.settled = false, true
+	if err == nil && werr == nil {
+		s.settledWrites = writes
+	}
+	if err != nil && failed == n+len(then) {
+		return nil, s.poison(s.commitError(ctx, "read the catalog counters", err))
+	}
 	return err, nil
 }
 
@@ -497,12 +518,12 @@ func (s *session) End(ctx context.Context, ok bool) error {
 		return nil
 	}
 	s.ended = true
+	reset := s.used // the plugin's statements leave session state behind
 	defer func() {
 		s.open = false
 		if s.pc.IsClosed() {
 			s.abandon(ctx)
-		} else if s.used {
-			// Only the plugin's statements leave state behind.
+		} else if reset {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if s.host(rctx, "DISCARD ALL") != nil {
 				s.pc.Close(rctx)
@@ -519,9 +540,15 @@ func (s *session) End(ctx context.Context, ok bool) error {
 	}
 	s.began = false
 	if ok && s.failed == nil {
-		return s.commit(ctx)
+		var err error
+		reset, err = s.commit(ctx)
+		return err
 	}
-	if err := s.host(ctx, "ROLLBACK"); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err, derr := s.finish(rctx, "ROLLBACK")
+	reset = derr != nil
+	if err != nil {
 		return fmt.Errorf("pgcap: %s: roll back: %w", s.db.name, err)
 	}
 	if ok {
@@ -530,12 +557,78 @@ func (s *session) End(ctx context.Context, ok bool) error {
 	return nil
 }
 
+// finish ends the transaction with q (COMMIT or ROLLBACK) and, when a
+// statement of the plugin's ran on the connection, resets the session
+// state the plugin may have left (DISCARD ALL), in one round trip:
+// DISCARD ALL runs in no transaction, so it has a Sync of its own, sent
+// with q's. It returns q's command tag and error, and the reset's error,
+// after which the caller closes the connection.
+func (s *session) finish(ctx context.Context, q string) (tag pgconn.CommandTag, err, resetErr error) {
+	s.open = false
+	n := 1
+	p := s.pc.StartPipeline(ctx)
+	p.SendQueryParams(q, nil, nil, nil, nil)
+	p.SendPipelineSync()
+	if s.used {
+		p.SendQueryParams("DISCARD ALL", nil, nil, nil, nil)
+		p.SendPipelineSync()
+		n = 2
+	}
+	var errs [2]error
+	if ferr := p.Flush(); ferr != nil {
+		errs[0] = ferr
+	}
+	for part := 0; part < n; {
+		res, rerr := p.GetResults()
+		if rerr != nil {
+			if errs[part] == nil {
+				errs[part] = rerr
+			}
+			if !isPgError(rerr) {
+				break
+			}
+			continue
+		}
+		switch r := res.(type) {
+		case *pgconn.ResultReader:
+			t, rerr := r.Close()
+			if part == 0 {
+				tag = t
+			}
+			if rerr != nil && errs[part] == nil {
+				errs[part] = rerr
+			}
+		case *pgconn.PipelineSync:
+			part++
+		case nil:
+			part = n
+		}
+	}
+	if cerr := p.Close(); cerr != nil && !isPgError(cerr) {
+		for i := range n {
+			if errs[i] == nil {
+				errs[i] = cerr
+			}
+		}
+	}
+	if n == 2 {
+		resetErr = errs[1]
+	}
+	return tag, errs[0], resetErr
+}
+
+func isPgError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe)
+}
+
 // commit settles and commits, both within the request limit and the
-// call's (or, joined, the run's) remaining time.
-func (s *session) commit(ctx context.Context) error {
+// call's (or, joined, the run's) remaining time. reset says whether the
+// connection's session state is still to be reset (see finish).
+func (s *session) commit(ctx context.Context) (reset bool, _ error) {
 	if _, err := s.settle(ctx); err != nil {
 		s.rollback(ctx)
-		return fmt.Errorf("pgcap: %s: commit: %w", s.db.name, err)
+		return s.used, fmt.Errorf("pgcap: %s: commit: %w", s.db.name, err)
 	}
 	if s.wrote {
 		// After the plugin's deferred triggers, which may grant too.
@@ -544,19 +637,19 @@ func (s *session) commit(ctx context.Context) error {
 		cancel()
 		if err != nil {
 			s.rollback(ctx)
-			return fmt.Errorf("pgcap: %s: commit refused, rolled back: %w", s.db.name, err)
+			return s.used, fmt.Errorf("pgcap: %s: commit refused, rolled back: %w", s.db.name, err)
 		}
 	}
 	cctx, cancel := s.bounded(ctx)
 	defer cancel()
-	res, err := s.pc.Exec(cctx, "COMMIT").ReadAll()
-	if err == nil && (len(res) != 1 || res[0].CommandTag.String() != "COMMIT") {
+	tag, err, resetErr := s.finish(cctx, "COMMIT")
+	if err == nil && tag.String() != "COMMIT" {
 		err = errors.New("the server rolled the transaction back")
 	}
 	if err != nil {
-		return fmt.Errorf("pgcap: %s: commit: %w", s.db.name, s.commitError(cctx, "commit", err))
+		return resetErr != nil, fmt.Errorf("pgcap: %s: commit: %w", s.db.name, s.commitError(cctx, "commit", err))
 	}
-	return nil
+	return resetErr != nil, nil
 }
 
 // rollback ends a transaction whose commit step failed (the server may
