@@ -132,16 +132,13 @@ func (s *session) begin(ctx context.Context) error {
 // beginRead is what begin's steps read.
 type beginRead struct {
 	writes catalogWrites
-	// settledWrites: the same counters, read by settle, when no statement
-	// of the plugin's ran since.
-	settledWrites *catalogWrites
-	err           error
+	err    error
 }
 
 // beginSteps are begin's statements and beginTracked's reads, sent in
 // front of the first statement of the transaction, in its round trip,
 // with a gate that fails, so that nothing after it runs, when
-// beginTracked would refuse the call (see beginFailed).
+// beginTracked would refuse the call (see beginOutcome).
 func (s *session) beginSteps() ([]*step, *beginRead) {
 	b := &beginRead{}
 	writes := hostStep(catalogWritesSQL)
