@@ -93,11 +93,6 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	call := ctx
 	ctx, cancel := capability.WithClock(ctx, s.limits.Timeout)
 	defer cancel()
-	if !s.began && len(stmts) == 0 {
-		if err := s.begin(ctx); err != nil {
-			return nil, s.poison(s.mapError(ctx, err))
-		}
-	}
 	out := newResultWriter(s.limits)
 	for i, st := range stmts {
 		if err := s.exec(ctx, call, st, out); err != nil {
@@ -120,7 +115,10 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 // begin starts the transaction with the request limit and the lock wait
 // (plus a second, for the host's cancel to come first) as its server-side
 // statement timeout, in case the host is gone; the plugin may change it
-// for its own statements, never for the host's commit (see settle).
+// for its own statements, never for the host's commit (see settle). The
+// first statement of a transaction sends the same in its round trip
+// (beginSteps); begin alone runs when that round trip's gate failed, to
+// say why.
 func (s *session) begin(ctx context.Context) error {
 	if err := s.beginTracked(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout+s.lockWait+time.Second)); err != nil {
 		return err
