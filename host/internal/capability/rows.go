@@ -12,10 +12,16 @@ import (
 // database in a read-only transaction of its own, outside any export call.
 type RowReader interface {
 	Session
-	// ReadRow returns the revision and the data (the session, as
-	// session.Encode wrote it) of the host row (t, id), or an error
-	// wrapping txn.ErrNotFound.
-	ReadRow(ctx context.Context, t txn.Table, id string) (int64, []byte, error)
+	// ReadRows returns, for each of tables, the revision and the data
+	// (the session, as session.Encode wrote it) of the host row (t, id),
+	// a zero Row when there is none, read in one transaction.
+	ReadRows(ctx context.Context, id string, tables ...txn.Table) ([]Row, error)
+}
+
+// Row is a host row read by a RowReader.
+type Row struct {
+	Revision int64
+	Data     []byte
 }
 
 // ErrNoRows reports a grant whose sessions cannot read host rows.
@@ -40,18 +46,17 @@ func (b *Backends) Held(ctx context.Context, g Grant, id string) (int64, []byte,
 	if !ok {
 		return 0, nil, fmt.Errorf("%w: %T", ErrNoRows, s)
 	}
+	rows, err := rr.ReadRows(ctx, id, txn.Sessions, txn.Journal)
+	if err != nil {
+		return 0, nil, err
+	}
 	var (
 		newest int64
 		data   []byte
 	)
-	for _, t := range []txn.Table{txn.Sessions, txn.Journal} {
-		rev, d, err := rr.ReadRow(ctx, t, id)
-		switch {
-		case errors.Is(err, txn.ErrNotFound):
-		case err != nil:
-			return 0, nil, err
-		case rev > newest:
-			newest, data = rev, d
+	for _, r := range rows {
+		if r.Revision > newest {
+			newest, data = r.Revision, r.Data
 		}
 	}
 	return newest, data, nil

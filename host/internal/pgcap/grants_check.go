@@ -264,17 +264,25 @@ func (s *session) beginTracked(ctx context.Context, begin string) error {
 // look at the catalog runs only when the transaction wrote to a catalog
 // that holds privileges; plain reads and writes of the plugin's tables
 // cost one query.
+//
+// settle reads the counters in its round trip (settled): no code of the
+// plugin's runs between it and the COMMIT unless a statement of the
+// plugin's does, which drops that reading.
 func (s *session) checkCatalog(ctx context.Context) error {
-	res, err := s.pc.Exec(ctx, catalogWritesSQL).ReadAll()
-	if err != nil {
-		return err
-	}
-	if len(res) != 1 {
-		return fmt.Errorf("catalog counters: %d results", len(res))
-	}
-	now, err := readCatalogWrites(res[0])
-	if err != nil {
-		return err
+	now := s.settledWrites
+	if now == nil {
+		res, err := s.pc.Exec(ctx, catalogWritesSQL).ReadAll()
+		if err != nil {
+			return err
+		}
+		if len(res) != 1 {
+			return fmt.Errorf("catalog counters: %d results", len(res))
+		}
+		w, err := readCatalogWrites(res[0])
+		if err != nil {
+			return err
+		}
+		now = &w
 	}
 	if now.role != s.writes.role {
 		return fmt.Errorf("%w: ALTER ROLE (a password or a setting) is the host's to make", ErrRoleChanged)

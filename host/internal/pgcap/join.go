@@ -2,9 +2,12 @@ package pgcap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
@@ -121,27 +124,69 @@ func (s *session) Put(ctx context.Context, t txn.Table, id string, rev int64, da
 	if err := s.usable(); err != nil {
 		return err
 	}
+	var stored []byte
+	put := &step{
+		sql:    `SELECT ` + s.db.qhost() + `.put_row($1, $2, $3, $4, $5)`,
+		values: [][]byte{[]byte(s.db.key), []byte(tab), []byte(id), strconv.AppendInt(nil, rev, 10), data},
+		oids:   []uint32{oidText, oidText, oidText, oidInt8, oidText},
+		read: func(rr *pgconn.ResultReader) {
+			for rr.NextRow() {
+				if v := rr.Values()[0]; v != nil {
+					stored = append([]byte(nil), v...)
+				}
+			}
+		},
+	}
 	// The plugin's part ends before the host's rows are written: its
 	// deferred triggers do not run while the transaction holds them.
-	if err := s.settle(ctx); err != nil {
+	perr, err := s.settle(ctx, put)
+	if err != nil {
 		return fmt.Errorf("pgcap: %s: write %s row %q: %w", s.db.name, tab, id, err)
 	}
-	rr := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.put_row($1, $2, $3, $4, $5)`,
-		[][]byte{[]byte(s.db.key), []byte(tab), []byte(id), strconv.AppendInt(nil, rev, 10), data},
-		[]uint32{oidText, oidText, oidText, oidInt8, oidText}, nil, nil)
-	var stored []byte
-	for rr.NextRow() {
-		stored = append([]byte(nil), rr.Values()[0]...)
-	}
-	if _, err := rr.Close(); err != nil {
+	if perr != nil {
 		// The transaction is aborted: nothing of the run can commit.
-		s.failed = err
-		return fmt.Errorf("pgcap: %s: write %s row %q at revision %d: %w", s.db.name, tab, id, rev, err)
+		s.failed = perr
+		return fmt.Errorf("pgcap: %s: write %s row %q at revision %d: %w", s.db.name, tab, id, rev, perr)
 	}
 	if stored != nil {
 		return fmt.Errorf("pgcap: %s: write %s row %q at revision %d: stored revision is %s: %w", s.db.name, tab, id, rev, stored, txn.ErrStale)
 	}
 	return nil
+}
+
+// getStep reads the host row (tab, id); done returns what it read, given
+// the round trip's error.
+func (s *session) getStep(tab, id string) (st *step, done func(err error) (int64, []byte, error)) {
+	var (
+		rev   []byte
+		data  []byte
+		found bool
+	)
+	st = &step{
+		sql:    `SELECT revision, body FROM ` + s.db.qhost() + `.get_row($1, $2, $3)`,
+		values: [][]byte{[]byte(s.db.key), []byte(tab), []byte(id)},
+		oids:   []uint32{oidText, oidText, oidText},
+		read: func(rr *pgconn.ResultReader) {
+			for rr.NextRow() {
+				v := rr.Values()
+				rev, data, found = append([]byte(nil), v[0]...), append([]byte(nil), v[1]...), true
+			}
+		},
+	}
+	return st, func(err error) (int64, []byte, error) {
+		if err != nil {
+			s.failed = err
+			return 0, nil, fmt.Errorf("pgcap: %s: read %s row %q: %w", s.db.name, tab, id, err)
+		}
+		if !found {
+			return 0, nil, fmt.Errorf("pgcap: %s: %s row %q: %w", s.db.name, tab, id, txn.ErrNotFound)
+		}
+		r, err := strconv.ParseInt(string(rev), 10, 64)
+		if err != nil {
+			return 0, nil, fmt.Errorf("pgcap: %s: %s row %q: revision %q: %w", s.db.name, tab, id, rev, err)
+		}
+		return r, data, nil
+	}
 }
 
 // Get implements txn.Participant.
@@ -153,29 +198,9 @@ func (s *session) Get(ctx context.Context, t txn.Table, id string) (int64, []byt
 	if err := s.usable(); err != nil {
 		return 0, nil, err
 	}
-	rr := s.pc.ExecParams(ctx, `SELECT revision, body FROM `+s.db.qhost()+`.get_row($1, $2, $3)`,
-		[][]byte{[]byte(s.db.key), []byte(tab), []byte(id)}, []uint32{oidText, oidText, oidText}, nil, nil)
-	var (
-		rev   []byte
-		data  []byte
-		found bool
-	)
-	for rr.NextRow() {
-		v := rr.Values()
-		rev, data, found = append([]byte(nil), v[0]...), append([]byte(nil), v[1]...), true
-	}
-	if _, err := rr.Close(); err != nil {
-		s.failed = err
-		return 0, nil, fmt.Errorf("pgcap: %s: read %s row %q: %w", s.db.name, tab, id, err)
-	}
-	if !found {
-		return 0, nil, fmt.Errorf("pgcap: %s: %s row %q: %w", s.db.name, tab, id, txn.ErrNotFound)
-	}
-	r, err := strconv.ParseInt(string(rev), 10, 64)
-	if err != nil {
-		return 0, nil, fmt.Errorf("pgcap: %s: %s row %q: revision %q: %w", s.db.name, tab, id, rev, err)
-	}
-	return r, data, nil
+	get, done := s.getStep(tab, id)
+	_, err = s.roundTrip(ctx, []*step{get})
+	return done(err)
 }
 
 // Delete implements txn.Participant.
@@ -187,14 +212,18 @@ func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := s.settle(ctx); err != nil {
+	del := &step{
+		sql:    `SELECT ` + s.db.qhost() + `.delete_row($1, $2, $3)`,
+		values: [][]byte{[]byte(s.db.key), []byte(tab), []byte(id)},
+		oids:   []uint32{oidText, oidText, oidText},
+	}
+	derr, err := s.settle(ctx, del)
+	if err != nil {
 		return fmt.Errorf("pgcap: %s: delete %s row %q: %w", s.db.name, tab, id, err)
 	}
-	rr := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.delete_row($1, $2, $3)`,
-		[][]byte{[]byte(s.db.key), []byte(tab), []byte(id)}, []uint32{oidText, oidText, oidText}, nil, nil)
-	if _, err := rr.Close(); err != nil {
-		s.failed = err
-		return fmt.Errorf("pgcap: %s: delete %s row %q: %w", s.db.name, tab, id, err)
+	if derr != nil {
+		s.failed = derr
+		return fmt.Errorf("pgcap: %s: delete %s row %q: %w", s.db.name, tab, id, derr)
 	}
 	return nil
 }
@@ -211,13 +240,51 @@ func (s *session) usable() error {
 	return nil
 }
 
-// ReadRow implements capability.RowReader: a transaction of its own, which
-// the caller ends.
-func (s *session) ReadRow(ctx context.Context, t txn.Table, id string) (int64, []byte, error) {
-	if !s.began {
-		if err := s.begin(ctx); err != nil {
-			return 0, nil, fmt.Errorf("pgcap: %s: read %s row %q: %w", s.db.name, t, id, err)
+// ReadRows implements capability.RowReader: a transaction of its own,
+// which the caller ends; when it begins it, in one round trip: BEGIN, the
+// reads and a ROLLBACK (no code of the plugin's runs in it, so begin's
+// checks have nothing to guard).
+func (s *session) ReadRows(ctx context.Context, id string, tables ...txn.Table) ([]capability.Row, error) {
+	if s.failed != nil || s.ended {
+		return nil, s.usable()
+	}
+	var steps []*step
+	fresh := !s.began
+	if fresh {
+		steps = append(steps, hostStep("BEGIN ISOLATION LEVEL READ COMMITTED"),
+			hostStep("SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout+s.lockWait+time.Second)))
+	}
+	done := make([]func(error) (int64, []byte, error), len(tables))
+	for i, t := range tables {
+		tab, err := tableName(t)
+		if err != nil {
+			return nil, err
+		}
+		var get *step
+		get, done[i] = s.getStep(tab, id)
+		steps = append(steps, get)
+	}
+	if fresh {
+		steps = append(steps, hostStep("ROLLBACK"))
+	}
+	_, err := s.roundTrip(ctx, steps)
+	if err != nil {
+		if fresh && !s.pc.IsClosed() && s.pc.TxStatus() != 'I' {
+			s.began = true // for End to roll back
+		}
+		s.failed = err
+		return nil, fmt.Errorf("pgcap: %s: read the host rows of %q: %w", s.db.name, id, err)
+	}
+	rows := make([]capability.Row, len(tables))
+	for i := range tables {
+		rev, data, err := done[i](nil)
+		switch {
+		case errors.Is(err, txn.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			rows[i] = capability.Row{Revision: rev, Data: data}
 		}
 	}
-	return s.Get(ctx, t, id)
+	return rows, nil
 }

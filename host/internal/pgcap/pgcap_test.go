@@ -419,6 +419,10 @@ func testLimits(t *testing.T, e *env) {
 		{"endless recursive cte", []string{endless + "SELECT count(*) FROM c"}, abi.ErrResourceExhausted, true},
 		{"statement_timeout off", []string{"SET statement_timeout = 0", "SELECT pg_sleep(30)"}, abi.ErrResourceExhausted, true},
 		{"too many rows", []string{endless + "SELECT x FROM c"}, abi.ErrResourceExhausted, false},
+		// The server ends the statement (and the host's statements after
+		// it in its round trip) before the host reads past the limit: it
+		// is undone all the same.
+		{"too many rows written", []string{"INSERT INTO t SELECT 3 FROM generate_series(1, 150) RETURNING x"}, abi.ErrResourceExhausted, false},
 		{"too many bytes", []string{"SELECT repeat('x', 100000)"}, abi.ErrResourceExhausted, false},
 		{"too many statements", []string{"SELECT 1", "SELECT 2", "SELECT 3", "SELECT 4"}, abi.ErrResourceExhausted, false},
 		{"too large a request", []string{"SELECT '" + strings.Repeat("x", 5000) + "'"}, abi.ErrResourceExhausted, false},

@@ -44,6 +44,9 @@ type session struct {
 	// writes: the catalog rows the connection had written when the
 	// transaction began (see checkCatalog).
 	writes catalogWrites
+	// settledWrites: the same counters, read by settle, when no statement
+	// of the plugin's ran since.
+	settledWrites *catalogWrites
 	// settled: settle released the guard and ran the plugin's deferred
 	// triggers; a plugin statement after it arms a new guard first.
 	settled bool
@@ -56,6 +59,12 @@ type session struct {
 	failed error
 
 	abandoned bool
+	// open: the savepoint of the plugin's last statement is still open;
+	// the host's next statement releases it (see trip.go).
+	open bool
+	// used: a statement of the plugin's ran on the connection, whose
+	// session state End resets.
+	used bool
 
 	calls txn.Calls // of the txn.Txn the session joined (join.go)
 	ended bool
@@ -84,11 +93,6 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	call := ctx
 	ctx, cancel := capability.WithClock(ctx, s.limits.Timeout)
 	defer cancel()
-	if !s.began {
-		if err := s.begin(ctx); err != nil {
-			return nil, s.poison(s.mapError(ctx, err))
-		}
-	}
 	out := newResultWriter(s.limits)
 	for i, st := range stmts {
 		if err := s.exec(ctx, call, st, out); err != nil {
@@ -111,7 +115,10 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 // begin starts the transaction with the request limit and the lock wait
 // (plus a second, for the host's cancel to come first) as its server-side
 // statement timeout, in case the host is gone; the plugin may change it
-// for its own statements, never for the host's commit (see settle).
+// for its own statements, never for the host's commit (see settle). The
+// first statement of a transaction sends the same in its round trip
+// (beginSteps); begin alone runs when that round trip's gate failed, to
+// say why.
 func (s *session) begin(ctx context.Context) error {
 	if err := s.beginTracked(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout+s.lockWait+time.Second)); err != nil {
 		return err
@@ -120,12 +127,80 @@ func (s *session) begin(ctx context.Context) error {
 	return nil
 }
 
+// beginRead is what begin's steps read.
+type beginRead struct {
+	writes catalogWrites
+	err    error
+}
+
+// beginSteps are begin's statements and beginTracked's reads, sent in
+// front of the first statement of the transaction, in its round trip,
+// with a gate that fails, so that nothing after it runs, when
+// beginTracked would refuse the call (see beginOutcome).
+func (s *session) beginSteps() ([]*step, *beginRead) {
+	b := &beginRead{}
+	writes := hostStep(catalogWritesSQL)
+	writes.read = func(rr *pgconn.ResultReader) { b.writes, b.err = readCatalogWrites(rr.Read()) }
+	return []*step{
+		hostStep("BEGIN ISOLATION LEVEL READ COMMITTED"),
+		hostStep("SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout+s.lockWait+time.Second)),
+		writes,
+		hostStep(beginGate),
+	}, b
+}
+
+// beginGate fails (invalid_text_representation, casting a setting to a
+// number) when the server does not keep the catalog counters or the role
+// may open connections out of the run: the cases beginTracked refuses. A
+// stable function's value, not a constant, so that the planner does not
+// cast it whatever the condition.
+var beginGate = `SELECT CASE WHEN pg_catalog.current_setting('track_counts') OPERATOR(pg_catalog.<>) 'on' OR EXISTS (` +
+	outboundSQL("session_user") + `) THEN pg_catalog.current_setting('track_counts')::pg_catalog.int4 END`
+
+// beginOutcome records the outcome of a round trip in front of which
+// beginSteps ran, of which failed (-1 for none) failed with err. It
+// returns redo when the transaction is begun after all, by begin alone,
+// and the caller runs its statements again; else err when it failed.
+func (s *session) beginOutcome(ctx context.Context, steps []*step, b *beginRead, failed int, err error) (redo bool, _ error) {
+	if err == nil || failed != 0 {
+		// BEGIN ran.
+		s.began, s.wrote, s.guarded, s.settled = true, false, false, false
+	}
+	if err != nil && failed < len(steps) {
+		// begin's part failed: nothing after it ran.
+		if s.began && !s.pc.IsClosed() {
+			s.host(ctx, "ROLLBACK")
+			s.began = false
+		}
+		if failed != len(steps)-1 {
+			return false, err
+		}
+		// The gate: begin alone says why (and ends the transaction), or
+		// finds nothing to refuse any more.
+		if berr := s.begin(ctx); berr != nil {
+			return false, berr
+		}
+		return true, nil
+	}
+	if b.err != nil {
+		return false, b.err
+	}
+	s.writes = b.writes
+	return false, nil
+}
+
 func pgMillis(d time.Duration) string { return fmt.Sprintf("'%dms'", max(d.Milliseconds(), 1)) }
 
 // host runs statements of the host's own (no parameters) on the
 // connection. Every object they name is schema-qualified (pg_catalog or
 // the host schema): they run under the search_path the plugin set.
+// The savepoint of the plugin's last statement, when open, is released
+// first, in the same round trip, unless q rolls back.
 func (s *session) host(ctx context.Context, q string) error {
+	if s.open && !strings.HasPrefix(q, "ROLLBACK") {
+		q = releaseStmt + "; " + q
+	}
+	s.open = false
 	_, err := s.pc.Exec(ctx, q).ReadAll()
 	return err
 }
@@ -154,27 +229,57 @@ var errTransactionControl = abi.Errorf(abi.CodePermissionDenied,
 // aborts the whole transaction), as on SQLite. ctx is the request's, call
 // the call's context: both clocks stand still while the statement waits
 // for a lock.
+//
+// It makes one round trip (see trip.go): the release of the previous
+// statement's savepoint; for the call's first statement, begin's
+// statements; a new commit guard, when the guard was released and the
+// transaction has written; the savepoint; the statement; and, until the
+// transaction has written, a commit guard armed only if it has, so that a
+// transaction that writes holds the guard before the plugin's next
+// statement can try to commit it.
 func (s *session) exec(ctx, call context.Context, st statement, out *resultWriter) error {
+	var (
+		steps  []*step
+		begin  *beginRead
+		nbegin int
+	)
+	if !s.began {
+		s.wrote, s.guarded, s.settled = false, false, false
+		steps, begin = s.beginSteps()
+		nbegin = len(steps)
+	}
+	var guard *guarding
+	guardAt := -1
 	if s.settled {
 		// The guard was released: a statement of the plugin's after that
 		// must not be able to COMMIT the transaction's writes.
 		s.settled = false
 		if s.wrote {
-			if err := s.guard(ctx); err != nil {
-				return s.poison(s.mapError(ctx, err))
-			}
+			guard, guardAt = s.guardStep(false), len(steps)
+			steps = append(steps, &guard.step)
 		}
 	}
-	if err := s.host(ctx, "SAVEPOINT "+stmtSavepoint); err != nil {
-		return s.poison(s.mapError(ctx, err))
-	}
+	steps = append(steps, hostStep("SAVEPOINT "+stmtSavepoint))
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var werr *abi.Error
+	at := len(steps)
+	plugin := &step{sql: st.sql, values: st.values, oids: st.oids, read: func(rr *pgconn.ResultReader) {
+		werr = out.statement(rr, st.json, cancel)
+	}}
+	steps = append(steps, plugin)
+	var check *guarding
+	if !s.wrote {
+		check = s.guardStep(true)
+		steps = append(steps, &check.step)
+	}
+	s.used, s.settledWrites = true, nil
 	endWatch := s.watchLocks(cancel, ctx, call)
-	rr := s.pc.ExecParams(sctx, st.sql, st.values, st.oids, nil, nil)
-	werr := out.statement(rr, st.json, cancel)
-	tag, err := rr.Close()
+	failed, err := s.roundTrip(sctx, steps)
 	busy := endWatch()
+	if nbegin > 0 && (err == nil || failed != 0) {
+		s.began = true // for the cases below that end it
+	}
 	if s.pc.IsClosed() {
 		s.began = false
 		s.abandon(ctx)
@@ -188,8 +293,24 @@ func (s *session) exec(ctx, call context.Context, st statement, out *resultWrite
 		}
 		return s.poison(abi.Errorf(abi.CodeUnavailable, "sql: the connection was lost: %v", errOr(err, ctx.Err())))
 	}
+	if nbegin > 0 {
+		redo, berr := s.beginOutcome(ctx, steps[:nbegin], begin, failed, err)
+		if redo {
+			return s.exec(ctx, call, st, out)
+		}
+		if berr != nil {
+			return s.poison(s.mapError(ctx, berr))
+		}
+	}
+	if guard != nil && (err == nil || failed > guardAt) {
+		s.guarded, s.token = true, guard.token
+	}
+	if err != nil && failed < at {
+		// The new guard or the savepoint failed.
+		return s.poison(s.mapError(ctx, err))
+	}
 	status := s.pc.TxStatus()
-	if transactionTags[tag.String()] || status == 'I' {
+	if transactionTags[plugin.tag.String()] || status == 'I' {
 		if status == 'I' {
 			// The plugin's COMMIT (failed by the commit guard if it had
 			// written) or ROLLBACK ended the transaction.
@@ -198,16 +319,22 @@ func (s *session) exec(ctx, call context.Context, st statement, out *resultWrite
 		return s.poison(errTransactionControl)
 	}
 	if werr == nil && err == nil {
-		if err := s.release(ctx); err != nil {
-			return s.poison(s.mapError(ctx, err))
+		s.open = true
+		if check != nil && check.armed {
+			s.wrote, s.guarded, s.token = true, true, check.token
 		}
-		out.counts(tag)
+		out.counts(plugin.tag)
 		return nil
 	}
-	// Undo the statement, with a context of its own: the request's may be
-	// what ended it.
+	if werr == nil && failed > at {
+		// The host's statement after the plugin's failed.
+		return s.poison(s.mapError(ctx, err))
+	}
+	// Undo the statement (and a guard armed after it), with a context of
+	// its own: the request's may be what ended it.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer rcancel()
+	s.open = false
 	if rerr := s.host(rctx, "ROLLBACK TO SAVEPOINT "+stmtSavepoint+"; RELEASE SAVEPOINT "+stmtSavepoint); rerr != nil {
 		s.poison(abi.Errorf(abi.CodeUnavailable, "sql: the transaction was lost: %v", rerr))
 	}
@@ -267,40 +394,33 @@ func errOr(err, other error) error {
 	return other
 }
 
-// release ends the statement's savepoint and, until the transaction has
-// written, asks whether it has: a transaction that writes takes the commit
-// guard before the plugin's next statement can try to commit it.
-func (s *session) release(ctx context.Context) error {
-	q := "RELEASE SAVEPOINT " + stmtSavepoint
-	if !s.wrote {
-		q += "; SELECT pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL"
-	}
-	res, err := s.pc.Exec(ctx, q).ReadAll()
-	if err != nil || s.wrote {
-		return err
-	}
-	if len(res) == 2 && len(res[1].Rows) == 1 && string(res[1].Rows[0][0]) == "t" {
-		return s.guard(ctx)
-	}
-	return nil
+// guarding is a statement that inserts a commit guard, with a new token,
+// into the transaction.
+type guarding struct {
+	step
+	token string
+	armed bool // it inserted the guard
 }
 
-// guard inserts a commit guard, with a new token, into the transaction.
-func (s *session) guard(ctx context.Context) error {
-	if s.guarded {
-		return nil
-	}
+// guardStep is a guarding step; when onlyIfWrote, it inserts the guard
+// only if the transaction has written (has a transaction id).
+func (s *session) guardStep(onlyIfWrote bool) *guarding {
 	var t [16]byte
 	rand.Read(t[:])
-	s.token = hex.EncodeToString(t[:])
-	h := sha256.Sum256([]byte(s.token))
-	_, err := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.guard($1, $2)`,
-		[][]byte{[]byte(s.db.key), []byte(`\x` + hex.EncodeToString(h[:]))}, []uint32{oidText, oidBytea}, nil, nil).Close()
-	if err != nil {
-		return err
+	g := &guarding{token: hex.EncodeToString(t[:])}
+	h := sha256.Sum256([]byte(g.token))
+	g.sql = `SELECT ` + s.db.qhost() + `.guard($1, $2)`
+	if onlyIfWrote {
+		g.sql += ` WHERE pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL`
 	}
-	s.wrote, s.guarded = true, true
-	return nil
+	g.values = [][]byte{[]byte(s.db.key), []byte(`\x` + hex.EncodeToString(h[:]))}
+	g.oids = []uint32{oidText, oidBytea}
+	g.read = func(rr *pgconn.ResultReader) {
+		for rr.NextRow() {
+			g.armed = true
+		}
+	}
+	return g
 }
 
 // settle ends the plugin's part of a transaction that wrote, before the
@@ -311,25 +431,54 @@ func (s *session) guard(ctx context.Context) error {
 // follows runs none of the plugin's code and the plugin's COMMIT never
 // passes the guard. It keeps the guard's trigger deferred, for a guard
 // armed again by a later statement of the plugin.
-func (s *session) settle(ctx context.Context) error {
+//
+// then are the host's statements that follow, sent in the same round
+// trip (with nothing to settle, in one of their own, within ctx); their
+// failure is thenErr, settle's own err.
+func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error) {
 	if s.settled || !s.wrote {
-		return nil
+		if len(then) == 0 {
+			return nil, nil
+		}
+		_, err := s.roundTrip(ctx, then)
+		return err, nil
 	}
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
 	h := sha256.Sum256([]byte(s.token))
-	_, err := s.pc.ExecParams(ctx, `SELECT `+s.db.qhost()+`.release($1, $2)`,
-		[][]byte{[]byte(s.db.key), []byte(`\x` + hex.EncodeToString(h[:]))}, []uint32{oidText, oidBytea}, nil, nil).Close()
-	if err == nil {
-		err = s.host(ctx, "SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout)+
-			"; SET LOCAL client_connection_check_interval = "+pgMillis(checkInterval)+
-			"; SET CONSTRAINTS ALL IMMEDIATE; SET CONSTRAINTS "+s.db.qhost()+".commit_guard DEFERRED")
+	steps := []*step{
+		{
+			sql:    `SELECT ` + s.db.qhost() + `.release($1, $2)`,
+			values: [][]byte{[]byte(s.db.key), []byte(`\x` + hex.EncodeToString(h[:]))},
+			oids:   []uint32{oidText, oidBytea},
+		},
+		hostStep("SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout)),
+		hostStep("SET LOCAL client_connection_check_interval = " + pgMillis(checkInterval)),
+		hostStep("SET CONSTRAINTS ALL IMMEDIATE"),
+		hostStep("SET CONSTRAINTS " + s.db.qhost() + ".commit_guard DEFERRED"),
 	}
-	if err != nil {
-		return s.poison(s.commitError(ctx, "run the plugin's deferred triggers", err))
+	n := len(steps)
+	// The catalog counters commit compares (checkCatalog), after the
+	// plugin's deferred triggers and the host's statements.
+	var writes *catalogWrites
+	var werr error
+	counters := hostStep(catalogWritesSQL)
+	counters.read = func(rr *pgconn.ResultReader) {
+		w, err := readCatalogWrites(rr.Read())
+		writes, werr = &w, err
+	}
+	failed, err := s.roundTrip(ctx, append(append(steps, then...), counters))
+	if err != nil && failed < n {
+		return nil, s.poison(s.commitError(ctx, "run the plugin's deferred triggers", err))
 	}
 	s.guarded, s.settled = false, true
-	return nil
+	if err == nil && werr == nil {
+		s.settledWrites = writes
+	}
+	if err != nil && failed == n+len(then) {
+		return nil, s.poison(s.commitError(ctx, "read the catalog counters", err))
+	}
+	return err, nil
 }
 
 // bounded is ctx ending within the request limit and by the call's end.
@@ -364,10 +513,12 @@ func (s *session) End(ctx context.Context, ok bool) error {
 		return nil
 	}
 	s.ended = true
+	reset := s.used // the plugin's statements leave session state behind
 	defer func() {
+		s.open = false
 		if s.pc.IsClosed() {
 			s.abandon(ctx)
-		} else {
+		} else if reset {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if s.host(rctx, "DISCARD ALL") != nil {
 				s.pc.Close(rctx)
@@ -384,9 +535,15 @@ func (s *session) End(ctx context.Context, ok bool) error {
 	}
 	s.began = false
 	if ok && s.failed == nil {
-		return s.commit(ctx)
+		var err error
+		reset, err = s.commit(ctx)
+		return err
 	}
-	if err := s.host(ctx, "ROLLBACK"); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err, derr := s.finish(rctx, "ROLLBACK")
+	reset = derr != nil
+	if err != nil {
 		return fmt.Errorf("pgcap: %s: roll back: %w", s.db.name, err)
 	}
 	if ok {
@@ -395,12 +552,78 @@ func (s *session) End(ctx context.Context, ok bool) error {
 	return nil
 }
 
+// finish ends the transaction with q (COMMIT or ROLLBACK) and, when a
+// statement of the plugin's ran on the connection, resets the session
+// state the plugin may have left (DISCARD ALL), in one round trip:
+// DISCARD ALL runs in no transaction, so it has a Sync of its own, sent
+// with q's. It returns q's command tag and error, and the reset's error,
+// after which the caller closes the connection.
+func (s *session) finish(ctx context.Context, q string) (tag pgconn.CommandTag, err, resetErr error) {
+	s.open = false
+	n := 1
+	p := s.pc.StartPipeline(ctx)
+	p.SendQueryParams(q, nil, nil, nil, nil)
+	p.SendPipelineSync()
+	if s.used {
+		p.SendQueryParams("DISCARD ALL", nil, nil, nil, nil)
+		p.SendPipelineSync()
+		n = 2
+	}
+	var errs [2]error
+	if ferr := p.Flush(); ferr != nil {
+		errs[0] = ferr
+	}
+	for part := 0; part < n; {
+		res, rerr := p.GetResults()
+		if rerr != nil {
+			if errs[part] == nil {
+				errs[part] = rerr
+			}
+			if !isPgError(rerr) {
+				break
+			}
+			continue
+		}
+		switch r := res.(type) {
+		case *pgconn.ResultReader:
+			t, rerr := r.Close()
+			if part == 0 {
+				tag = t
+			}
+			if rerr != nil && errs[part] == nil {
+				errs[part] = rerr
+			}
+		case *pgconn.PipelineSync:
+			part++
+		case nil:
+			part = n
+		}
+	}
+	if cerr := p.Close(); cerr != nil && !isPgError(cerr) {
+		for i := range n {
+			if errs[i] == nil {
+				errs[i] = cerr
+			}
+		}
+	}
+	if n == 2 {
+		resetErr = errs[1]
+	}
+	return tag, errs[0], resetErr
+}
+
+func isPgError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe)
+}
+
 // commit settles and commits, both within the request limit and the
-// call's (or, joined, the run's) remaining time.
-func (s *session) commit(ctx context.Context) error {
-	if err := s.settle(ctx); err != nil {
+// call's (or, joined, the run's) remaining time. reset says whether the
+// connection's session state is still to be reset (see finish).
+func (s *session) commit(ctx context.Context) (reset bool, _ error) {
+	if _, err := s.settle(ctx); err != nil {
 		s.rollback(ctx)
-		return fmt.Errorf("pgcap: %s: commit: %w", s.db.name, err)
+		return s.used, fmt.Errorf("pgcap: %s: commit: %w", s.db.name, err)
 	}
 	if s.wrote {
 		// After the plugin's deferred triggers, which may grant too.
@@ -409,19 +632,19 @@ func (s *session) commit(ctx context.Context) error {
 		cancel()
 		if err != nil {
 			s.rollback(ctx)
-			return fmt.Errorf("pgcap: %s: commit refused, rolled back: %w", s.db.name, err)
+			return s.used, fmt.Errorf("pgcap: %s: commit refused, rolled back: %w", s.db.name, err)
 		}
 	}
 	cctx, cancel := s.bounded(ctx)
 	defer cancel()
-	res, err := s.pc.Exec(cctx, "COMMIT").ReadAll()
-	if err == nil && (len(res) != 1 || res[0].CommandTag.String() != "COMMIT") {
+	tag, err, resetErr := s.finish(cctx, "COMMIT")
+	if err == nil && tag.String() != "COMMIT" {
 		err = errors.New("the server rolled the transaction back")
 	}
 	if err != nil {
-		return fmt.Errorf("pgcap: %s: commit: %w", s.db.name, s.commitError(cctx, "commit", err))
+		return resetErr != nil, fmt.Errorf("pgcap: %s: commit: %w", s.db.name, s.commitError(cctx, "commit", err))
 	}
-	return nil
+	return resetErr != nil, nil
 }
 
 // rollback ends a transaction whose commit step failed (the server may

@@ -269,13 +269,24 @@ func (s *session) usable() error {
 	return nil
 }
 
-// ReadRow implements capability.RowReader: a read transaction of its own,
-// which the caller ends.
-func (s *session) ReadRow(ctx context.Context, t txn.Table, id string) (int64, []byte, error) {
+// ReadRows implements capability.RowReader: a read transaction of its
+// own, which the caller ends.
+func (s *session) ReadRows(ctx context.Context, id string, tables ...txn.Table) ([]capability.Row, error) {
 	if !s.began {
 		if err := s.begin(ctx, false); err != nil {
-			return 0, nil, fmt.Errorf("sqlcap: %s: read %s row %q: %w", s.db.path, t, id, err)
+			return nil, fmt.Errorf("sqlcap: %s: read the host rows of %q: %w", s.db.path, id, err)
 		}
 	}
-	return s.Get(ctx, t, id)
+	rows := make([]capability.Row, len(tables))
+	for i, t := range tables {
+		rev, data, err := s.Get(ctx, t, id)
+		switch {
+		case errors.Is(err, txn.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			rows[i] = capability.Row{Revision: rev, Data: data}
+		}
+	}
+	return rows, nil
 }
