@@ -1,0 +1,78 @@
+package wasmrt
+
+import (
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// wazero v1.9.0 reads a module's machine code from its cache into an
+// anonymous executable mapping of its own, all of it resident for as long
+// as the module lives, although an instance runs a fraction of it: 10.9 MiB
+// of every loaded build of the in-memory plugin, 17 MiB of the sqlite
+// plugin's. So the host keeps a copy of the code, page-aligned, in a file
+// of the cache ("text", codemap_linux.go), and replaces wazero's anonymous
+// pages with a private mapping of that file, at the same address, with the
+// same bytes: the pages are then clean and file-backed, resident only once
+// a call runs them, shared with every other process that loads the build,
+// and reclaimable by the kernel (RATIONALE: "Why does a loaded build cost
+// what it does?").
+//
+// The code is found through wazero's unexported fields, as of the go.mod
+// version v1.9.0: TestMapCodePinned names the version when an upgrade
+// moves them. A layout this does not know leaves the code as it is.
+
+// share moves what each build, and each instance, of comp would keep a
+// copy of into files of the cache, mapped: its machine code (mapCode) and
+// its data segments (memoryImage). It runs before comp's first instance.
+func (c *Cache) share(comp *compiled) {
+	c.mapCode(comp.module)
+	c.memoryImage(comp)
+}
+
+// executableOf returns the machine code wazero's compiler made of m, nil
+// for an interpreter's module or a wazero whose internals differ. The
+// slice aliases wazero's mapping: it is valid while m is open.
+func executableOf(m wazero.CompiledModule) []byte {
+	v := reflect.ValueOf(m)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	mod := v.Elem().FieldByName("module")
+	eng := v.Elem().FieldByName("compiledEngine")
+	if !mod.IsValid() || mod.Kind() != reflect.Pointer || mod.IsNil() || !eng.IsValid() || eng.Kind() != reflect.Interface || eng.IsNil() {
+		return nil
+	}
+	id := mod.Elem().FieldByName("ID")
+	eng = eng.Elem()
+	if !id.IsValid() || id.Kind() != reflect.Array || id.Type().Elem().Kind() != reflect.Uint8 ||
+		eng.Kind() != reflect.Pointer || eng.IsNil() || eng.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	mods, mux := eng.Elem().FieldByName("compiledModules"), eng.Elem().FieldByName("mux")
+	if !mods.IsValid() || mods.Kind() != reflect.Map || mods.Type().Key() != id.Type() ||
+		!mux.IsValid() || mux.Type() != reflect.TypeFor[sync.RWMutex]() {
+		return nil
+	}
+	// The engine's map of compiled modules is shared by every runtime on
+	// the same compilation cache: read it under the engine's lock.
+	lock := (*sync.RWMutex)(unsafe.Pointer(mux.UnsafeAddr()))
+	key := reflect.NewAt(id.Type(), unsafe.Pointer(id.UnsafeAddr())).Elem()
+	lock.RLock()
+	cm := mods.MapIndex(key)
+	lock.RUnlock()
+	if !cm.IsValid() || cm.Kind() != reflect.Pointer || cm.IsNil() || cm.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	ex := cm.Elem().FieldByName("executables")
+	if !ex.IsValid() || ex.Kind() != reflect.Pointer || ex.IsNil() || ex.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	code := ex.Elem().FieldByName("executable")
+	if !code.IsValid() || code.Kind() != reflect.Slice || code.Type().Elem().Kind() != reflect.Uint8 || code.Len() == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(code.UnsafePointer()), code.Len())
+}
