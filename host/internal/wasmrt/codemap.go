@@ -32,36 +32,51 @@ func (c *Cache) share(comp *compiled) {
 	c.memoryImage(comp)
 }
 
+// moduleID returns the id wazero gave m (a sha256 of its bytes and of
+// how it was compiled), false for a wazero whose internals differ.
+func moduleID(m wazero.CompiledModule) (id [32]byte, ok bool) {
+	v := reflect.ValueOf(m)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return id, false
+	}
+	mod := v.Elem().FieldByName("module")
+	if !mod.IsValid() || mod.Kind() != reflect.Pointer || mod.IsNil() || mod.Elem().Kind() != reflect.Struct {
+		return id, false
+	}
+	f := mod.Elem().FieldByName("ID")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[[32]byte]() {
+		return id, false
+	}
+	return *(*[32]byte)(unsafe.Pointer(f.UnsafeAddr())), true
+}
+
 // executableOf returns the machine code wazero's compiler made of m, nil
 // for an interpreter's module or a wazero whose internals differ. The
 // slice aliases wazero's mapping: it is valid while m is open.
 func executableOf(m wazero.CompiledModule) []byte {
+	id, ok := moduleID(m)
 	v := reflect.ValueOf(m)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+	if !ok {
 		return nil
 	}
-	mod := v.Elem().FieldByName("module")
 	eng := v.Elem().FieldByName("compiledEngine")
-	if !mod.IsValid() || mod.Kind() != reflect.Pointer || mod.IsNil() || !eng.IsValid() || eng.Kind() != reflect.Interface || eng.IsNil() {
+	if !eng.IsValid() || eng.Kind() != reflect.Interface || eng.IsNil() {
 		return nil
 	}
-	id := mod.Elem().FieldByName("ID")
 	eng = eng.Elem()
-	if !id.IsValid() || id.Kind() != reflect.Array || id.Type().Elem().Kind() != reflect.Uint8 ||
-		eng.Kind() != reflect.Pointer || eng.IsNil() || eng.Elem().Kind() != reflect.Struct {
+	if eng.Kind() != reflect.Pointer || eng.IsNil() || eng.Elem().Kind() != reflect.Struct {
 		return nil
 	}
 	mods, mux := eng.Elem().FieldByName("compiledModules"), eng.Elem().FieldByName("mux")
-	if !mods.IsValid() || mods.Kind() != reflect.Map || mods.Type().Key() != id.Type() ||
+	if !mods.IsValid() || mods.Kind() != reflect.Map || mods.Type().Key() != reflect.TypeFor[[32]byte]() ||
 		!mux.IsValid() || mux.Type() != reflect.TypeFor[sync.RWMutex]() {
 		return nil
 	}
 	// The engine's map of compiled modules is shared by every runtime on
 	// the same compilation cache: read it under the engine's lock.
 	lock := (*sync.RWMutex)(unsafe.Pointer(mux.UnsafeAddr()))
-	key := reflect.NewAt(id.Type(), unsafe.Pointer(id.UnsafeAddr())).Elem()
 	lock.RLock()
-	cm := mods.MapIndex(key)
+	cm := mods.MapIndex(reflect.ValueOf(id))
 	lock.RUnlock()
 	if !cm.IsValid() || cm.Kind() != reflect.Pointer || cm.IsNil() || cm.Elem().Kind() != reflect.Struct {
 		return nil

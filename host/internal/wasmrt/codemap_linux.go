@@ -5,7 +5,6 @@ package wasmrt
 import (
 	"bytes"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -22,10 +21,12 @@ const minMappedCode = 256 << 10
 // when it can, which a mapping of a file cannot replace page by page.
 const hugePage = 2 << 20
 
-// textPath is where the cache keeps a copy of machine code of n bytes whose
-// CRC-32C is sum.
-func (c *Cache) textPath(n int, sum uint32) string {
-	return filepath.Join(c.dir, "text", fmt.Sprintf("%d-%08x.bin", n, sum))
+// textPath is where the cache keeps a copy of the n bytes of machine code
+// of the module wazero knows as id. The name only finds the file: what it
+// holds is compared with wazero's code before it is mapped (the code of
+// one id differs between CPUs, and a file can be damaged).
+func (c *Cache) textPath(id [32]byte, n int) string {
+	return filepath.Join(c.dir, "text", fmt.Sprintf("%x-%d.bin", id, n))
 }
 
 // mapCode replaces wazero's anonymous copy of m's machine code with a
@@ -41,11 +42,12 @@ func (c *Cache) textPath(n int, sum uint32) string {
 // wazero's files beside it are: the file is only ever replaced whole
 // (writeAtomic), never written in place.
 func (c *Cache) mapCode(m wazero.CompiledModule) int {
+	id, _ := moduleID(m)
 	code := executableOf(m)
 	if len(code) < minMappedCode || len(code)%hugePage == 0 {
 		return 0
 	}
-	path := c.textPath(len(code), crc32.Checksum(code, castagnoli))
+	path := c.textPath(id, len(code))
 	if mapText(path, code) {
 		return len(code)
 	}

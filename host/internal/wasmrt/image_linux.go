@@ -5,7 +5,6 @@ package wasmrt
 import (
 	"bytes"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -19,10 +18,11 @@ type memImage struct {
 	size int
 }
 
-// imagePath is where the cache keeps an image of n bytes whose CRC-32C is
-// sum.
-func (c *Cache) imagePath(n int, sum uint32) string {
-	return filepath.Join(c.dir, "image", fmt.Sprintf("%d-%08x.bin", n, sum))
+// imagePath is where the cache keeps the image, of n bytes, of the module
+// wazero knows as id. The name only finds the file: what it holds is
+// compared with the module's segments before any instance maps it.
+func (c *Cache) imagePath(id [32]byte, n int) string {
+	return filepath.Join(c.dir, "image", fmt.Sprintf("%x-%d.bin", id, n))
 }
 
 // memoryImage moves the active data segments of comp's module into an
@@ -31,11 +31,15 @@ func (c *Cache) imagePath(n int, sum uint32) string {
 // as it is when it cannot (dataImage), when the segments are small, or
 // when the file cannot be written or does not hold the same bytes.
 func (c *Cache) memoryImage(comp *compiled) {
+	id, ok := moduleID(comp.module)
+	if !ok {
+		return
+	}
 	img, drop, ok := dataImage(comp.module)
 	if !ok || len(img) < minImage {
 		return
 	}
-	path := c.imagePath(len(img), crc32.Checksum(img, castagnoli))
+	path := c.imagePath(id, len(img))
 	f := openSame(path, img)
 	if f == nil {
 		if writePaged(path, img) != nil {

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"strings"
 	"testing"
@@ -54,10 +53,12 @@ func TestMapCodePinned(t *testing.T) {
 	defer rt.Close(ctx)
 	m, err := rt.CompileModule(ctx, addModule)
 	require.NoError(t, err)
+	id, ok := moduleID(m)
+	require.True(t, ok, "moduleID found no id: wazero's compiledModule.module.ID moved (the code knows github.com/tetratelabs/wazero v1.9.0)")
 	code := executableOf(m)
 	require.NotEmpty(t, code,
 		"executableOf found no machine code: wazero's compiledModule.compiledEngine.compiledModules[id].executable moved (the code knows github.com/tetratelabs/wazero v1.9.0)")
-	path := c.textPath(len(code), crc32.Checksum(code, castagnoli))
+	path := c.textPath(id, len(code))
 	require.NoError(t, writePaged(path, code))
 	require.True(t, mapText(path, code))
 	require.Equal(t, path, mappedFile(t, unsafe.Pointer(&code[0])))
@@ -83,9 +84,11 @@ func TestMapCodeRefusesOtherBytes(t *testing.T) {
 	defer rt.Close(ctx)
 	m, err := rt.CompileModule(ctx, addModule)
 	require.NoError(t, err)
+	id, ok := moduleID(m)
+	require.True(t, ok)
 	code := executableOf(m)
 	require.NotEmpty(t, code)
-	path := c.textPath(len(code), crc32.Checksum(code, castagnoli))
+	path := c.textPath(id, len(code))
 	other := bytes.Clone(code)
 	other[len(other)/2] ^= 0xff
 	require.NoError(t, writePaged(path, other))
@@ -145,16 +148,22 @@ func sleb(v int32) []byte {
 }
 
 // compileImage compiles imageModule with cache c and moves its data
-// segments into an image.
-func compileImage(t *testing.T, c *Cache) (*compiled, []byte) {
+// segments into an image; before runs first, given the image's path.
+func compileImage(t *testing.T, c *Cache, before func(path string, want []byte)) (*compiled, []byte, string) {
 	t.Helper()
 	ctx := context.Background()
 	wasm, want := imageModule()
 	comp, err := compileWith(ctx, c.cache, nil, wasm, 4, false, false)
 	require.NoError(t, err)
 	t.Cleanup(func() { comp.Close(ctx) })
+	id, ok := moduleID(comp.module)
+	require.True(t, ok)
+	path := c.imagePath(id, len(want))
+	if before != nil {
+		before(path, want)
+	}
 	c.share(comp)
-	return comp, want
+	return comp, want, path
 }
 
 // TestMemoryImagePinned checks that dataImage still finds wazero's data
@@ -185,9 +194,8 @@ func TestMemoryImageCopyOnWrite(t *testing.T) {
 	c, err := NewCache(t.TempDir())
 	require.NoError(t, err)
 	defer c.Close(ctx)
-	comp, want := compileImage(t, c)
+	comp, want, path := compileImage(t, c, nil)
 	require.NotNil(t, comp.image, "the data segments moved to an image")
-	path := c.imagePath(len(want), crc32.Checksum(want, castagnoli))
 
 	a, err := comp.newInstance(ctx, 4)
 	require.NoError(t, err)
@@ -225,13 +233,11 @@ func TestMemoryImageRefusesOtherBytes(t *testing.T) {
 	c, err := NewCache(t.TempDir())
 	require.NoError(t, err)
 	defer c.Close(ctx)
-	_, want := imageModule()
-	path := c.imagePath(len(want), crc32.Checksum(want, castagnoli))
-	other := bytes.Clone(want)
-	other[1500] ^= 0xff
-	require.NoError(t, writePaged(path, other))
-
-	comp, _ := compileImage(t, c)
+	comp, want, path := compileImage(t, c, func(path string, want []byte) {
+		other := bytes.Clone(want)
+		other[1500] ^= 0xff
+		require.NoError(t, writePaged(path, other))
+	})
 	require.NotNil(t, comp.image)
 	in, err := comp.newInstance(ctx, 4)
 	require.NoError(t, err)
@@ -252,7 +258,7 @@ func TestMemoryImageLimits(t *testing.T) {
 	c, err := NewCache(t.TempDir())
 	require.NoError(t, err)
 	defer c.Close(ctx)
-	comp, want := compileImage(t, c)
+	comp, want, _ := compileImage(t, c, nil)
 	require.NotNil(t, comp.image)
 	_, err = comp.newInstance(ctx, 1)
 	require.True(t, errors.Is(err, hosterr.ErrMemoryLimit), "got %v", err)
