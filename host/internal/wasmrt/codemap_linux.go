@@ -5,6 +5,7 @@ package wasmrt
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -21,12 +22,26 @@ const minMappedCode = 256 << 10
 // when it can, which a mapping of a file cannot replace page by page.
 const hugePage = 2 << 20
 
-// textPath is where the cache keeps a copy of the n bytes of machine code
-// of the module wazero knows as id. The name only finds the file: what it
-// holds is compared with wazero's code before it is mapped (the code of
-// one id differs between CPUs, and a file can be damaged).
-func (c *Cache) textPath(id [32]byte, n int) string {
-	return filepath.Join(c.dir, "text", fmt.Sprintf("%x-%d.bin", id, n))
+// textPath is where the cache keeps a copy of the machine code b.
+func (c *Cache) textPath(b []byte) string {
+	return filepath.Join(c.dir, "text", fingerprint(b)+".bin")
+}
+
+// fingerprint names the bytes b in the cache: their length and a CRC-32C
+// of sixteen samples of them. It only finds a file, cheaply (a checksum
+// of the whole of a Go plugin's code cost a load 0.7-1.9 ms): what the
+// file holds is compared with b, byte for byte, before it is mapped. Two
+// builds with the same code (the skeleton's and the rewrite's, or two
+// builds differing only in a custom section) share the file.
+func fingerprint(b []byte) string {
+	const samples, width = 16, 256
+	sum := uint32(0)
+	for i := range samples {
+		at := (len(b) - width) * i / (samples - 1)
+		at = max(at, 0)
+		sum = crc32.Update(sum, castagnoli, b[at:min(at+width, len(b))])
+	}
+	return fmt.Sprintf("%d-%08x", len(b), sum)
 }
 
 // mapCode replaces wazero's anonymous copy of m's machine code with a
@@ -42,12 +57,11 @@ func (c *Cache) textPath(id [32]byte, n int) string {
 // wazero's files beside it are: the file is only ever replaced whole
 // (writeAtomic), never written in place.
 func (c *Cache) mapCode(m wazero.CompiledModule) int {
-	id, _ := moduleID(m)
 	code := executableOf(m)
 	if len(code) < minMappedCode || len(code)%hugePage == 0 {
 		return 0
 	}
-	path := c.textPath(id, len(code))
+	path := c.textPath(code)
 	if mapText(path, code) {
 		return len(code)
 	}

@@ -4,7 +4,6 @@ package wasmrt
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -18,11 +17,10 @@ type memImage struct {
 	size int
 }
 
-// imagePath is where the cache keeps the image, of n bytes, of the module
-// wazero knows as id. The name only finds the file: what it holds is
-// compared with the module's segments before any instance maps it.
-func (c *Cache) imagePath(id [32]byte, n int) string {
-	return filepath.Join(c.dir, "image", fmt.Sprintf("%x-%d.bin", id, n))
+// imagePath is where the cache keeps the image img (its name: see
+// fingerprint).
+func (c *Cache) imagePath(img []byte) string {
+	return filepath.Join(c.dir, "image", fingerprint(img)+".bin")
 }
 
 // memoryImage moves the active data segments of comp's module into an
@@ -31,15 +29,11 @@ func (c *Cache) imagePath(id [32]byte, n int) string {
 // as it is when it cannot (dataImage), when the segments are small, or
 // when the file cannot be written or does not hold the same bytes.
 func (c *Cache) memoryImage(comp *compiled) {
-	id, ok := moduleID(comp.module)
-	if !ok {
-		return
-	}
 	img, drop, ok := dataImage(comp.module)
 	if !ok || len(img) < minImage {
 		return
 	}
-	path := c.imagePath(id, len(img))
+	path := c.imagePath(img)
 	f := openSame(path, img)
 	if f == nil {
 		if writePaged(path, img) != nil {
