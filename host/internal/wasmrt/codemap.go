@@ -52,25 +52,26 @@ func moduleID(m wazero.CompiledModule) (id [32]byte, ok bool) {
 
 // executableOf returns the machine code wazero's compiler made of m, nil
 // for an interpreter's module or a wazero whose internals differ. The
-// slice aliases wazero's mapping: it is valid while m is open.
-func executableOf(m wazero.CompiledModule) []byte {
+// slice aliases wazero's mapping: it is valid while m is open. owner is
+// the address of wazero's structure that owns the mapping.
+func executableOf(m wazero.CompiledModule) (code []byte, owner uintptr) {
 	id, ok := moduleID(m)
 	v := reflect.ValueOf(m)
 	if !ok {
-		return nil
+		return nil, 0
 	}
 	eng := v.Elem().FieldByName("compiledEngine")
 	if !eng.IsValid() || eng.Kind() != reflect.Interface || eng.IsNil() {
-		return nil
+		return nil, 0
 	}
 	eng = eng.Elem()
 	if eng.Kind() != reflect.Pointer || eng.IsNil() || eng.Elem().Kind() != reflect.Struct {
-		return nil
+		return nil, 0
 	}
 	mods, mux := eng.Elem().FieldByName("compiledModules"), eng.Elem().FieldByName("mux")
 	if !mods.IsValid() || mods.Kind() != reflect.Map || mods.Type().Key() != reflect.TypeFor[[32]byte]() ||
 		!mux.IsValid() || mux.Type() != reflect.TypeFor[sync.RWMutex]() {
-		return nil
+		return nil, 0
 	}
 	// The engine's map of compiled modules is shared by every runtime on
 	// the same compilation cache: read it under the engine's lock.
@@ -79,15 +80,15 @@ func executableOf(m wazero.CompiledModule) []byte {
 	cm := mods.MapIndex(reflect.ValueOf(id))
 	lock.RUnlock()
 	if !cm.IsValid() || cm.Kind() != reflect.Pointer || cm.IsNil() || cm.Elem().Kind() != reflect.Struct {
-		return nil
+		return nil, 0
 	}
 	ex := cm.Elem().FieldByName("executables")
 	if !ex.IsValid() || ex.Kind() != reflect.Pointer || ex.IsNil() || ex.Elem().Kind() != reflect.Struct {
-		return nil
+		return nil, 0
 	}
-	code := ex.Elem().FieldByName("executable")
-	if !code.IsValid() || code.Kind() != reflect.Slice || code.Type().Elem().Kind() != reflect.Uint8 || code.Len() == 0 {
-		return nil
+	text := ex.Elem().FieldByName("executable")
+	if !text.IsValid() || text.Kind() != reflect.Slice || text.Type().Elem().Kind() != reflect.Uint8 || text.Len() == 0 {
+		return nil, 0
 	}
-	return unsafe.Slice((*byte)(code.UnsafePointer()), code.Len())
+	return unsafe.Slice((*byte)(text.UnsafePointer()), text.Len()), ex.Pointer()
 }

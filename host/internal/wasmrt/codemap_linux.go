@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -57,8 +58,8 @@ func fingerprint(b []byte) string {
 // wazero's files beside it are: the file is only ever replaced whole
 // (writeAtomic), never written in place.
 func (c *Cache) mapCode(m wazero.CompiledModule) int {
-	code := executableOf(m)
-	if len(code) < minMappedCode || len(code)%hugePage == 0 {
+	code, owner := executableOf(m)
+	if len(code) < minMappedCode || len(code)%hugePage == 0 || !firstMapping(code, owner) {
 		return 0
 	}
 	path := c.textPath(code)
@@ -69,6 +70,29 @@ func (c *Cache) mapCode(m wazero.CompiledModule) int {
 		return 0
 	}
 	return len(code)
+}
+
+// mapped records the code mapCode has seen, by address, with the address
+// of wazero's structure that owns it: wazero hands the same code to every
+// runtime on one compilation cache that compiles the same module, and code
+// that may be running is never replaced. An address wazero reuses for
+// other code after freeing comes with another owner; if both were reused
+// alike, that code only stays in wazero's mapping.
+var mapped = struct {
+	sync.Mutex
+	owners map[uintptr]uintptr
+}{owners: map[uintptr]uintptr{}}
+
+// firstMapping reports whether mapCode sees code for the first time.
+func firstMapping(code []byte, owner uintptr) bool {
+	at := uintptr(unsafe.Pointer(&code[0]))
+	mapped.Lock()
+	defer mapped.Unlock()
+	if o, ok := mapped.owners[at]; ok && o == owner {
+		return false
+	}
+	mapped.owners[at] = owner
+	return true
 }
 
 // mapText maps the file at path over code if it holds the same bytes.

@@ -53,7 +53,7 @@ func TestMapCodePinned(t *testing.T) {
 	defer rt.Close(ctx)
 	m, err := rt.CompileModule(ctx, addModule)
 	require.NoError(t, err)
-	code := executableOf(m)
+	code, _ := executableOf(m)
 	require.NotEmpty(t, code,
 		"executableOf found no machine code: wazero's compiledModule.module.ID or compiledEngine.compiledModules[id].executable moved (the code knows github.com/tetratelabs/wazero v1.9.0)")
 	path := c.textPath(code)
@@ -82,7 +82,7 @@ func TestMapCodeRefusesOtherBytes(t *testing.T) {
 	defer rt.Close(ctx)
 	m, err := rt.CompileModule(ctx, addModule)
 	require.NoError(t, err)
-	code := executableOf(m)
+	code, _ := executableOf(m)
 	require.NotEmpty(t, code)
 	path := c.textPath(code)
 	other := bytes.Clone(code)
@@ -261,4 +261,36 @@ func TestMemoryImageLimits(t *testing.T) {
 	require.True(t, comp.image.load(heap, false))
 	require.True(t, bytes.Equal(want, heap[:len(want)]), "the image was not read into the memory")
 	require.False(t, comp.image.load(make([]byte, len(want)-1), false), "an image larger than the memory")
+}
+
+// TestPluginBuildShared: a Go plugin's build runs on the cache's copy of
+// its code and its instances on the cache's image, for each module of the
+// build (here two memory limits); code mapped once is not mapped again
+// (wazero shares a module's code between runtimes on one compilation
+// cache, and it may be running).
+func TestPluginBuildShared(t *testing.T) {
+	ctx := context.Background()
+	wasm := pluginWasm(t)
+	first := compileOn(t, "compiler", wasm, testPages)
+	second := compileOn(t, "compiler", wasm, 2*testPages)
+	for _, m := range []*Module{first, second} {
+		code, owner := executableOf(m.code().module)
+		require.NotEmpty(t, code)
+		require.Contains(t, mappedFile(t, unsafe.Pointer(&code[0])), "/text/", "the code is the cache's copy")
+		require.False(t, firstMapping(code, owner), "mapped again")
+		require.NotNil(t, m.code().image, "the data segments moved to an image")
+		in, err := m.NewInstance(ctx, testPages)
+		require.NoError(t, err)
+		_, err = in.Call(ctx, "describe", nil)
+		require.NoError(t, err)
+		require.NoError(t, in.Close(ctx))
+	}
+}
+
+// TestFirstMapping: code is mapped once per owner at an address.
+func TestFirstMapping(t *testing.T) {
+	code := make([]byte, 1)
+	require.True(t, firstMapping(code, 1))
+	require.False(t, firstMapping(code, 1), "the same code twice")
+	require.True(t, firstMapping(code, 2), "another owner's code at a reused address")
 }
