@@ -24,27 +24,39 @@ import (
 
 // BenchmarkBuildRSS measures the memory a Host spends per loaded plugin
 // build: after one build is loaded (what any host pays once), it loads
-// more distinct builds of the same sample plugin (its bytes with a custom
+// more distinct builds of the same plugin (its bytes with a custom
 // section appended, so each has its own sha256 and is compiled, cached and
-// instantiated as a build of its own), and reports the growth of the
-// process's resident set and of the Go heap in use per build (after
-// debug.FreeOSMemory). Run it once first to fill the compilation cache:
-// a build the cache does not hold is compiled in a process of its own.
+// instantiated as a build of its own), and reports the growth per build
+// of the process's resident set, of its anonymous (private) part, and of
+// the Go heap in use (after debug.FreeOSMemory). The resident set counts
+// the pages of files the host maps (a build's machine code, its initial
+// memory) once per mapping, as distinct builds would; anonymous memory is
+// what only the process holds and the kernel cannot reclaim without swap.
+//
+// Besides the two sample Go plugins: the AssemblyScript sample (a 26 KB
+// module), and host/testdata/minimal, the least Go plugin (the Go runtime
+// alone): the floor of a Go build. Run it once first to fill the
+// compilation cache: a build the cache does not hold is compiled in a
+// process of its own.
 func BenchmarkBuildRSS(b *testing.B) {
 	const builds = 8
+	noGrants := func(string) []host.Grant { return nil }
 	plugins := []struct {
-		name, pkg string
-		grants    func(dir string) []host.Grant
+		name   string
+		wasm   func(testing.TB) string
+		grants func(dir string) []host.Grant
 	}{
-		{"inmemory", "github.com/wasmhist/wasmhist/plugins/inmemory", func(string) []host.Grant { return nil }},
-		{"sqlite", "github.com/wasmhist/wasmhist/plugins/sqlite", func(dir string) []host.Grant {
+		{"inmemory", goPlugin("github.com/wasmhist/wasmhist/plugins/inmemory"), noGrants},
+		{"sqlite", goPlugin("github.com/wasmhist/wasmhist/plugins/sqlite"), func(dir string) []host.Grant {
 			return []host.Grant{sqlgrant.New(sqlgrant.Config{Path: filepath.Join(dir, "history.db")})}
 		}},
+		{"asmemory", func(testing.TB) string { return "../../plugins/asmemory/asmemory.wasm" }, noGrants},
+		{"minimal", goPlugin("../testdata/minimal"), noGrants},
 	}
 	for _, pl := range plugins {
 		b.Run(pl.name, func(b *testing.B) {
-			wasm, err := os.ReadFile(sdktest.BuildPlugin(b, pl.pkg))
-			require.NoError(b, err)
+			wasm, err := os.ReadFile(pl.wasm(b))
+			require.NoError(b, err, "make plugins builds the AssemblyScript sample")
 			dir := b.TempDir()
 			for b.Loop() {
 				ctx := context.Background()
@@ -55,13 +67,14 @@ func BenchmarkBuildRSS(b *testing.B) {
 					require.NoError(b, err)
 				}
 				load(0)
-				rss0, heap0 := memoryInUse(b)
+				m0 := memoryInUse(b)
 				for i := 1; i <= builds; i++ {
 					load(i)
 				}
-				rss1, heap1 := memoryInUse(b)
-				b.ReportMetric(float64(rss1-rss0)/builds/(1<<20), "MiB-RSS/build")
-				b.ReportMetric(float64(heap1-heap0)/builds/(1<<20), "MiB-heap/build")
+				m1 := memoryInUse(b)
+				b.ReportMetric(float64(m1.rss-m0.rss)/builds/(1<<20), "MiB-RSS/build")
+				b.ReportMetric(float64(m1.anon-m0.anon)/builds/(1<<20), "MiB-anon/build")
+				b.ReportMetric(float64(m1.heap-m0.heap)/builds/(1<<20), "MiB-heap/build")
 				require.NoError(b, h.Close(ctx))
 			}
 		})
@@ -80,23 +93,40 @@ func withBuildSection(wasm []byte, i int) []byte {
 	return append(out, payload...)
 }
 
-// memoryInUse returns the process's resident set and the Go heap in use,
-// after the collector has returned what it can to the system.
-func memoryInUse(b testing.TB) (rss, heap int64) {
+// goPlugin builds the Go plugin at pkg (an import path or a directory).
+func goPlugin(pkg string) func(testing.TB) string {
+	return func(tb testing.TB) string { return sdktest.BuildPlugin(tb, pkg) }
+}
+
+// memory is what the process holds: its resident set and the anonymous
+// part of it (from /proc/self/smaps_rollup, which counts pages exactly),
+// and the Go heap in use.
+type memory struct{ rss, anon, heap int64 }
+
+// memoryInUse returns the memory in use, after the collector has returned
+// what it can to the system.
+func memoryInUse(b testing.TB) memory {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	f, err := os.Open("/proc/self/status")
+	f, err := os.Open("/proc/self/smaps_rollup")
 	require.NoError(b, err)
 	defer f.Close()
+	m := memory{rss: -1, anon: -1, heap: int64(ms.HeapInuse)}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			require.NoError(b, err)
-			return kb << 10, int64(ms.HeapInuse)
+		name, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (name != "Rss" && name != "Anonymous") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "kB")), 10, 64)
+		require.NoError(b, err)
+		if name == "Rss" {
+			m.rss = kb << 10
+		} else {
+			m.anon = kb << 10
 		}
 	}
-	b.Fatal("VmRSS not found in /proc/self/status")
-	return 0, 0
+	require.False(b, m.rss < 0 || m.anon < 0, "Rss or Anonymous not found in /proc/self/smaps_rollup")
+	return m
 }

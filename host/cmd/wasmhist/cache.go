@@ -19,9 +19,10 @@ import (
 const cacheDirEnv = "WASMHIST_CACHE_DIR"
 
 // maxCacheBytes bounds the compile cache. A compiled plugin takes about
-// 11 MB (the Extism kernel's code included), so this keeps the last
-// twenty or so builds; whatever is evicted is compiled again (about 1.5 s)
-// on its next load.
+// 29 MB (the in-memory plugin: 11 MB of machine code kept twice, wazero's
+// entry and the copy the host maps, then its rewrite, skeleton and initial
+// memory), so this keeps the last eight or so builds; whatever is evicted
+// is compiled again (about 1.5 s) on its next load.
 const maxCacheBytes = 256 << 20
 
 // cacheDir is the compile cache the commands use.

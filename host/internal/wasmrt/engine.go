@@ -205,7 +205,10 @@ type compiled struct {
 	cache wazero.CompilationCache
 	// interpreted: the code is wazero's interpreter's.
 	interpreted bool
-	instances   atomic.Uint64
+	// image, when set, is the module's initial memory, which its data
+	// segments were moved to (image.go).
+	image     *memImage
+	instances atomic.Uint64
 
 	mu sync.Mutex
 	// live counts the instances not closed yet.
@@ -234,6 +237,9 @@ func (c *compiled) Close(ctx context.Context) error {
 	}
 	c.returned()
 	err := c.rt.Close(context.WithoutCancel(ctx))
+	if c.image != nil {
+		err = errors.Join(err, c.image.close())
+	}
 	if c.cache != nil {
 		err = errors.Join(err, c.cache.Close(context.WithoutCancel(ctx)))
 	}
@@ -341,6 +347,9 @@ func (e *Engine) compileFlight(ctx context.Context, key moduleKey, f *flight, wa
 	c, err := compile(ctx, e.cache, e.funcs, key.sum, wasm, key.pages, func() error {
 		return e.compileApart(ctx, wasm, key.pages)
 	})
+	if err == nil {
+		e.cache.share(c)
+	}
 	e.register(ctx, key, f, c, err)
 }
 
@@ -401,6 +410,9 @@ func (e *Engine) firstUse(ctx context.Context, key moduleKey, f *flight, wasm []
 		c, err = compile(cctx, e.cache, e.funcs, key.sum, wasm, key.pages, func() error {
 			return e.compileApart(cctx, wasm, key.pages)
 		})
+		if err == nil {
+			e.cache.share(c)
+		}
 	}
 	if errors.Is(err, hosterr.ErrCompileLimit) {
 		e.cache.markRefused(key.sum, err)

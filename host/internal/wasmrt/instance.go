@@ -101,7 +101,7 @@ func (m *Module) NewInstance(ctx context.Context, limitPages uint32) (*Instance,
 
 func (c *compiled) newInstance(ctx context.Context, limitPages uint32) (*Instance, error) {
 	limit := uint64(limitPages) * PageSize
-	mem := newMemoryTracker(limit)
+	mem := newMemoryTracker(limit, c.image)
 	stopped := new(atomic.Bool)
 	stderr := &capBuffer{max: stderrKeep, stopped: stopped}
 	// wazero's defaults are a fixed-seed random source and fake clocks,
@@ -160,6 +160,9 @@ func (c *compiled) newInstance(ctx context.Context, limitPages uint32) (*Instanc
 		// honouring the allocator, refuse to run.
 		in.mod.Close(ctx)
 		return nil, errors.New("instantiate: memory limit not enforceable")
+	case mem.ImageLost():
+		in.mod.Close(ctx)
+		return nil, errors.New("instantiate: the initial memory image could not be read from the compilation cache")
 	case mem.OverLimit():
 		in.mod.Close(ctx)
 		return nil, fmt.Errorf("instantiate: initial memory above %d pages: %w", limitPages, hosterr.ErrMemoryLimit)

@@ -8,7 +8,7 @@ import (
 )
 
 func TestKernelBlocks(t *testing.T) {
-	tr := newMemoryTracker(1 << 20)
+	tr := newMemoryTracker(1<<20, nil)
 	k := newKernel(1<<20, tr)
 	require.True(t, k.setInput([]byte("0123456789")))
 	assert.Equal(t, uint64(10), k.inputLen)
@@ -43,7 +43,7 @@ func TestKernelBlocks(t *testing.T) {
 }
 
 func TestKernelVars(t *testing.T) {
-	k := newKernel(1<<20, newMemoryTracker(1<<20))
+	k := newKernel(1<<20, newMemoryTracker(1<<20, nil))
 	k.reset()
 	k.varSet(k.write([]byte("a")), k.write([]byte("value")))
 	got := k.varGet(k.write([]byte("a")))

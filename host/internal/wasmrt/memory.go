@@ -19,23 +19,40 @@ import (
 // guest's language.
 type memoryTracker struct {
 	limit uint64 // bytes per memory
+	// image, when set, is the initial content of the first memory
+	// (image.go); imageLost records that it could not be loaded.
+	image     *memImage
+	imageLost bool
 
 	mu       sync.Mutex
 	memories []*trackedMemory
 	refused  bool
 }
 
-func newMemoryTracker(limitBytes uint64) *memoryTracker {
-	return &memoryTracker{limit: limitBytes}
+func newMemoryTracker(limitBytes uint64, image *memImage) *memoryTracker {
+	return &memoryTracker{limit: limitBytes, image: image}
 }
 
 // Allocate implements experimental.MemoryAllocator.
 func (t *memoryTracker) Allocate(_, maxBytes uint64) experimental.LinearMemory {
-	m := &trackedMemory{t: t, reserved: reserve(min(maxBytes, t.limit))}
+	reserved, mapped := reserve(min(maxBytes, t.limit))
+	m := &trackedMemory{t: t, reserved: reserved}
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.image != nil && len(t.memories) == 0 && !t.image.load(reserved, mapped) {
+		// A reservation below the image is refused as OverLimit; any other
+		// failure as ImageLost.
+		t.imageLost = len(reserved) >= t.image.size
+	}
 	t.memories = append(t.memories, m)
-	t.mu.Unlock()
 	return m
+}
+
+// ImageLost reports that the memory's initial content could not be read.
+func (t *memoryTracker) ImageLost() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.imageLost
 }
 
 // Bytes is the total size of the instance's linear memories.

@@ -7,18 +7,18 @@ import "syscall"
 // (MAP_NORESERVE: no swap is set aside, so reserving a 4 GiB maximum costs
 // nothing until the guest uses it). Resident memory is thus what the guest
 // touched, whatever its declared maximum. If the mapping fails it falls
-// back to the Go heap.
-func reserve(n uint64) []byte {
+// back to the Go heap; mapped reports which.
+func reserve(n uint64) (b []byte, mapped bool) {
 	n = (n + PageSize - 1) &^ (PageSize - 1)
 	if n == 0 {
-		return nil
+		return nil, false
 	}
 	b, err := syscall.Mmap(-1, 0, int(n), syscall.PROT_READ|syscall.PROT_WRITE,
 		syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_NORESERVE)
 	if err != nil {
-		return make([]byte, n)
+		return make([]byte, n), false
 	}
-	return b
+	return b, true
 }
 
 // release unmaps what reserve mapped.

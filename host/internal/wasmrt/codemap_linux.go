@@ -1,0 +1,174 @@
+//go:build linux
+
+package wasmrt
+
+import (
+	"bytes"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// minMappedCode is the least machine code worth a file: a module's code
+// below it stays in wazero's mapping.
+const minMappedCode = 256 << 10
+
+// hugePage: wazero maps code whose size is a multiple of it with huge pages
+// when it can, which a mapping of a file cannot replace page by page.
+const hugePage = 2 << 20
+
+// textPath is where the cache keeps a copy of the machine code b.
+func (c *Cache) textPath(b []byte) string {
+	return filepath.Join(c.dir, "text", fingerprint(b)+".bin")
+}
+
+// fingerprint names the bytes b in the cache: their length and a CRC-32C
+// of sixteen samples of them. It only finds a file, cheaply (a checksum
+// of the whole of a Go plugin's code cost a load 0.7-1.9 ms): what the
+// file holds is compared with b, byte for byte, before it is mapped. Two
+// builds with the same code (the skeleton's and the rewrite's, or two
+// builds differing only in a custom section) share the file.
+func fingerprint(b []byte) string {
+	const samples, width = 16, 256
+	sum := uint32(0)
+	for i := range samples {
+		at := (len(b) - width) * i / (samples - 1)
+		at = max(at, 0)
+		sum = crc32.Update(sum, castagnoli, b[at:min(at+width, len(b))])
+	}
+	return fmt.Sprintf("%d-%08x", len(b), sum)
+}
+
+// mapCode replaces wazero's anonymous copy of m's machine code with a
+// private, read-only, executable mapping of the same bytes in the cache's
+// text file, which it writes first if the cache does not hold it. It
+// returns how many bytes it mapped, 0 when it left the code as it was (an
+// interpreter's module, code too small, a wazero whose internals differ,
+// or a file it could not write or that does not hold the same bytes).
+//
+// It must run before anything runs the code. The file's bytes are
+// compared with wazero's, which wazero checked against its own checksum,
+// before the mapping replaces them; the cache directory is trusted as
+// wazero's files beside it are: the file is only ever replaced whole
+// (writeAtomic), never written in place.
+func (c *Cache) mapCode(m wazero.CompiledModule) int {
+	code, owner := executableOf(m)
+	if len(code) < minMappedCode || len(code)%hugePage == 0 || !firstMapping(code, owner) {
+		return 0
+	}
+	path := c.textPath(code)
+	if mapText(path, code) {
+		return len(code)
+	}
+	if writePaged(path, code) != nil || !mapText(path, code) {
+		return 0
+	}
+	return len(code)
+}
+
+// mapped records the code mapCode has seen, by address, with the address
+// of wazero's structure that owns it: wazero hands the same code to every
+// runtime on one compilation cache that compiles the same module, and code
+// that may be running is never replaced. An address wazero reuses for
+// other code after freeing comes with another owner; if both were reused
+// alike, that code only stays in wazero's mapping.
+var mapped = struct {
+	sync.Mutex
+	owners map[uintptr]uintptr
+}{owners: map[uintptr]uintptr{}}
+
+// firstMapping reports whether mapCode sees code for the first time.
+func firstMapping(code []byte, owner uintptr) bool {
+	at := uintptr(unsafe.Pointer(&code[0]))
+	mapped.Lock()
+	defer mapped.Unlock()
+	if o, ok := mapped.owners[at]; ok && o == owner {
+		return false
+	}
+	mapped.owners[at] = owner
+	return true
+}
+
+// mapText maps the file at path over code if it holds the same bytes.
+func mapText(path string, code []byte) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || info.Size() != int64(len(code)) {
+		return false
+	}
+	fd := int(f.Fd())
+	// Executable, so that a file system mounted noexec refuses here.
+	seen, err := syscall.Mmap(fd, 0, len(code), syscall.PROT_READ|syscall.PROT_EXEC, syscall.MAP_PRIVATE)
+	if err != nil {
+		return false
+	}
+	// Unmapped, the compared pages leave the process's resident set; they
+	// stay in the page cache for the mapping below.
+	defer syscall.Munmap(seen)
+	if !bytes.Equal(seen, code) {
+		return false
+	}
+	at := uintptr(unsafe.Pointer(&code[0]))
+	if mmapFixed(at, len(code), syscall.PROT_READ|syscall.PROT_EXEC, syscall.MAP_PRIVATE, fd) {
+		return true
+	}
+	// A failed MAP_FIXED may have unmapped the code already: put an
+	// anonymous copy back, as wazero had it.
+	if !mmapFixed(at, len(code), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON, -1) {
+		panic("wasmrt: machine code unmapped and not restored")
+	}
+	copy(code, seen)
+	if syscall.Mprotect(code, syscall.PROT_READ|syscall.PROT_EXEC) != nil {
+		panic("wasmrt: machine code restored but not executable")
+	}
+	return false
+}
+
+// mmapFixed maps n bytes at address at, replacing what was mapped there.
+func mmapFixed(at uintptr, n, prot, flags, fd int) bool {
+	r, _, errno := syscall.Syscall6(syscall.SYS_MMAP, at, uintptr(n), uintptr(prot), uintptr(flags|syscall.MAP_FIXED), uintptr(fd), 0)
+	return errno == 0 && r == at
+}
+
+// writePaged is writeAtomic writing one page at a time. A file written in
+// one call is cached in large folios, and a fault in a mapping of it maps
+// the whole folio: a guest touching one page in sixteen of its code had
+// all of it resident. Written a page at a time, the cache holds single
+// pages, and a fault maps the kernel's fault-around window (64 KiB) only.
+// A file the kernel evicts and reads back comes in larger folios again;
+// its pages are clean and shared, the first the kernel reclaims.
+func writePaged(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	page := syscall.Getpagesize()
+	for i := 0; i < len(b) && err == nil; i += page {
+		_, err = f.Write(b[i:min(i+page, len(b))])
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
