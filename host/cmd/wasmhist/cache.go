@@ -21,9 +21,9 @@ const cacheDirEnv = "WASMHIST_CACHE_DIR"
 // maxCacheBytes bounds the compile cache. A compiled plugin takes about
 // 29 MB (the in-memory plugin: 11 MB of machine code kept twice, wazero's
 // entry and the copy the host maps, then its rewrite, skeleton and initial
-// memory), so this keeps the last eight or so builds; whatever is evicted
-// is compiled again (about 1.5 s) on its next load.
-const maxCacheBytes = 256 << 20
+// memory), so this keeps the last seventeen or so builds; whatever is
+// evicted is compiled again (about 1.5 s) on its next load.
+const maxCacheBytes = 512 << 20
 
 // cacheDir is the compile cache the commands use.
 func cacheDir(e *env) string {
@@ -178,7 +178,7 @@ func runCache(_ context.Context, e *env, args []string) error {
 			"loads in tens of milliseconds instead of seconds.",
 		examples: []string{"wasmhist cache show", "wasmhist cache clear"},
 		details: "  It lives in " + host.DefaultCacheDir() + " (or $" + cacheDirEnv + "), one subdirectory\n" +
-			"  per runtime version, about 11 MB per plugin build, and is kept under " + byteSize(maxCacheBytes).String() + ": the\n" +
+			"  per runtime version, about 30 MB per plugin build, and is kept under " + byteSize(maxCacheBytes).String() + ": the\n" +
 			"  commands remove other versions' code first, then the oldest. 'clear' removes all of it;\n" +
 			"  the next load of each plugin compiles it again. On a terminal, a first compile that\n" +
 			"  takes a while is announced.",
