@@ -3,6 +3,7 @@ package guestjson
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -358,7 +359,7 @@ func (d *Decoder) skipContainer() error {
 			}
 			continue
 		case '"':
-			if end := shortPlainEnd(b, i+1, 32); end >= 0 {
+			if end := plainEnd(b, i+1); end >= 0 {
 				i = end + 1
 				break
 			}
@@ -456,14 +457,24 @@ func space(b []byte, i int) int {
 // plainEnd returns the offset of the quote that closes the string whose
 // contents start at i, when every byte before it is printable ASCII other
 // than a backslash; else -1, and the caller scans the string in full
-// (scanString). Keys and short values, most of a message's strings, take
-// this path.
-func plainEnd(b []byte, i int) int { return shortPlainEnd(b, i, len(b)) }
-
-// shortPlainEnd is plainEnd for a string of at most n bytes: a longer one
-// is left to scanString, whose wide strides are faster on long text.
-func shortPlainEnd(b []byte, i, n int) int {
-	for stop := min(len(b), i+n+1); i < stop; i++ {
+// (scanString). Keys and most values of a message take this path, eight
+// bytes a turn: compiled to WebAssembly each turn of a loop costs a jump
+// through the function's dispatch table, so a byte a turn is slow even for
+// a short key.
+func plainEnd(b []byte, i int) int {
+	const highs = 0x8080808080808080
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		// The lowest bit set is that of the first byte that is not plain
+		// ASCII (notPlain's borrows only reach bytes above it).
+		if m := notPlain(w) | w&highs; m != 0 {
+			if j := i + bits.TrailingZeros64(m)>>3; b[j] == '"' {
+				return j
+			}
+			return -1
+		}
+	}
+	for ; i < len(b); i++ {
 		switch c := b[i]; {
 		case c == '"':
 			return i
