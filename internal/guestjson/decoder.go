@@ -3,6 +3,7 @@ package guestjson
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -85,10 +86,8 @@ func (d *Decoder) Skip() error {
 	case '"':
 		_, err := d.scanString()
 		return err
-	case '{':
-		return d.skipObject()
-	case '[':
-		return d.skipArray()
+	case '{', '[':
+		return d.skipContainer()
 	case 't':
 		return d.literal("true")
 	case 'f':
@@ -138,6 +137,14 @@ func (d *Decoder) ReadStringAs(like string) (string, error) {
 		return "", d.literal("null")
 	default:
 		return "", d.Fail("want a string")
+	}
+	if end := plainEnd(d.b, d.i+1); end >= 0 {
+		s := d.b[d.i+1 : end]
+		d.i = end + 1
+		if string(s) == like {
+			return like, nil
+		}
+		return string(s), nil
 	}
 	s, err := d.stringBody()
 	if err == nil && string(s) == like {
@@ -215,7 +222,8 @@ func (d *Decoder) Object(member func(key []byte) error) error {
 	default:
 		return d.Fail("want an object")
 	}
-	if err := d.open(); err != nil {
+	err := d.open()
+	if err != nil {
 		return err
 	}
 	if d.Peek() == '}' {
@@ -226,8 +234,10 @@ func (d *Decoder) Object(member func(key []byte) error) error {
 		if d.Peek() != '"' {
 			return d.Fail("want a string key")
 		}
-		key, err := d.stringBody()
-		if err != nil {
+		var key []byte
+		if end := plainEnd(d.b, d.i+1); end >= 0 {
+			key, d.i = d.b[d.i+1:end:end], end+1
+		} else if key, err = d.stringBody(); err != nil {
 			return err
 		}
 		if d.Peek() != ':' {
@@ -300,62 +310,179 @@ func (d *Decoder) close() {
 
 var tooDeep = "nested deeper than " + strconv.Itoa(MaxDepth)
 
-func (d *Decoder) skipObject() error {
-	if err := d.open(); err != nil {
-		return err
-	}
-	if d.Peek() == '}' {
-		d.close()
-		return nil
+// skipContainer checks the object or array at the current offset and
+// moves past it. It is one loop over the bytes with the open containers
+// kept as bits, rather than a call per value: compiled to WebAssembly, a
+// Go function call costs as much as scanning dozens of bytes, and a
+// message is mostly short keys and values (SPEC's messages nest a handful
+// of levels). Strings without escapes are scanned in place; anything
+// rarer (an escape, a number) goes through the same checks Skip uses.
+func (d *Decoder) skipContainer() error {
+	// objects has bit k set when the k-th container this call opened is
+	// an object; depth counts them on top of d.depth.
+	var objects [MaxDepth/64 + 1]uint64
+	b, i, depth := d.b, d.i, 0
+	fail := func(at int, msg string) error {
+		d.i = at
+		return d.Fail(msg)
 	}
 	for {
-		if d.Peek() != '"' {
-			return d.Fail("want a string key")
+		// A value starts at i.
+		i = space(b, i)
+		if i == len(b) {
+			return fail(i, "unexpected end of input")
 		}
-		if _, err := d.scanString(); err != nil {
-			return err
-		}
-		if d.Peek() != ':' {
-			return d.Fail("want ':'")
-		}
-		d.i++
-		if err := d.Skip(); err != nil {
-			return err
-		}
-		switch d.Peek() {
-		case ',':
-			d.i++
-		case '}':
-			d.close()
-			return nil
+		switch c := b[i]; c {
+		case '{', '[':
+			if d.depth+depth >= MaxDepth {
+				return fail(i, tooDeep)
+			}
+			if c == '{' {
+				objects[depth>>6] |= 1 << (depth & 63)
+			} else {
+				objects[depth>>6] &^= 1 << (depth & 63)
+			}
+			depth++
+			i = space(b, i+1)
+			if i < len(b) && (b[i] == '}' && c == '{' || b[i] == ']' && c == '[') {
+				depth--
+				i++
+				break
+			}
+			if c == '[' {
+				continue
+			}
+			// The first key of an object.
+			var err error
+			if i, err = d.skipKey(i); err != nil {
+				return err
+			}
+			continue
+		case '"':
+			if end := plainEnd(b, i+1); end >= 0 {
+				i = end + 1
+				break
+			}
+			d.i = i
+			if _, err := d.scanString(); err != nil {
+				return err
+			}
+			i = d.i
+		case 't', 'f', 'n':
+			lit := "null"
+			if c == 't' {
+				lit = "true"
+			} else if c == 'f' {
+				lit = "false"
+			}
+			if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+				return fail(i, "want "+lit)
+			}
+			i += len(lit)
 		default:
-			return d.Fail("want ',' or '}'")
+			if c != '-' && (c < '0' || c > '9') {
+				return fail(i, "unexpected "+strconv.QuoteRune(rune(c)))
+			}
+			d.i = i
+			if err := d.number(); err != nil {
+				return err
+			}
+			i = d.i
+		}
+		// A value ended at i: close what ends with it.
+		for {
+			if depth == 0 {
+				d.i = i
+				return nil
+			}
+			i = space(b, i)
+			object := objects[(depth-1)>>6]&(1<<((depth-1)&63)) != 0
+			if i < len(b) && b[i] == ',' {
+				i++
+				if object {
+					var err error
+					if i, err = d.skipKey(space(b, i)); err != nil {
+						return err
+					}
+				}
+				break
+			}
+			if object && i < len(b) && b[i] == '}' || !object && i < len(b) && b[i] == ']' {
+				depth--
+				i++
+				continue
+			}
+			if object {
+				return fail(i, "want ',' or '}'")
+			}
+			return fail(i, "want ',' or ']'")
 		}
 	}
 }
 
-func (d *Decoder) skipArray() error {
-	if err := d.open(); err != nil {
-		return err
+// skipKey checks an object's key and the colon after it, from i, and
+// returns the offset of the member's value.
+func (d *Decoder) skipKey(i int) (int, error) {
+	b := d.b
+	if i == len(b) || b[i] != '"' {
+		d.i = i
+		return i, d.Fail("want a string key")
 	}
-	if d.Peek() == ']' {
-		d.close()
-		return nil
-	}
-	for {
-		if err := d.Skip(); err != nil {
-			return err
+	if end := plainEnd(b, i+1); end >= 0 {
+		i = end + 1
+	} else {
+		d.i = i
+		if _, err := d.scanString(); err != nil {
+			return i, err
 		}
-		switch d.Peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.close()
-			return nil
-		default:
-			return d.Fail("want ',' or ']'")
+		i = d.i
+	}
+	i = space(b, i)
+	if i == len(b) || b[i] != ':' {
+		d.i = i
+		return i, d.Fail("want ':'")
+	}
+	return i + 1, nil
+}
+
+// space returns the offset of the first byte at or after i that is not
+// white space.
+func space(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainEnd returns the offset of the quote that closes the string whose
+// contents start at i, when every byte before it is printable ASCII other
+// than a backslash; else -1, and the caller scans the string in full
+// (scanString). Keys and most values of a message take this path, eight
+// bytes a turn: compiled to WebAssembly each turn of a loop costs a jump
+// through the function's dispatch table, so a byte a turn is slow even for
+// a short key.
+func plainEnd(b []byte, i int) int {
+	const highs = 0x8080808080808080
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		// The lowest bit set is that of the first byte that is not plain
+		// ASCII (notPlain's borrows only reach bytes above it).
+		if m := notPlain(w) | w&highs; m != 0 {
+			if j := i + bits.TrailingZeros64(m)>>3; b[j] == '"' {
+				return j
+			}
+			return -1
 		}
 	}
+	for ; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i
+		case c < 0x20 || c >= utf8.RuneSelf || c == '\\':
+			return -1
+		}
+	}
+	return -1
 }
 
 // literal moves past lit (true, false or null) at the current offset.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -379,4 +380,31 @@ func TestReadStringAs(t *testing.T) {
 		}
 	})
 	assert.Equal(t, 1.0, allocs, "another string is copied once")
+}
+
+// TestPlainEnd holds plainEnd, the fast path for keys and plain values, to
+// a byte-by-byte reading: the closing quote found wherever it falls in the
+// eight-byte strides, and -1 for anything that needs scanString (an escape,
+// a control character, a byte outside ASCII) or no closing quote.
+func TestPlainEnd(t *testing.T) {
+	reference := func(b []byte, i int) int {
+		for ; i < len(b); i++ {
+			switch c := b[i]; {
+			case c == '"':
+				return i
+			case c < 0x20 || c >= 0x80 || c == '\\':
+				return -1
+			}
+		}
+		return -1
+	}
+	for _, stop := range []string{`"`, `\`, "\x00", "\x1f", "\x7f", "\x80", "é", "\xff", ""} {
+		for n := 0; n <= 40; n++ {
+			for _, tail := range []string{``, `"`, `abc"def`, "\x01\""} {
+				b := []byte(`"` + strings.Repeat("k", n) + stop + tail)
+				name := strconv.Quote(string(b))
+				require.Equal(t, reference(b, 1), plainEnd(b, 1), name)
+			}
+		}
+	}
 }
