@@ -210,6 +210,9 @@ func Project(name string) *Schema {
 // exactly one value. A syntax error is a *ValidationError wrapping
 // ErrInvalid that gives the byte offset.
 func Decode(doc []byte, name string) (any, error) {
+	if v, ok := decodeFast(doc); ok {
+		return v, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	var v any
