@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -21,7 +22,7 @@ import (
 // kept only if the whole call succeeded. Errors are *PluginError.
 func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode func([]byte) error) (err error) {
 	start := time.Now()
-	ctx, span := p.host.tracer.Start(ctx, "wasmhist.plugin "+export, trace.WithSpanKind(trace.SpanKindInternal),
+	ctx, span := p.host.tracer.Start(ctx, spanName(export), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
 			attribute.String("wasmhist.plugin", p.name),
 			attribute.String("wasmhist.export", export),
@@ -30,19 +31,26 @@ func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode
 	outLen := 0
 	defer func() {
 		d := time.Since(start)
-		oc := outcome(err)
-		span.SetAttributes(
-			attribute.Int("wasmhist.bytes_out", outLen),
-			attribute.Float64("wasmhist.duration_ms", float64(d)/float64(time.Millisecond)),
-			attribute.String("wasmhist.outcome", oc),
-		)
+		// Attributes and log arguments are built only for a span that
+		// records and a logger that logs them: with neither (the
+		// defaults) they were most of a call's own allocations.
+		if span.IsRecording() {
+			oc := outcome(err)
+			span.SetAttributes(
+				attribute.Int("wasmhist.bytes_out", outLen),
+				attribute.Float64("wasmhist.duration_ms", float64(d)/float64(time.Millisecond)),
+				attribute.String("wasmhist.outcome", oc),
+			)
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, oc)
+			}
+		}
 		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, oc)
 			p.log.WarnContext(ctx, "plugin call failed", "plugin", p.name, "export", export,
-				"bytes_in", len(input), "bytes_out", outLen, "duration", d, "outcome", oc, "error", err)
+				"bytes_in", len(input), "bytes_out", outLen, "duration", d, "outcome", outcome(err), "error", err)
 			err = &PluginError{Plugin: p.name, Export: export, Err: err}
-		} else {
+		} else if p.log.Enabled(ctx, slog.LevelDebug) {
 			p.log.DebugContext(ctx, "plugin call", "plugin", p.name, "export", export,
 				"bytes_in", len(input), "bytes_out", outLen, "duration", d)
 		}
@@ -89,6 +97,23 @@ func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode
 	}
 	r.release(ctx, err == nil)
 	return err
+}
+
+// spanNames are the span names of the ABI's exports, made once.
+var spanNames = func() map[string]string {
+	m := map[string]string{}
+	for _, e := range []string{abi.ExportDescribe, abi.ExportProvide, abi.ExportStore, abi.ExportClear,
+		abi.ExportList, abi.ExportMigrateState} {
+		m[e] = "wasmhist.plugin " + e
+	}
+	return m
+}()
+
+func spanName(export string) string {
+	if n, ok := spanNames[export]; ok {
+		return n
+	}
+	return "wasmhist.plugin " + export
 }
 
 // outcome names how a call ended, for spans and logs.

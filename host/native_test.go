@@ -1,9 +1,12 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
@@ -168,6 +171,49 @@ func TestSpans(t *testing.T) {
 	assert.NotZero(t, attrs["wasmhist.bytes_in"].AsInt64(), "bytes_in not recorded")
 	assert.Contains(t, attrs, attribute.Key("wasmhist.duration_ms"), "duration not recorded")
 	assert.Equal(t, "Error", spans[1].Status().Code.String(), "status %v", spans[1].Status())
+}
+
+// TestCallLogs: a logger at Debug gets a record of every call, one at Warn
+// only of the calls that failed (the arguments of a record nobody logs are
+// not built).
+func TestCallLogs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		level slog.Level
+		want  []string
+	}{
+		{"debug", slog.LevelDebug, []string{"plugin call export=describe", "plugin call export=provide", "plugin call failed export=store"}},
+		{"warn", slog.LevelWarn, []string{"plugin call failed export=store"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: tc.level}))
+			h := newHost(t, host.Config{Logger: log})
+			f := &fakePlugin{info: baseInfo(), exports: map[string]func([]byte) ([]byte, error){
+				abi.ExportProvide: func([]byte) ([]byte, error) { return []byte(`{}`), nil },
+				abi.ExportStore:   func([]byte) ([]byte, error) { return nil, abi.Errorf(abi.CodeUnavailable, "db down") },
+			}}
+			p, err := h.LoadNative(context.Background(), "fake", f.handler, host.LoadOptions{})
+			require.NoError(t, err)
+			s := &session.Session{SessionID: "s"}
+			_, err = p.Provider("k").Provide(context.Background(), s, nil)
+			require.NoError(t, err)
+			require.Error(t, p.Provider("k").Store(context.Background(), s, []abi.Message{user("x")}, nil))
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+				msg := line[strings.Index(line, "msg=")+len("msg="):]
+				if !strings.HasPrefix(msg, `"plugin call`) {
+					continue
+				}
+				msg = strings.Trim(msg[:strings.Index(msg, " plugin=")], `"`)
+				export := line[strings.Index(line, "export=")+len("export="):]
+				got = append(got, msg+" export="+export[:strings.IndexByte(export, ' ')])
+				assert.Contains(t, line, "bytes_in=", "%s", line)
+				assert.Contains(t, line, "duration=", "%s", line)
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }
 
 // TestHammerWasm runs many sessions through one WebAssembly plugin at once:

@@ -11,6 +11,7 @@ import (
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
 	"github.com/wasmhist/wasmhist/host/internal/statepatch"
+	"github.com/wasmhist/wasmhist/host/internal/validset"
 )
 
 // Plugin is a loaded plugin: its describe answer, its validated config and
@@ -31,7 +32,7 @@ type Plugin struct {
 	stateSchema *schema.Schema
 	initial     json.RawMessage
 	omitState   map[string]bool
-	valid       validatedStates
+	valid       validset.Set // states the state_schema accepted; those a patch produced are the statepatch.Cache's Docs
 	decoded     decodedMessages
 	provided    decodedMessages // messages provide returned by value, schema-checked
 	docs        *statepatch.Cache

@@ -22,16 +22,16 @@ var applyWindow = window.Apply
 
 // validateState checks a state against the plugin's state_schema, skipping
 // states this plugin already accepted: the document of a cached Doc (every
-// Doc the host keeps holds a validated state) or one validatedStates
+// Doc the host keeps holds a validated state) or one p.valid
 // remembers.
 func (p *Plugin) validateState(state json.RawMessage) error {
-	if p.docs.Contains(state) || p.valid.contains(state) {
+	if p.docs.Contains(state) || p.valid.Contains(state) {
 		return nil
 	}
 	if err := p.stateSchema.Validate(state); err != nil {
 		return err
 	}
-	p.valid.add(state)
+	p.valid.Add(state)
 	return nil
 }
 

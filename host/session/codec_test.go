@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -186,4 +187,47 @@ func TestProvenanceRoundTrip(t *testing.T) {
 		require.ErrorIs(t, err, session.ErrInvalid, doc)
 		assert.ErrorContains(t, err, want, doc)
 	}
+}
+
+// TestDecodeChecksWhatWasNotEncoded: Encode and Decode remember the
+// documents the schema accepted by content, so that a commit's documents
+// and the next load are checked once; bytes edited after they were
+// accepted, in place or into a longer document, are checked again and
+// refused.
+func TestDecodeChecksWhatWasNotEncoded(t *testing.T) {
+	s, err := session.Decode([]byte(validSession))
+	require.NoError(t, err)
+	doc, err := session.Encode(s)
+	require.NoError(t, err)
+	again, err := session.Decode(bytes.Clone(doc))
+	require.NoError(t, err, "a copy of an encoded session")
+	redone, err := session.Encode(again)
+	require.NoError(t, err)
+	require.Equal(t, string(doc), string(redone))
+
+	for _, tc := range []struct {
+		name string
+		edit func([]byte) []byte
+		want string
+	}{
+		{"edited in place", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"schema_version":1`), []byte(`"schema_version":2`), 1)
+		}, "/schema_version"},
+		{"a member added", func(b []byte) []byte {
+			return append(bytes.TrimSuffix(b, []byte("}")), []byte(`,"x":1}`)...)
+		}, "additional"},
+		{"data after it", func(b []byte) []byte { return append(bytes.Clone(b), " {}"...) }, "not valid JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			edited := tc.edit(doc)
+			require.NotEqual(t, string(doc), string(edited))
+			_, err := session.Decode(edited)
+			require.ErrorIs(t, err, session.ErrInvalid)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	// The very bytes Encode returned, edited in place.
+	copy(doc[bytes.Index(doc, []byte(`"schema_version":1`)):], `"schema_version":3`)
+	_, err = session.Decode(doc)
+	require.ErrorIs(t, err, session.ErrInvalid)
 }

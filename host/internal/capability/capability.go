@@ -34,8 +34,9 @@ type Func struct {
 	Capability abi.Capability
 	// Name is the import name inside abi.CapabilityModule.
 	Name string
-	// Call serves one request. It returns the result JSON, or an error
-	// (an *abi.Error keeps its code; anything else is internal).
+	// Call serves one request. It returns the result JSON, valid and
+	// compact (the plugin gets it as is), or an error (an *abi.Error
+	// keeps its code; anything else is internal).
 	Call func(ctx context.Context, call *Call, request []byte) (json []byte, err error)
 }
 

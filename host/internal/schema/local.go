@@ -63,6 +63,15 @@ func (l Local) Validate(value json.RawMessage, at string) error {
 		}
 		return err
 	}
+	return l.ValidateDecoded(v, at)
+}
+
+// Decodes reports whether Validate decodes the value, and so refuses one
+// that is not JSON: the zero Local checks nothing at all.
+func (l Local) Decodes() bool { return len(l.schemas) > 0 }
+
+// ValidateDecoded is Validate of a value Decode returned.
+func (l Local) ValidateDecoded(v any, at string) error {
 	for _, s := range l.schemas {
 		if err := convert(l.name, s.Validate(v), at); err != nil {
 			return err

@@ -9,7 +9,8 @@
 //     refer to itself and to the embedded project schemas (by their $id under
 //     schemas.BaseID); any other reference, and any $schema naming an unknown
 //     meta-schema, is refused with ErrBadSchema.
-//   - Documents are decoded with json.Decoder.UseNumber, so integers beyond
+//   - Documents are decoded as json.Decoder.UseNumber decodes them (in one
+//     pass where they are plain JSON, see decodeFast), so integers beyond
 //     2^53 are checked exactly rather than after rounding to float64.
 //
 // Every validation failure is a *ValidationError that wraps ErrInvalid and
@@ -210,6 +211,9 @@ func Project(name string) *Schema {
 // exactly one value. A syntax error is a *ValidationError wrapping
 // ErrInvalid that gives the byte offset.
 func Decode(doc []byte, name string) (any, error) {
+	if v, ok := decodeFast(doc); ok {
+		return v, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	var v any

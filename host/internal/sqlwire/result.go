@@ -91,6 +91,9 @@ func (w *Writer) Finish(dialect string) []byte {
 // compacted (so the row stays one line and the plugin can pass it on
 // verbatim).
 func AppendJSON(b []byte, col string, text []byte) ([]byte, *abi.Error) {
+	if isCompactJSON(text) {
+		return append(b, text...), nil
+	}
 	buf := bytes.NewBuffer(b)
 	if err := json.Compact(buf, text); err != nil {
 		return nil, abi.Errorf(abi.CodeInvalidArgument, "sql: JSON column %q holds invalid JSON: %v", col, err)

@@ -268,6 +268,8 @@ var (
 
 // apply runs one operation; it reports whether the operation could not be
 // checked locally, so the whole document must be validated.
+var errNotJSON = fmt.Errorf("%w: value is not valid JSON", ErrPatch)
+
 func (d *Doc) apply(op abi.PatchOp, s *schema.Schema) (full bool, err error) {
 	var v []byte
 	switch op.Op {
@@ -276,9 +278,8 @@ func (d *Doc) apply(op abi.PatchOp, s *schema.Schema) (full bool, err error) {
 		if len(v) == 0 {
 			return false, fmt.Errorf("%w: %s needs a value", ErrPatch, op.Op)
 		}
-		if !json.Valid(v) {
-			return false, fmt.Errorf("%w: value is not valid JSON", ErrPatch)
-		}
+		// Whether v is JSON is checked below, once: by the schema's
+		// decoding of it when a local check decodes it, else by json.Valid.
 	case abi.PatchRemove:
 	default:
 		return false, fmt.Errorf("%w: unknown op %q (want add, replace or remove)", ErrPatch, op.Op)
@@ -290,6 +291,9 @@ func (d *Doc) apply(op abi.PatchOp, s *schema.Schema) (full bool, err error) {
 	if len(tokens) == 0 {
 		if op.Op == abi.PatchRemove {
 			return false, fmt.Errorf("%w: cannot remove the whole document", ErrPatch)
+		}
+		if !json.Valid(v) {
+			return false, errNotJSON
 		}
 		d.splice(d.root.off, d.root.off+d.root.size, v)
 		d.resetRoot()
@@ -350,16 +354,25 @@ func (d *Doc) apply(op abi.PatchOp, s *schema.Schema) (full bool, err error) {
 		}
 		edit.Key = strconv.Itoa(idx)
 	}
+	checked := false // v is known to be JSON
 	if s != nil {
 		l, ok := s.Local(edit)
 		if !ok {
 			full = true
-		} else if edit.Kind != schema.Remove {
+		} else if edit.Kind != schema.Remove && l.Decodes() {
+			val, err := schema.Decode(v, "")
+			if err != nil {
+				return false, errNotJSON
+			}
+			checked = true
 			at := FormatPointer(tokens[:last]) + "/" + escapeToken(edit.Key)
-			if err := l.Validate(v, at); err != nil {
+			if err := l.ValidateDecoded(val, at); err != nil {
 				return false, err
 			}
 		}
+	}
+	if v != nil && !checked && !json.Valid(v) {
+		return false, errNotJSON
 	}
 
 	// The edit itself cannot fail from here on.

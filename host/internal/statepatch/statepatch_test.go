@@ -367,3 +367,35 @@ func TestLocalValidationAgreesWithFull(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyRefusesValuesThatAreNotJSON: a value's JSON is checked once,
+// by the local schema check's decoding where one applies and by json.Valid
+// elsewhere; either way a value that is not JSON is refused and the
+// document is left as it was.
+func TestApplyRefusesValuesThatAreNotJSON(t *testing.T) {
+	s, err := schema.Compile(json.RawMessage(stateSchema), "state")
+	require.NoError(t, err)
+	const doc = `{"messages":[{"role":"user","contents":[]}],"meta":{}}`
+	for _, tc := range []struct {
+		name, op, path string
+		value          string
+		s              *schema.Schema
+	}{
+		{"local check decodes", "add", "/messages/-", `{"role":"user","contents":[]`, s},
+		{"local check, data after the value", "add", "/messages/-", `{"role":"user","contents":[]} {}`, s},
+		{"local check, number", "add", "/meta/n", `01`, s},
+		{"replace, local check", "replace", "/messages/0", `{"role":"user","contents":[}`, s},
+		{"falls back to full validation", "add", "/other", `{"a":`, s},
+		{"no schema", "add", "/messages/-", `[1,]`, nil},
+		{"whole document", "replace", "", `{"messages":[]`, s},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Parse([]byte(doc))
+			require.NoError(t, err)
+			err = d.Apply([]abi.PatchOp{{Op: tc.op, Path: tc.path, Value: json.RawMessage(tc.value)}}, tc.s)
+			require.ErrorIs(t, err, ErrPatch)
+			require.ErrorContains(t, err, "value is not valid JSON")
+			require.Equal(t, doc, string(d.Bytes()), "document changed by a refused patch")
+		})
+	}
+}

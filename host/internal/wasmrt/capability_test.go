@@ -1,8 +1,10 @@
 package wasmrt
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -69,3 +71,35 @@ var echoBackends = capability.NewBackends([]capability.Kind{{
 type nopBackend struct{}
 
 func (nopBackend) Close() error { return nil }
+
+// TestEncodeResponseIsWhatJSONMarshalWrites: a capability's response is
+// written by hand around the host-built result: what json.Marshal wrote of
+// it, byte for byte but for its HTML escaping, which changes no value.
+func TestEncodeResponseIsWhatJSONMarshalWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		resp capabilityResponse
+	}{
+		{"result", capabilityResponse{Result: json.RawMessage(`{"rows":[[1,"a\u003cb",null]],"json":{"role":"user"}}`)}},
+		{"null result", capabilityResponse{Result: json.RawMessage(`null`)}},
+		{"html in strings", capabilityResponse{Result: json.RawMessage(`{"rows":[["<b>&amp;</b>"]]}`)}},
+		{"no result", capabilityResponse{}},
+		{"error", capabilityResponse{Error: abi.Errorf(abi.CodeInvalidArgument, "sql: <bad> \"statement\"")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			require.NoError(t, enc.Encode(tc.resp))
+			got := encodeResponse(tc.resp)
+			want, err := json.Marshal(tc.resp)
+			require.NoError(t, err)
+			assert.JSONEq(t, string(want), string(got))
+			if tc.resp.Error != nil {
+				assert.Equal(t, string(want), string(got))
+			} else {
+				assert.Equal(t, strings.TrimSuffix(buf.String(), "\n"), string(got))
+			}
+		})
+	}
+}

@@ -1,18 +1,21 @@
-package host
+// Package validset remembers documents a schema accepted, by content, so
+// that the same bytes coming back are not validated again.
+package validset
 
 import (
-	"encoding/json"
 	"hash/maphash"
 	"sync"
 	"unsafe"
 )
 
-// validatedStates remembers the last few states a plugin's state_schema
-// accepted, by content: their length and a keyed 64-bit hash. A state the
-// host produced comes back unchanged on the next call, and a copy of it
-// (Session.Clone, which every agent run makes) is the same content, so
-// neither is validated again; for a history kept in the state that saves
-// reading the whole history through the validator on every call.
+// Set remembers the last few documents one schema accepted, by content:
+// their length and a keyed 64-bit hash. A plugin's state the host produced
+// comes back unchanged on the next call, and a copy of it (Session.Clone,
+// which every agent run makes) is the same content, so neither is validated
+// again; for a history kept in the state that saves reading the whole
+// history through the validator on every call. A session document a
+// commit encoded is encoded again by the store and read back by the next
+// turn's load: the same content, each time.
 //
 // Content, not the identity of the bytes: a session's bytes are its
 // holder's, who may edit them in place, and an identity match would then
@@ -22,9 +25,8 @@ import (
 // caller can aim for a collision; two different states of the same length
 // pass for each other with probability 2^-64 per remembered entry.
 //
-// States a patch produced are not added here: the plugin's statepatch.Cache
-// holds their Docs and recognises them by comparing bytes, which is exact.
-type validatedStates struct {
+// A Set is safe for concurrent use; its zero value is empty.
+type Set struct {
 	mu      sync.Mutex
 	seed    maphash.Seed
 	seeded  bool
@@ -38,7 +40,7 @@ type stateSum struct {
 	h uint64
 }
 
-func (c *validatedStates) sum(s json.RawMessage) stateSum {
+func (c *Set) sum(s []byte) stateSum {
 	if !c.seeded {
 		c.seed, c.seeded = maphash.MakeSeed(), true
 	}
@@ -48,7 +50,8 @@ func (c *validatedStates) sum(s json.RawMessage) stateSum {
 	return stateSum{n: len(s), h: maphash.Comparable(c.seed, unsafe.String(unsafe.SliceData(s), len(s)))}
 }
 
-func (c *validatedStates) contains(s json.RawMessage) bool {
+// Contains reports whether s is the content of a document added.
+func (c *Set) Contains(s []byte) bool {
 	if len(s) == 0 {
 		return false
 	}
@@ -69,7 +72,9 @@ func (c *validatedStates) contains(s json.RawMessage) bool {
 	return false
 }
 
-func (c *validatedStates) add(s json.RawMessage) {
+// Add remembers s, which the schema accepted, forgetting the oldest of
+// the last 16 documents added.
+func (c *Set) Add(s []byte) {
 	if len(s) == 0 {
 		return
 	}

@@ -1,4 +1,4 @@
-package host
+package validset
 
 import (
 	"bytes"
@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestValidatedStates(t *testing.T) {
-	var c validatedStates
+func TestSet(t *testing.T) {
+	var c Set
 	accepted := json.RawMessage(`{"messages":[{"role":"user"}]}`)
-	c.add(accepted)
+	c.Add(accepted)
 
 	tests := []struct {
 		name  string
@@ -27,39 +27,39 @@ func TestValidatedStates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, c.contains(tt.state), "contains(%s)", tt.state)
+			assert.Equal(t, tt.want, c.Contains(tt.state), "contains(%s)", tt.state)
 		})
 	}
 
 	// Bounded: after as many other states as it holds, the first is gone.
 	for i := range len(c.entries) {
-		c.add(json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)))
+		c.Add(json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)))
 	}
-	assert.False(t, c.contains(accepted), "the oldest state was still remembered after the cache filled")
+	assert.False(t, c.Contains(accepted), "the oldest state was still remembered after the cache filled")
 }
 
-// TestValidatedStatesEditedInPlace edits the very bytes that were accepted:
+// TestSetEditedInPlace edits the very bytes that were accepted:
 // the cache must not vouch for them any more, whatever their address.
-func TestValidatedStatesEditedInPlace(t *testing.T) {
-	var c validatedStates
+func TestSetEditedInPlace(t *testing.T) {
+	var c Set
 	state := json.RawMessage(`{"messages":[{"role":"user"}]}`)
-	c.add(state)
+	c.Add(state)
 	copy(state[len(`{"messages":[{"role":"`):], "robo")
-	assert.False(t, c.contains(state), "bytes edited in place after validation were reported valid")
-	assert.True(t, c.contains(json.RawMessage(`{"messages":[{"role":"user"}]}`)), "the accepted content was forgotten")
+	assert.False(t, c.Contains(state), "bytes edited in place after validation were reported valid")
+	assert.True(t, c.Contains(json.RawMessage(`{"messages":[{"role":"user"}]}`)), "the accepted content was forgotten")
 }
 
-// BenchmarkValidatedStatesContains is the cost of recognising a
+// BenchmarkSetContains is the cost of recognising a
 // half-megabyte state the plugin already accepted: one hash of it.
-func BenchmarkValidatedStatesContains(b *testing.B) {
+func BenchmarkSetContains(b *testing.B) {
 	state := json.RawMessage(`{"messages":[` + string(bytes.Repeat([]byte(`"0123456789abcdef",`), 512<<10/19)) + `"x"]}`)
-	var c validatedStates
-	c.add(state)
+	var c Set
+	c.Add(state)
 	other := bytes.Clone(state)
 	b.SetBytes(int64(len(state)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if !c.contains(other) {
+		if !c.Contains(other) {
 			b.Fatal("not found")
 		}
 	}

@@ -1,0 +1,108 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// stdDecode is what Decode did before decodeFast: json.Decoder with
+// UseNumber, one value.
+func stdDecode(doc []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	return v, true
+}
+
+var fastDecodeCases = []struct {
+	name string
+	doc  string
+	fast bool // decodeFast handles it itself
+}{
+	{"object", `{"role":"user","contents":[{"type":"text","text":"hi"}],"n":12345678901234567890}`, true},
+	{"whitespace around", " \t\n{ \"a\" : [ 1 , 2.5e-3 , -0 , true , false , null ] }\r\n", true},
+	{"escapes", `"a\"b\\c\/d\b\f\n\r\t\u00e9\u003c\u0000"`, true},
+	{"utf-8", `"é 日本 \u65e5"`, true},
+	{"duplicate keys: the last wins", `{"a":1,"a":2}`, true},
+	{"empty containers", `{"a":{},"b":[],"c":""}`, true},
+	{"surrogate pair", `"\ud83d\ude00"`, false},
+	{"lone surrogate", `"\ud83d x"`, false},
+	{"invalid utf-8", "\"a\xffb\"", false},
+	{"utf-8 encoded surrogate", "\"\xed\xa0\x80\"", false},
+	{"trailing data", `{"a":1} x`, false},
+	{"two values", `1 2`, false},
+	{"leading zero", `01`, false},
+	{"leading zero in array", `[01]`, false},
+	{"bare minus", `-`, false},
+	{"dot without digits", `1.`, false},
+	{"exponent without digits", `1e+`, false},
+	{"control character", "\"a\nb\"", false},
+	{"bad escape", `"\x"`, false},
+	{"short unicode escape", `"\u12"`, false},
+	{"trailing comma in object", `{"a":1,}`, false},
+	{"trailing comma in array", `[1,]`, false},
+	{"missing colon", `{"a" 1}`, false},
+	{"non-string key", `{1:2}`, false},
+	{"unterminated string", `"abc`, false},
+	{"unterminated object", `{"a":1`, false},
+	{"truncated literal", `tru`, false},
+	{"wrong literal", `nul1`, false},
+	{"empty", ``, false},
+	{"only whitespace", "  ", false},
+	{"deep", string(bytes.Repeat([]byte("["), maxFastDepth+1)) + string(bytes.Repeat([]byte("]"), maxFastDepth+1)), false},
+	{"at the depth bound", string(bytes.Repeat([]byte("["), maxFastDepth)) + string(bytes.Repeat([]byte("]"), maxFastDepth)), true},
+}
+
+func TestDecodeFastAgreesWithEncodingJSON(t *testing.T) {
+	for _, tc := range fastDecodeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := decodeFast([]byte(tc.doc))
+			assert.Equal(t, tc.fast, ok, "decodeFast handled it")
+			want, wantOK := stdDecode([]byte(tc.doc))
+			if ok {
+				require.True(t, wantOK, "decodeFast accepted what encoding/json refuses")
+				assert.Equal(t, want, got)
+			}
+			// Decode as a whole agrees with encoding/json either way.
+			v, err := Decode([]byte(tc.doc), "test")
+			if wantOK {
+				require.NoError(t, err)
+				assert.Equal(t, want, v)
+			} else {
+				require.ErrorIs(t, err, ErrInvalid)
+			}
+		})
+	}
+}
+
+// FuzzDecodeFast: decodeFast never accepts what encoding/json refuses, and
+// decodes what it accepts to the same value.
+func FuzzDecodeFast(f *testing.F) {
+	for _, tc := range fastDecodeCases {
+		f.Add([]byte(tc.doc))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		got, ok := decodeFast(doc)
+		if !ok {
+			return
+		}
+		want, wantOK := stdDecode(doc)
+		if !wantOK {
+			t.Fatalf("decodeFast accepted %q, which encoding/json refuses", doc)
+		}
+		if !assert.ObjectsAreEqual(want, got) {
+			t.Fatalf("decodeFast(%q) = %#v, encoding/json: %#v", doc, got, want)
+		}
+	})
+}
