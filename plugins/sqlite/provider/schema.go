@@ -78,14 +78,14 @@ const (
 	// JSON document that SQL writes (one statement, so one snapshot on
 	// PostgreSQL too):
 	//
-	//	[[[seq, size, "role", call_ids, result_ids], ...], [body, ...]]
+	//	[[[seq, size, system, call_ids, result_ids], ...], [body, ...]]
 	//
 	// the headers and then the bodies as stored, each list ordered by seq.
 	// size is the body's length in bytes, by which the plugin slices the
-	// array of bodies without scanning it. Roles are the ABI's, which need
-	// no escaping; call_ids and result_ids are JSON arrays already.
-	selectWindow = `SELECT '[[' || string_agg('[' || seq || ',' || octet_length(body) || ',"' || role || '",'
-			|| coalesce(call_ids, 'null') || ',' || coalesce(result_ids, 'null') || ']', ',' ORDER BY seq)
+	// array of bodies without scanning it; system is 1 for a system
+	// message, else 0; call_ids and result_ids are JSON arrays already.
+	selectWindow = `SELECT '[[' || string_agg('[' || seq || ',' || octet_length(body) || ','
+			|| CASE WHEN role = 'system' THEN '1,' ELSE '0,' END || coalesce(call_ids, 'null') || ',' || coalesce(result_ids, 'null') || ']', ',' ORDER BY seq)
 		|| '],[' || string_agg(body, ',' ORDER BY seq) || ']]'
 		FROM (
 			SELECT seq, role, call_ids, result_ids, body FROM (

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -11,8 +13,8 @@ import (
 // stored is one selected message with its header columns.
 type stored struct {
 	seq            int64
-	size           int // the body's length in bytes, as stored
-	role           string
+	size           int  // the body's length in bytes, as stored
+	system         bool // a system message
 	calls, results []string
 	body           json.RawMessage
 }
@@ -25,46 +27,42 @@ type stored struct {
 // slices are used only when they end exactly where the array does, the
 // host's compaction only ever removing bytes; otherwise the array is split
 // by scanning it. Duplicates are dropped once the bodies are assigned.
+//
+// The headers are read by hand: SQL wrote them, as integers and the
+// stored id lists, and the host checked and compacted the document.
 func readWindow(doc json.RawMessage) ([]stored, error) {
 	if doc == nil {
 		return nil, nil // no message
 	}
-	if len(doc) < 2 || doc[0] != '[' || doc[len(doc)-1] != ']' {
-		return nil, abi.Errorf(abi.CodeInternal, "sqlite: window: not an array")
-	}
-	d := guestjson.NewDecoder(doc[1 : len(doc)-1])
+	r := headerReader{doc: doc}
+	r.want('[')
+	r.want('[')
 	var w []stored
-	err := d.Array(func() error {
+	for r.err == nil {
 		var m stored
-		i := 0
-		err := d.Array(func() (err error) {
-			switch i {
-			case 0:
-				m.seq, err = d.ReadInt64()
-			case 1:
-				m.size, err = d.ReadInt()
-			case 2:
-				m.role, err = d.ReadString()
-			case 3:
-				m.calls, err = ids(&d)
-			case 4:
-				m.results, err = ids(&d)
-			default:
-				err = d.Fail("a header has more than five values")
-			}
-			i++
-			return err
-		})
+		r.want('[')
+		m.seq = r.int()
+		r.want(',')
+		m.size = int(r.int())
+		r.want(',')
+		m.system = r.int() == 1
+		r.want(',')
+		m.calls = r.ids()
+		r.want(',')
+		m.results = r.ids()
+		r.want(']')
 		w = append(w, m)
-		return err
-	})
-	if err == nil && d.Peek() != ',' {
-		err = d.Fail("want the bodies after the headers")
+		if r.err != nil || r.peek() != ',' {
+			break
+		}
+		r.i++
 	}
-	if err != nil {
-		return nil, abi.Errorf(abi.CodeInternal, "sqlite: window: %v", err)
+	r.want(']')
+	r.want(',')
+	if r.err != nil || len(doc) < r.i+2 || doc[len(doc)-1] != ']' {
+		return nil, abi.Errorf(abi.CodeInternal, "sqlite: window: malformed headers at byte %d", r.i)
 	}
-	bodies := doc[1+d.Offset()+1 : len(doc)-1]
+	bodies := doc[r.i : len(doc)-1]
 	if !slice(bodies, w) {
 		if err := split(bodies, w); err != nil {
 			return nil, abi.Errorf(abi.CodeInternal, "sqlite: window: %v", err)
@@ -78,6 +76,80 @@ func readWindow(doc json.RawMessage) ([]stored, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// headerReader reads the headers of selectWindow's document; the first
+// unexpected byte sets err and stops it.
+type headerReader struct {
+	doc []byte
+	i   int
+	err error
+}
+
+func (r *headerReader) peek() byte {
+	if r.err != nil || r.i >= len(r.doc) {
+		return 0
+	}
+	return r.doc[r.i]
+}
+
+func (r *headerReader) want(c byte) {
+	if r.peek() != c {
+		r.fail()
+		return
+	}
+	r.i++
+}
+
+func (r *headerReader) fail() {
+	if r.err == nil {
+		r.err = errMalformed
+	}
+}
+
+var errMalformed = errors.New("malformed")
+
+// int reads a non-negative integer.
+func (r *headerReader) int() int64 {
+	start := r.i
+	var n int64
+	for r.err == nil && r.i < len(r.doc) && r.doc[r.i] >= '0' && r.doc[r.i] <= '9' && r.i-start < 18 {
+		n = n*10 + int64(r.doc[r.i]-'0')
+		r.i++
+	}
+	if r.i == start {
+		r.fail()
+	}
+	return n
+}
+
+// ids reads a list of call ids: null, or a JSON array of strings, read
+// with the guest side's scanner.
+func (r *headerReader) ids() []string {
+	if r.peek() == 'n' {
+		if !bytes.HasPrefix(r.doc[r.i:], []byte("null")) {
+			r.fail()
+		}
+		r.i += 4
+		return nil
+	}
+	if r.peek() != '[' {
+		r.fail()
+		return nil
+	}
+	d := guestjson.NewDecoder(r.doc[r.i:])
+	var list []string
+	err := d.Array(func() error {
+		id, err := d.ReadString()
+		list = append(list, id)
+		return err
+	})
+	if err != nil {
+		r.fail()
+		return nil
+	}
+	r.i += d.Offset()
+	return list
 }
 
 // slice assigns each message its body from the array bodies by the stored
@@ -119,32 +191,21 @@ func split(bodies []byte, w []stored) error {
 	return err
 }
 
-// ids reads a list of call ids: a JSON array of strings, or null.
-func ids(d *guestjson.Decoder) ([]string, error) {
-	if d.Peek() == 'n' {
-		return nil, d.ReadNull()
-	}
-	var list []string
-	err := d.Array(func() error {
-		id, err := d.ReadString()
-		list = append(list, id)
-		return err
-	})
-	return list, err
-}
-
 // trim bounds the window to max messages, keeping a leading system message,
 // and drops tool results at its start whose calls fell outside it: a tool
 // call is never returned without its results, nor results without their
 // call.
 func trim(w []stored, max int) []stored {
 	var sys []stored
-	if len(w) > 0 && w[0].role == "system" {
+	if len(w) > 0 && w[0].system {
 		sys, w = w[:1], w[1:]
 		max--
 	}
 	if len(w) > max {
 		w = w[len(w)-max:]
+	}
+	if len(w) == 0 || len(w[0].results) == 0 {
+		return append(sys, w...) // nothing to drop
 	}
 	called := map[string]bool{}
 	for _, m := range w {
