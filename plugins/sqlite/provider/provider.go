@@ -129,7 +129,7 @@ func (Provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.Provid
 	if err := rows.Row(0).Scan(&doc); err != nil {
 		return nil, fmt.Errorf("sqlite: provide: %w", err)
 	}
-	window, err := readWindow(doc)
+	window, err := readWindow(doc, cfg.MaxMessages+1)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: provide: %w", err)
 	}

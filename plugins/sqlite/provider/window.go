@@ -30,14 +30,16 @@ type stored struct {
 //
 // The headers are read by hand: SQL wrote them, as integers and the
 // stored id lists, and the host checked and compacted the document.
-func readWindow(doc json.RawMessage) ([]stored, error) {
+//
+// expect is how many messages the window probably holds, to allocate once.
+func readWindow(doc json.RawMessage, expect int) ([]stored, error) {
 	if doc == nil {
 		return nil, nil // no message
 	}
 	r := headerReader{doc: doc}
 	r.want('[')
 	r.want('[')
-	var w []stored
+	w := make([]stored, 0, min(expect, 1024))
 	for r.err == nil {
 		var m stored
 		r.want('[')

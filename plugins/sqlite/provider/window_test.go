@@ -73,7 +73,7 @@ func TestReadWindow(t *testing.T) {
 			if tt.doc != "" {
 				doc = json.RawMessage(tt.doc)
 			}
-			got, err := readWindow(doc)
+			got, err := readWindow(doc, 2)
 			require.NoError(t, err)
 			for i := range got {
 				got[i].size = 0
@@ -83,7 +83,7 @@ func TestReadWindow(t *testing.T) {
 	}
 	for _, bad := range []string{`[]`, `[[[1,2,0,null]],[{}]]`, `[[[1,2,0,null,null]],[{}]`, `[[[1,2,0,null,null]],[{},{}]]`, `[[[1,2,0,[1],null]],[{}]]`} {
 		t.Run("malformed "+bad, func(t *testing.T) {
-			_, err := readWindow(json.RawMessage(bad))
+			_, err := readWindow(json.RawMessage(bad), 0)
 			require.ErrorIs(t, err, abi.ErrInternal)
 		})
 	}
