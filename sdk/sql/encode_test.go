@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -64,6 +65,7 @@ func TestEncodeRequestMatchesEncodingJSON(t *testing.T) {
 			for range 2 { // the second time from appendSQL's literals
 				got, err := encodeRequest(&b.req)
 				require.NoError(t, err)
+				assert.True(t, utf8.Valid(got), "the request is not UTF-8 (JSON text must be): %q", got)
 				assert.Equal(t, decodeNumbers(t, wantJSON), decodeNumbers(t, got), "request\n got %s\nwant %s", got, wantJSON)
 			}
 		})
