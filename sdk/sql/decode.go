@@ -1,7 +1,9 @@
 package sql
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/internal/guestjson"
@@ -13,9 +15,16 @@ import (
 // (internal/guestjson), which checks each value and slices it out without
 // decoding it. Field names are exact, as the host writes them; a member of
 // another name is skipped, a repeated one replaces the earlier.
-func decodeResponse(b []byte) (abi.SQLResponse, error) {
+//
+// With valueLast (the request's last statement came from
+// Batch.QueryJSONValue, so its result is one row of one column), that
+// result is not scanned when the response ends as the host writes it: its
+// value is the bytes between the result's known head and the response's
+// known tail. Anything else is decoded in full.
+func decodeResponse(b []byte, valueLast bool, statements int) (abi.SQLResponse, error) {
 	var resp abi.SQLResponse
 	d := guestjson.NewDecoder(b)
+	sliced := false
 	err := d.Object(func(key []byte) error {
 		if string(key) == "dialect" {
 			resp.Dialect = ""
@@ -35,11 +44,22 @@ func decodeResponse(b []byte) (abi.SQLResponse, error) {
 		}
 		resp.Results = []abi.SQLResult{}
 		return d.Array(func() error {
+			if valueLast && len(resp.Results) == statements-1 && d.Peek() == '{' {
+				if r, dialect, ok := sliceValue(b[d.Offset():]); ok {
+					resp.Results = append(resp.Results, r)
+					resp.Dialect = dialect
+					sliced = true
+					return errSliced
+				}
+			}
 			r, err := decodeResult(&d)
 			resp.Results = append(resp.Results, r)
 			return err
 		})
 	})
+	if sliced && err == errSliced {
+		return resp, nil
+	}
 	if err == nil {
 		err = d.End()
 	}
@@ -86,4 +106,39 @@ func decodeResult(d *guestjson.Decoder) (abi.SQLResult, error) {
 		return err
 	})
 	return r, err
+}
+
+// errSliced stops decoding once the last result has been sliced.
+var errSliced = errors.New("sql: sliced")
+
+// valueColumn names the column of a QueryJSONValue statement.
+const valueColumn = "v"
+
+// valueHead is how the host begins the result of a QueryJSONValue
+// statement; valueTails are how a response ends after its value, one per
+// dialect.
+const valueHead = `{"columns":["` + valueColumn + `"],"rows":[[`
+
+var valueTails = [...]struct{ tail, dialect string }{
+	{`]]}],"dialect":"` + abi.DialectSQLite + `"}`, abi.DialectSQLite},
+	{`]]}],"dialect":"` + abi.DialectPostgres + `"}`, abi.DialectPostgres},
+}
+
+// sliceValue takes the value of a QueryJSONValue result out of rest, the
+// response from that result on. The statement returns exactly one row of
+// one column (it runs as a scalar subquery), and the host checked and
+// compacted the value as a JSON column, so when rest is the known head,
+// a value and the known tail, the value is everything in between: neither
+// another row nor another result can follow it.
+func sliceValue(rest []byte) (abi.SQLResult, string, bool) {
+	if !bytes.HasPrefix(rest, []byte(valueHead)) {
+		return abi.SQLResult{}, "", false
+	}
+	for _, t := range valueTails {
+		if len(rest) > len(valueHead)+len(t.tail) && bytes.HasSuffix(rest, []byte(t.tail)) {
+			v := rest[len(valueHead) : len(rest)-len(t.tail) : len(rest)-len(t.tail)]
+			return abi.SQLResult{Columns: []string{valueColumn}, Rows: [][]json.RawMessage{{v}}}, t.dialect, true
+		}
+	}
+	return abi.SQLResult{}, "", false
 }

@@ -23,13 +23,13 @@ func BenchmarkDecodeResponse(b *testing.B) {
 	}
 	s.WriteString(`]}]}`)
 	in := []byte(s.String())
-	resp, err := decodeResponse(in) // checked once, outside the timed loop
+	resp, err := decodeResponse(in, false, 0) // checked once, outside the timed loop
 	require.NoError(b, err)
 	require.Len(b, resp.Results[0].Rows, 100)
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeResponse(in); err != nil {
+		if _, err := decodeResponse(in, false, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -32,6 +32,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"unsafe"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/sdk"
@@ -156,6 +158,9 @@ func QueryJSON(jsonColumns []string, query string, args ...any) (*Rows, error) {
 type Batch struct {
 	req abi.SQLRequest
 	err error
+	// value is 1 + the index of the last QueryJSONValue statement, 0 for
+	// none.
+	value int
 }
 
 // Exec adds a statement that returns no rows.
@@ -172,6 +177,49 @@ func (b *Batch) Query(query string, args ...any) { b.add(query, args) }
 func (b *Batch) QueryJSON(jsonColumns []string, query string, args ...any) {
 	b.add(query, args)
 	b.req.Statements[len(b.req.Statements)-1].JSONColumns = jsonColumns
+}
+
+// QueryJSONValue adds a statement whose result is one JSON document: query
+// returns one column, whose value on its first row is JSON text, such as an
+// aggregate that builds an array of stored messages in SQL:
+//
+//	SELECT '[' || string_agg(body, ',' ORDER BY seq) || ']' FROM messages WHERE ...
+//
+// It runs as the scalar subquery SELECT (query), so its result is exactly
+// one row of one column: the document, checked and compacted by the host
+// as QueryJSON describes, or null when query returns no row (or NULL).
+// Scan it into a *json.RawMessage. As the batch's last statement its value
+// is taken from the host's response without being scanned: a guest then
+// pays nothing per byte of the document, however large.
+func (b *Batch) QueryJSONValue(query string, args ...any) {
+	b.add(valueQuery(query), args)
+	b.req.Statements[len(b.req.Statements)-1].JSONColumns = valueColumns
+	b.value = len(b.req.Statements)
+}
+
+var valueColumns = []string{valueColumn}
+
+// valueQuery returns SELECT (query) AS v, the same string for the same
+// query, so that appendSQL finds its literal.
+func valueQuery(query string) string {
+	valueQueries.Lock()
+	defer valueQueries.Unlock()
+	for i := range valueQueries.q {
+		if q := valueQueries.q[i]; len(q) == len(query) && unsafe.StringData(q) == unsafe.StringData(query) {
+			return valueQueries.wrapped[i]
+		}
+	}
+	w := "SELECT (" + query + ") AS " + valueColumn
+	i := valueQueries.next
+	valueQueries.q[i], valueQueries.wrapped[i] = query, w
+	valueQueries.next = (i + 1) % len(valueQueries.q)
+	return w
+}
+
+var valueQueries struct {
+	sync.Mutex
+	q, wrapped [4]string
+	next       int
 }
 
 func (b *Batch) add(query string, args []any) {
@@ -204,7 +252,7 @@ func (b *Batch) Run() ([]StatementResult, error) {
 	if len(b.req.Statements) == 0 {
 		return nil, nil
 	}
-	reqJSON, err := json.Marshal(b.req)
+	reqJSON, err := encodeRequest(&b.req)
 	if err != nil {
 		return nil, fmt.Errorf("sql: encode request: %w", abi.Errorf(abi.CodeInvalidArgument, "%v", err))
 	}
@@ -212,7 +260,8 @@ func (b *Batch) Run() ([]StatementResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := decodeResponse(out)
+	n := len(b.req.Statements)
+	resp, err := decodeResponse(out, b.value == n, n)
 	if err != nil {
 		return nil, fmt.Errorf("sql: decode response: %w", abi.Errorf(abi.CodeInternal, "%v", err))
 	}
@@ -260,8 +309,9 @@ func wireArg(a any) (any, error) {
 	case abi.SQLBlob:
 		return v, nil
 	case json.RawMessage:
-		// Stored as TEXT: a message kept verbatim.
-		return string(v), nil
+		// Stored as TEXT: a message kept verbatim, escaped into the
+		// request without a copy of its own.
+		return v, nil
 	}
 	return nil, abi.Errorf(abi.CodeInvalidArgument, "unsupported type %T", a)
 }

@@ -253,7 +253,7 @@ func TestDecodeResponse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var want abi.SQLResponse
 			wantErr := json.Unmarshal([]byte(tt.in), &want)
-			got, err := decodeResponse([]byte(tt.in))
+			got, err := decodeResponse([]byte(tt.in), false, 0)
 			if wantErr != nil {
 				assert.ErrorIs(t, err, guestjson.ErrSyntax, "encoding/json: %v", wantErr)
 				return

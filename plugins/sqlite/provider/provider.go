@@ -27,6 +27,7 @@ import (
 	"strconv"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/internal/guestjson"
 	"github.com/wasmhist/wasmhist/sdk"
 	"github.com/wasmhist/wasmhist/sdk/sql"
 )
@@ -113,12 +114,22 @@ func (Provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.Provid
 		return &abi.ProvideResponse{}, err
 	}
 	rows, err := withSchema(func(d string) (*sql.Rows, error) {
-		return sql.QueryJSON(bodyColumn, sql.Rebind(d, selectNewest), st.SessionKey, cfg.MaxMessages)
+		var b sql.Batch
+		b.QueryJSONValue(sql.Rebind(d, selectWindow), st.SessionKey, cfg.MaxMessages)
+		res, err := b.Run()
+		if err != nil {
+			return nil, err
+		}
+		return res[0].Rows, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: provide: %w", err)
 	}
-	window, err := scanWindow(rows)
+	var doc json.RawMessage
+	if err := rows.Row(0).Scan(&doc); err != nil {
+		return nil, fmt.Errorf("sqlite: provide: %w", err)
+	}
+	window, err := readWindow(doc, cfg.MaxMessages+1)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: provide: %w", err)
 	}
@@ -146,11 +157,8 @@ func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreRespo
 		if st.SessionKey, err = newKey(req.Session); err != nil {
 			return nil, err
 		}
-		state, err := json.Marshal(st)
-		if err != nil {
-			return nil, err
-		}
-		resp.State = state
+		// The key is hexadecimal: nothing to escape.
+		resp.State = json.RawMessage(`{"session_key":"` + st.SessionKey + `"}`)
 	}
 	headers := make([]header, len(msgs))
 	for i, raw := range msgs {
@@ -301,38 +309,83 @@ func newKey(facts abi.SessionFacts) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)[:16]), nil
 }
 
-// header is the part of a message stored in columns.
+// header is the part of a message stored in columns: its role, and the
+// call ids of its tool calls and results as JSON arrays (as TEXT), or nil.
 type header struct {
-	Role     string `json:"role"`
-	Contents []struct {
-		Type   string `json:"type"`
-		CallID string `json:"call_id"`
-	} `json:"contents"`
-	calls, results any // JSON arrays of call ids as text, or nil
+	Role           string
+	calls, results any
 }
 
+// headerOf reads a message's header with the guest side's scanner rather
+// than encoding/json, which costs several times more in a WebAssembly
+// guest. The ids are kept as the JSON strings the message holds them in.
 func headerOf(raw json.RawMessage) (header, error) {
 	var h header
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return h, abi.Errorf(abi.CodeInvalidArgument, "sqlite: store: message is not an object: %v", err)
-	}
-	var calls, results []string
-	for _, c := range h.Contents {
-		switch abi.ContentType(c.Type) {
-		case abi.ContentFunctionCall:
-			calls = append(calls, c.CallID)
-		case abi.ContentFunctionResult:
-			results = append(results, c.CallID)
+	var calls, results []byte
+	d := guestjson.NewDecoder(raw)
+	err := d.Object(func(key []byte) (err error) {
+		switch string(key) {
+		case "role":
+			h.Role, err = d.ReadString()
+		case "contents":
+			err = d.Array(func() error {
+				var typ string
+				var id []byte
+				err := d.Object(func(key []byte) (err error) {
+					switch string(key) {
+					case "type":
+						typ, err = d.ReadString()
+					case "call_id":
+						if d.Peek() != '"' {
+							return d.Fail("call_id is not a string")
+						}
+						id, err = d.ReadValue()
+					default:
+						err = d.Skip()
+					}
+					return err
+				})
+				switch abi.ContentType(typ) {
+				case abi.ContentFunctionCall:
+					calls = appendID(calls, id)
+				case abi.ContentFunctionResult:
+					results = appendID(results, id)
+				}
+				return err
+			})
+		default:
+			err = d.Skip()
 		}
+		return err
+	})
+	if err == nil {
+		err = d.End()
+	}
+	if err != nil {
+		return h, abi.Errorf(abi.CodeInvalidArgument, "sqlite: store: message is not an object: %v", err)
 	}
 	h.calls, h.results = idList(calls), idList(results)
 	return h, nil
 }
 
-func idList(ids []string) any {
-	if len(ids) == 0 {
+// appendID adds the JSON string id to the list being built in list, the
+// ids without their closing bracket. A content without a call_id has the
+// id "", as it had when headers were decoded with encoding/json.
+func appendID(list, id []byte) []byte {
+	if id == nil {
+		id = []byte(`""`)
+	}
+	if list == nil {
+		list = append(list, '[')
+	} else {
+		list = append(list, ',')
+	}
+	return append(list, id...)
+}
+
+func idList(list []byte) any {
+	if list == nil {
 		return nil
 	}
-	b, _ := json.Marshal(ids)
-	return string(b)
+	return string(append(list, ']'))
 }

@@ -72,16 +72,30 @@ const (
 	insertMessages = `INSERT INTO messages (session, seq, role, call_ids, result_ids, body)
 		SELECT ?1, s.last_seq - v.column1 + 1, v.column2, v.column3, v.column4, v.column5
 		FROM sessions AS s, (VALUES %s) AS v WHERE s.key = ?1`
-	// The newest ?2 messages, and the session's first message if it is a
-	// system message (kept whatever the window); both through the index.
-	selectNewest = `SELECT seq, role, call_ids, result_ids, body FROM (
+	// selectWindow is the newest ?2 messages, and the session's first
+	// message if it is a system message (kept whatever the window; twice
+	// when it is also among the newest), both through the index, as one
+	// JSON document that SQL writes (one statement, so one snapshot on
+	// PostgreSQL too):
+	//
+	//	[[[seq, size, system, call_ids, result_ids], ...], [body, ...]]
+	//
+	// the headers and then the bodies as stored, each list ordered by seq.
+	// size is the body's length in bytes, by which the plugin slices the
+	// array of bodies without scanning it; system is 1 for a system
+	// message, else 0; call_ids and result_ids are JSON arrays already.
+	selectWindow = `SELECT '[[' || string_agg('[' || seq || ',' || octet_length(body) || ','
+			|| CASE WHEN role = 'system' THEN '1,' ELSE '0,' END || coalesce(call_ids, 'null') || ',' || coalesce(result_ids, 'null') || ']', ',' ORDER BY seq)
+		|| '],[' || string_agg(body, ',' ORDER BY seq) || ']]'
+		FROM (
+			SELECT seq, role, call_ids, result_ids, body FROM (
+				SELECT seq, role, call_ids, result_ids, body FROM messages
+				WHERE session = ?1 ORDER BY seq DESC LIMIT ?2) AS newest
+			UNION ALL
 			SELECT seq, role, call_ids, result_ids, body FROM messages
-			WHERE session = ?1 ORDER BY seq DESC LIMIT ?2) AS newest
-		UNION ALL
-		SELECT seq, role, call_ids, result_ids, body FROM messages
-		WHERE session = ?1 AND role = 'system'
-			AND seq = (SELECT min(seq) FROM messages WHERE session = ?1)
-		ORDER BY seq`
+			WHERE session = ?1 AND role = 'system'
+				AND seq = (SELECT min(seq) FROM messages WHERE session = ?1)
+		) AS w`
 	selectPage     = `SELECT seq, body FROM messages WHERE session = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3`
 	deleteSession  = `DELETE FROM sessions WHERE key = ?1`
 	deleteMessages = `DELETE FROM messages WHERE session = ?1`
@@ -95,6 +109,23 @@ const rowsPerInsert = 200
 // ?2, five a row; the first row casts its count to an integer so that
 // PostgreSQL types the VALUES column.
 func insertRows(n int) string {
+	if n < len(insertSQL) {
+		return insertSQL[n]
+	}
+	return buildInsert(n)
+}
+
+// insertSQL holds insertRows' text for small n, formatted once: a turn
+// stores a few messages, and formatting the statement anew on each store
+// costs a WebAssembly guest more than the rest of its request.
+var insertSQL = func() (q [8]string) {
+	for n := 1; n < len(q); n++ {
+		q[n] = buildInsert(n)
+	}
+	return q
+}()
+
+func buildInsert(n int) string {
 	var b strings.Builder
 	for i := range n {
 		p := 2 + 5*i
