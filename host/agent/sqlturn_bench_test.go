@@ -231,7 +231,11 @@ func copyFile(b *testing.B, from, to string) {
 	require.NoError(b, dst.Close())
 }
 
-// The plugin's statements (plugins/sqlite/provider), ?N parameters.
+// The native turn's statements, ?N parameters: the plugin's writes as
+// plugins/sqlite/provider makes them, and for provide the plain query a Go
+// program would scan (the plugin's selectWindow reads the same rows, the
+// newest and a leading system message, but has SQLite write them as one
+// JSON document, which its guest slices without scanning).
 const (
 	nativeSelectNewest = `SELECT seq, role, call_ids, result_ids, body FROM (
 			SELECT seq, role, call_ids, result_ids, body FROM messages
