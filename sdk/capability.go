@@ -2,10 +2,11 @@ package sdk
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
+	"errors"
+	"strconv"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/internal/guestjson"
 )
 
 // CapabilityFunc is a host capability function as a guest imports it: it
@@ -57,20 +58,18 @@ func CallCapability(name string, request []byte) ([]byte, error) {
 		fn = builtinCapabilityFunc(name)
 	}
 	if fn == nil {
-		return nil, fmt.Errorf("sdk: call capability %s: %w: no capability function of that name is linked into this plugin", name, abi.ErrUnimplemented)
+		return nil, Wrap("sdk: call capability "+name, abi.ErrUnimplemented, errNoFunction)
 	}
 	resp, err := callCapability(fn, request)
 	if err != nil {
-		return nil, fmt.Errorf("sdk: call capability %s: %w", name, err)
+		return nil, Wrap("sdk: call capability "+name, err)
 	}
 	return decodeCapabilityResponse(name, resp)
 }
 
-// capabilityResponse is the envelope every capability function answers with.
-type capabilityResponse struct {
-	Result json.RawMessage `json:"result"`
-	Error  *abi.Error      `json:"error"`
-}
+// errNoFunction is the text CallCapability gives a name it has no
+// function for.
+var errNoFunction = errors.New("no capability function of that name is linked into this plugin")
 
 func decodeCapabilityResponse(name string, resp []byte) ([]byte, error) {
 	// A response has exactly one member (SPEC.md section 8), so one that
@@ -80,16 +79,64 @@ func decodeCapabilityResponse(name string, resp []byte) ([]byte, error) {
 	if r, ok := bytes.CutPrefix(bytes.TrimRight(resp, " \t\r\n"), []byte(`{"result":`)); ok && len(r) > 1 && r[len(r)-1] == '}' {
 		return r[:len(r)-1], nil
 	}
-	var r capabilityResponse
-	if err := json.Unmarshal(resp, &r); err != nil {
-		return nil, fmt.Errorf("sdk: call capability %s: %w: malformed response: %w", name, abi.ErrInternal, err)
+	// Any other response is read with the guest's scanner, not
+	// encoding/json, which would link its reflective codec into every
+	// plugin that calls a capability.
+	result, rerr, err := parseCapabilityResponse(resp)
+	if err != nil {
+		return nil, Wrap("sdk: call capability "+name, abi.ErrInternal, errors.New("malformed response"), err)
 	}
-	if r.Error != nil {
-		if !r.Error.Code.Known() {
+	if rerr != nil {
+		if !rerr.Code.Known() {
 			// Keep errors.Is meaningful for codes of a newer host.
-			r.Error = abi.Errorf(abi.CodeInternal, "unknown code %q: %s", r.Error.Code, r.Error.Message)
+			rerr = &abi.Error{Code: abi.CodeInternal, Message: "unknown code " + strconv.Quote(string(rerr.Code)) + ": " + rerr.Message}
 		}
-		return nil, fmt.Errorf("sdk: call capability %s: %w", name, r.Error)
+		return nil, Wrap("sdk: call capability "+name, rerr)
 	}
-	return r.Result, nil
+	return result, nil
+}
+
+// parseCapabilityResponse decodes the envelope every capability function
+// answers with, {"result": ...} or {"error": {"code": ..., "message": ...}},
+// as encoding/json decoded it into a struct of a json.RawMessage and an
+// *abi.Error: unknown members are ignored, null is absent.
+func parseCapabilityResponse(resp []byte) (result []byte, rerr *abi.Error, err error) {
+	d := guestjson.NewDecoder(resp)
+	err = d.Object(func(key []byte) (err error) {
+		switch string(key) {
+		case "result":
+			if result, err = d.ReadValue(); string(result) == "null" {
+				result = nil
+			}
+		case "error":
+			if d.Peek() == 'n' {
+				rerr = nil
+				return d.ReadNull()
+			}
+			if d.Peek() != '{' {
+				return d.Fail("error: want an object")
+			}
+			rerr = &abi.Error{}
+			err = d.Object(func(key []byte) (err error) {
+				switch string(key) {
+				case "code":
+					var c string
+					c, err = d.ReadString()
+					rerr.Code = abi.Code(c)
+				case "message":
+					rerr.Message, err = d.ReadString()
+				default:
+					err = d.Skip()
+				}
+				return err
+			})
+		default:
+			err = d.Skip()
+		}
+		return err
+	})
+	if err == nil {
+		err = d.End()
+	}
+	return result, rerr, err
 }

@@ -3,7 +3,6 @@ package sdk
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
@@ -45,7 +44,7 @@ func decode[T any](what string, raw json.RawMessage) (T, error) {
 		return v, nil
 	}
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return v, fmt.Errorf("sdk: decode %s: %w: %w", what, abi.ErrInvalidArgument, err)
+		return v, Wrap("sdk: decode "+what, abi.ErrInvalidArgument, err)
 	}
 	return v, nil
 }

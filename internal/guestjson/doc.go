@@ -10,7 +10,7 @@
 // validating pass, hands values back as the exact bytes of the document
 // (messages are never decoded), and decodes only the strings and integers a
 // caller asks for. It links neither fmt nor encoding/json, so a plugin that
-// reads its JSON here stays free of both (see plugins/inmemory/lean_test.go).
+// reads its JSON here stays free of both (see sdktest.CheckLean).
 //
 // What a Decoder accepts is valid JSON (RFC 8259) and decodes as
 // encoding/json decodes it; FuzzDecoder holds it to that. It refuses, on

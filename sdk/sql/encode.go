@@ -147,7 +147,7 @@ func appendArg(b []byte, a any) ([]byte, error) {
 		b = base64.StdEncoding.AppendEncode(b, v)
 		return append(b, `"}`...), nil
 	}
-	return nil, abi.Errorf(abi.CodeInvalidArgument, "unsupported type %T", a)
+	return nil, errUnsupported(a)
 }
 
 // appendFloat appends f as encoding/json does (shortest form, exponent
@@ -155,7 +155,7 @@ func appendArg(b []byte, a any) ([]byte, error) {
 // request, as they do with encoding/json.
 func appendFloat(b []byte, f float64, bits int) ([]byte, error) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return nil, abi.Errorf(abi.CodeInvalidArgument, "unsupported value %v", f)
+		return nil, &abi.Error{Code: abi.CodeInvalidArgument, Message: "unsupported value " + strconv.FormatFloat(f, 'g', -1, bits)}
 	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 {

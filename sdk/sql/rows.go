@@ -1,13 +1,16 @@
 package sql
 
 import (
+	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"math"
+	"reflect"
 	"strconv"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/internal/guestjson"
+	"github.com/wasmhist/wasmhist/sdk"
 )
 
 // Rows are the rows a statement returned, all of them: the host bounds how
@@ -68,7 +71,8 @@ func (r Row) MarshalJSON() ([]byte, error) { return json.Marshal(r.values) }
 // fails, the destinations before the failing column have been set.
 func (r Row) Scan(dest ...any) error {
 	if len(dest) != len(r.values) {
-		return fmt.Errorf("sql: %w", abi.Errorf(abi.CodeInvalidArgument, "scan: %d destinations for %d columns", len(dest), len(r.values)))
+		return sdk.Wrap("sql", &abi.Error{Code: abi.CodeInvalidArgument,
+			Message: "scan: " + strconv.Itoa(len(dest)) + " destinations for " + strconv.Itoa(len(r.values)) + " columns"})
 	}
 	for i, d := range dest {
 		if raw, ok := d.(*json.RawMessage); ok && r.json != nil && r.json[i] {
@@ -83,7 +87,7 @@ func (r Row) Scan(dest ...any) error {
 		if err := scanOne(r.values[i], d); err != nil {
 			// The column goes into the *abi.Error's message: that message
 			// is all of the error that crosses to the host.
-			return fmt.Errorf("sql: %w", abi.Errorf(abi.CodeInvalidArgument, "scan %s: %v", r.column(i), err))
+			return sdk.Wrap("sql", &abi.Error{Code: abi.CodeInvalidArgument, Message: "scan " + r.column(i) + ": " + err.Error()})
 		}
 	}
 	return nil
@@ -101,7 +105,7 @@ func (r Row) column(i int) string {
 type errNull struct{ dest any }
 
 func (e errNull) Error() string {
-	return fmt.Sprintf("NULL into %T: scan a column that may be NULL into *[]byte, *json.RawMessage or *any, or check Row.IsNull", e.dest)
+	return "NULL into " + typeName(e.dest) + ": scan a column that may be NULL into *[]byte, *json.RawMessage or *any, or check Row.IsNull"
 }
 
 func scanOne(v json.RawMessage, dest any) error {
@@ -139,7 +143,7 @@ func scanOne(v json.RawMessage, dest any) error {
 		}
 		f, err := strconv.ParseFloat(string(v), 64)
 		if err != nil {
-			return fmt.Errorf("%s is not a number", quoteValue(v))
+			return errors.New(quoteValue(v) + " is not a number")
 		}
 		*d = f
 	case *bool:
@@ -193,11 +197,11 @@ func scanOne(v json.RawMessage, dest any) error {
 			}
 			*d = s
 		case len(v) > 0 && v[0] == '{':
-			var b abi.SQLBlob
-			if err := json.Unmarshal(v, &b); err != nil {
+			b, err := blob(v)
+			if err != nil {
 				return err
 			}
-			*d = []byte(b)
+			*d = b
 		default:
 			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
 				*d = n
@@ -205,12 +209,12 @@ func scanOne(v json.RawMessage, dest any) error {
 			}
 			f, err := strconv.ParseFloat(string(v), 64)
 			if err != nil {
-				return fmt.Errorf("%s is not a number", quoteValue(v))
+				return errors.New(quoteValue(v) + " is not a number")
 			}
 			*d = f
 		}
 	default:
-		return fmt.Errorf("unsupported destination %T", dest)
+		return errors.New("unsupported destination " + typeName(dest))
 	}
 	return nil
 }
@@ -222,13 +226,45 @@ func text(v json.RawMessage) (string, error) {
 	case len(v) > 0 && v[0] == '"':
 		return guestjson.Unquote(v)
 	case len(v) > 0 && v[0] == '{':
-		var b abi.SQLBlob
-		if err := json.Unmarshal(v, &b); err != nil {
-			return "", err
-		}
-		return string(b), nil
+		b, err := blob(v)
+		return string(b), err
 	}
 	return string(v), nil // a number, as SQLite would convert it
+}
+
+// blob decodes a BLOB cell, {"blob": "<standard base64>"} (abi.SQLBlob),
+// with the guest's scanner: abi.SQLBlob's UnmarshalJSON would link
+// encoding/json's reflective codec into every plugin that scans a row. As
+// with that method, other members are ignored and a null blob is empty.
+func blob(v []byte) ([]byte, error) {
+	var b64 string
+	d := guestjson.NewDecoder(v)
+	err := d.Object(func(key []byte) (err error) {
+		if string(key) != "blob" {
+			return d.Skip()
+		}
+		b64, err = d.ReadString()
+		return err
+	})
+	if err == nil {
+		err = d.End()
+	}
+	if err != nil {
+		return nil, sdk.Wrap("sql blob", err)
+	}
+	b, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, sdk.Wrap("sql blob", err)
+	}
+	return b, nil
+}
+
+// typeName is the name of v's type, as %T prints it.
+func typeName(v any) string {
+	if v == nil {
+		return "<nil>"
+	}
+	return reflect.TypeOf(v).String()
 }
 
 // integer is the exact value of the JSON number v when it is an integer
@@ -241,11 +277,11 @@ func integer(v json.RawMessage, bits int, typ string) (int64, error) {
 	mant, exp, ok := decimal(v)
 	switch {
 	case !ok:
-		return 0, fmt.Errorf("%s is not an integer", quoteValue(v))
+		return 0, errors.New(quoteValue(v) + " is not an integer")
 	case len(mant) == 0:
 		return 0, nil
 	case exp < 0:
-		return 0, fmt.Errorf("%s is not an integer: it has a fraction", quoteValue(v))
+		return 0, errors.New(quoteValue(v) + " is not an integer: it has a fraction")
 	}
 	limit := uint64(1) << (bits - 1) // the magnitude of the minimum
 	if v[0] != '-' {
@@ -266,7 +302,7 @@ func integer(v json.RawMessage, bits int, typ string) (int64, error) {
 		n *= 10
 	}
 	if overflow {
-		return 0, fmt.Errorf("%s overflows %s", quoteValue(v), typ)
+		return 0, errors.New(quoteValue(v) + " overflows " + typ)
 	}
 	if v[0] == '-' {
 		return -int64(n), nil

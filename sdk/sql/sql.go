@@ -28,7 +28,6 @@ package sql
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -227,7 +226,7 @@ func (b *Batch) add(query string, args []any) {
 	for i, a := range args {
 		v, err := wireArg(a)
 		if err != nil && b.err == nil {
-			b.err = fmt.Errorf("sql: statement %d argument %d: %w", len(b.req.Statements), i+1, err)
+			b.err = sdk.Wrap("sql: statement "+strconv.Itoa(len(b.req.Statements))+" argument "+strconv.Itoa(i+1), err)
 		}
 		wire[i] = v
 	}
@@ -254,7 +253,7 @@ func (b *Batch) Run() ([]StatementResult, error) {
 	}
 	reqJSON, err := encodeRequest(&b.req)
 	if err != nil {
-		return nil, fmt.Errorf("sql: encode request: %w", abi.Errorf(abi.CodeInvalidArgument, "%v", err))
+		return nil, sdk.Wrap("sql: encode request", err) // an *abi.Error, invalid_argument
 	}
 	out, err := call(reqJSON)
 	if err != nil {
@@ -263,14 +262,15 @@ func (b *Batch) Run() ([]StatementResult, error) {
 	n := len(b.req.Statements)
 	resp, err := decodeResponse(out, b.value == n, n)
 	if err != nil {
-		return nil, fmt.Errorf("sql: decode response: %w", abi.Errorf(abi.CodeInternal, "%v", err))
+		return nil, sdk.Wrap("sql: decode response", &abi.Error{Code: abi.CodeInternal, Message: err.Error()})
 	}
 	dialect = resp.Dialect
 	if dialect == "" {
 		dialect = abi.DialectSQLite // a host before ABI 1.2 serves SQLite only
 	}
 	if len(resp.Results) != len(b.req.Statements) {
-		return nil, fmt.Errorf("sql: %w", abi.Errorf(abi.CodeInternal, "host answered %d results for %d statements", len(resp.Results), len(b.req.Statements)))
+		return nil, sdk.Wrap("sql", &abi.Error{Code: abi.CodeInternal,
+			Message: "host answered " + strconv.Itoa(len(resp.Results)) + " results for " + strconv.Itoa(len(b.req.Statements)) + " statements"})
 	}
 	res := make([]StatementResult, len(resp.Results))
 	for i, r := range resp.Results {
@@ -296,12 +296,12 @@ func wireArg(a any) (any, error) {
 		return v, nil
 	case uint:
 		if uint64(v) > 1<<63-1 {
-			return nil, abi.Errorf(abi.CodeInvalidArgument, "unsigned value %d overflows INTEGER", v)
+			return nil, errUnsigned(uint64(v))
 		}
 		return v, nil
 	case uint64:
 		if v > 1<<63-1 {
-			return nil, abi.Errorf(abi.CodeInvalidArgument, "unsigned value %d overflows INTEGER", v)
+			return nil, errUnsigned(v)
 		}
 		return v, nil
 	case []byte:
@@ -313,5 +313,15 @@ func wireArg(a any) (any, error) {
 		// request without a copy of its own.
 		return v, nil
 	}
-	return nil, abi.Errorf(abi.CodeInvalidArgument, "unsupported type %T", a)
+	return nil, errUnsupported(a)
+}
+
+// errUnsigned is an unsigned argument beyond INTEGER's range.
+func errUnsigned(v uint64) error {
+	return &abi.Error{Code: abi.CodeInvalidArgument, Message: "unsigned value " + strconv.FormatUint(v, 10) + " overflows INTEGER"}
+}
+
+// errUnsupported is an argument of a type the request cannot carry.
+func errUnsupported(a any) error {
+	return &abi.Error{Code: abi.CodeInvalidArgument, Message: "unsupported type " + typeName(a)}
 }

@@ -92,6 +92,19 @@ func TestErrors(t *testing.T) {
 		fakeHost(t, `{"results":[{}]}`, nil)
 		_, err := Exec("SELECT ?", struct{}{})
 		require.ErrorIs(t, err, abi.ErrInvalidArgument)
+		assert.EqualError(t, err, "sql: statement 0 argument 1: invalid_argument: unsupported type struct {}")
+	})
+	t.Run("argument out of range", func(t *testing.T) {
+		fakeHost(t, `{"results":[{}]}`, nil)
+		_, err := Exec("SELECT ?, ?", 1, uint64(1)<<63)
+		require.ErrorIs(t, err, abi.ErrInvalidArgument)
+		assert.EqualError(t, err, "sql: statement 0 argument 2: invalid_argument: unsigned value 9223372036854775808 overflows INTEGER")
+	})
+	t.Run("argument not a JSON number", func(t *testing.T) {
+		fakeHost(t, `{"results":[{}]}`, nil)
+		_, err := Exec("SELECT ?", math.Inf(-1))
+		require.ErrorIs(t, err, abi.ErrInvalidArgument)
+		assert.EqualError(t, err, "sql: encode request: invalid_argument: unsupported value -Inf")
 	})
 	t.Run("result count mismatch", func(t *testing.T) {
 		fakeHost(t, `{"results":[]}`, nil)
@@ -125,6 +138,60 @@ func TestScan(t *testing.T) {
 	assert.ErrorIs(t, err, abi.ErrInvalidArgument, "scan 1.5 into int")
 	err = (Row{values: []json.RawMessage{json.RawMessage(`1`)}}).Scan(&s, &s)
 	assert.ErrorIs(t, err, abi.ErrInvalidArgument, "scan with too many destinations")
+}
+
+// TestScanBlob checks BLOB cells, {"blob": "<base64>"}, scan into every
+// destination that takes one, and that a malformed one is refused naming
+// the column and the cause.
+func TestScanBlob(t *testing.T) {
+	tests := []struct {
+		name, value string
+		want        []byte
+		wantErr     string // the message that crosses to the host
+	}{
+		{name: "bytes", value: `{"blob":"AQI="}`, want: []byte{1, 2}},
+		{name: "empty", value: `{"blob":""}`, want: []byte{}},
+		{name: "other members ignored", value: `{"size":2,"blob":"AQI=","x":[1]}`, want: []byte{1, 2}},
+		{name: "escaped base64", value: `{"blob":"AQ\u0049="}`, want: []byte{1, 2}},
+		{name: "not base64", value: `{"blob":"@@"}`, wantErr: `scan column 0 ("b"): sql blob: illegal base64 data at input byte 0`},
+		{name: "not a string", value: `{"blob":1}`, wantErr: `scan column 0 ("b"): sql blob: malformed JSON at offset 8: want a string`},
+		{name: "truncated", value: `{"blob":"AQI="`, wantErr: `scan column 0 ("b"): sql blob: malformed JSON at offset 14: `},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			row := (&Rows{Columns: []string{"b"}, rows: [][]json.RawMessage{{json.RawMessage(tt.value)}}}).Row(0)
+			var (
+				b []byte
+				s string
+				v any
+			)
+			for _, dest := range []any{&b, &s, &v} {
+				err := row.Scan(dest)
+				if tt.wantErr != "" {
+					require.ErrorIs(t, err, abi.ErrInvalidArgument, "scan into %T", dest)
+					assert.Contains(t, abi.AsError(err).Message, tt.wantErr, "scan into %T", dest)
+					continue
+				}
+				require.NoError(t, err, "scan into %T", dest)
+			}
+			if tt.wantErr == "" {
+				assert.Equal(t, tt.want, b)
+				assert.Equal(t, string(tt.want), s)
+				assert.Equal(t, tt.want, v)
+			}
+		})
+	}
+}
+
+// TestScanUnsupported checks a destination Scan cannot fill is named as
+// %T names it.
+func TestScanUnsupported(t *testing.T) {
+	row := (&Rows{Columns: []string{"a"}, rows: [][]json.RawMessage{{json.RawMessage(`1`)}}}).Row(0)
+	for _, dest := range []any{new(int32), nil, struct{}{}} {
+		err := row.Scan(dest)
+		require.ErrorIs(t, err, abi.ErrInvalidArgument, "scan into %T", dest)
+		assert.EqualError(t, err, fmt.Sprintf(`sql: invalid_argument: scan column 0 ("a"): unsupported destination %T`, dest))
+	}
 }
 
 // TestScanIntegers checks integer destinations take exactly the values

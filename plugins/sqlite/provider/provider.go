@@ -22,7 +22,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"slices"
 	"strconv"
 
@@ -123,15 +123,15 @@ func (Provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.Provid
 		return res[0].Rows, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: provide: %w", err)
+		return nil, sdk.Wrap("sqlite: provide", err)
 	}
 	var doc json.RawMessage
 	if err := rows.Row(0).Scan(&doc); err != nil {
-		return nil, fmt.Errorf("sqlite: provide: %w", err)
+		return nil, sdk.Wrap("sqlite: provide", err)
 	}
 	window, err := readWindow(doc, cfg.MaxMessages+1)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: provide: %w", err)
+		return nil, sdk.Wrap("sqlite: provide", err)
 	}
 	window = trim(window, cfg.MaxMessages)
 	resp := &abi.ProvideResponse{Messages: make([]json.RawMessage, len(window))}
@@ -186,7 +186,7 @@ func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreRespo
 		return nil, err
 	}
 	if _, err := withSchema(store); err != nil {
-		return nil, fmt.Errorf("sqlite: store: %w", err)
+		return nil, sdk.Wrap("sqlite: store", err)
 	}
 	return resp, nil
 }
@@ -205,7 +205,7 @@ func (Provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse
 	after := int64(0)
 	if req.Cursor != "" {
 		if after, err = strconv.ParseInt(req.Cursor, 10, 64); err != nil || after < 0 {
-			return nil, abi.Errorf(abi.CodeInvalidArgument, "sqlite: list: cursor %q is not a sequence number", req.Cursor)
+			return nil, &abi.Error{Code: abi.CodeInvalidArgument, Message: "sqlite: list: cursor " + strconv.Quote(req.Cursor) + " is not a sequence number"}
 		}
 	}
 	limit := req.Limit
@@ -217,13 +217,13 @@ func (Provider) List(_ context.Context, req *abi.ListRequest) (*abi.ListResponse
 		return sql.QueryJSON(bodyColumn, sql.Rebind(d, selectPage), st.SessionKey, after, limit+1)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list: %w", err)
+		return nil, sdk.Wrap("sqlite: list", err)
 	}
 	var seq int64
 	for i := 0; i < rows.Len() && i < limit; i++ {
 		var body json.RawMessage
 		if err := rows.Row(i).Scan(&seq, &body); err != nil {
-			return nil, fmt.Errorf("sqlite: list: %w", err)
+			return nil, sdk.Wrap("sqlite: list", err)
 		}
 		resp.Messages = append(resp.Messages, body)
 	}
@@ -248,7 +248,7 @@ func (Provider) Clear(_ context.Context, req *abi.ClearRequest) (*abi.ClearRespo
 		return nil, err
 	}
 	if _, err := withSchema(clear); err != nil {
-		return nil, fmt.Errorf("sqlite: clear: %w", err)
+		return nil, sdk.Wrap("sqlite: clear", err)
 	}
 	return &abi.ClearResponse{}, nil
 }
@@ -259,8 +259,8 @@ var bodyColumn = []string{"body"}
 
 // lastDecoded is the state and config decode last decoded, by their
 // bytes: an instance serves calls one at a time, mostly of the same session
-// and always with the same config, and decoding them with encoding/json in
-// the guest costs more than comparing the bytes.
+// and always with the same config, and comparing the bytes costs less than
+// scanning them again.
 var lastDecoded struct {
 	state, config string
 	st            State
@@ -271,16 +271,16 @@ func decode(state, config json.RawMessage) (State, Config, error) {
 	if len(state) > 0 && string(state) == lastDecoded.state && string(config) == lastDecoded.config {
 		return lastDecoded.st, lastDecoded.cfg, nil
 	}
-	st, err := sdk.DecodeState[State](state)
+	st, err := parseState(state)
 	if err != nil {
 		return st, Config{}, err
 	}
-	cfg, err := sdk.DecodeConfig[Config](config)
+	cfg, err := parseConfig(config)
 	if err != nil {
 		return st, cfg, err
 	}
 	if cfg.MaxMessages < 0 {
-		return st, cfg, fmt.Errorf("sqlite: config: %w: max_messages must be positive", abi.ErrInvalidArgument)
+		return st, cfg, sdk.Wrap("sqlite: config", abi.ErrInvalidArgument, errNotPositive)
 	}
 	if cfg.MaxMessages == 0 {
 		cfg.MaxMessages = DefaultMaxMessages
@@ -291,6 +291,63 @@ func decode(state, config json.RawMessage) (State, Config, error) {
 	return st, cfg, nil
 }
 
+var errNotPositive = errors.New("max_messages must be positive")
+
+// The state and the config are read with the guest side's scanner
+// (internal/guestjson) rather than with sdk.DecodeState and
+// sdk.DecodeConfig, whose encoding/json would link its reflective codec
+// into the plugin: it would be about 1.4 MB larger, and the host validates,
+// and on a first use compiles, the whole module. Both are objects of one
+// member; as with encoding/json, unknown members are ignored and null is
+// the zero value.
+
+// parseState decodes the state. An absent one is sdk.ErrStateOmitted, as
+// sdk.DecodeState has it: the host sends the state to every export.
+func parseState(raw json.RawMessage) (State, error) {
+	var st State
+	if len(raw) == 0 || string(raw) == "null" {
+		return st, sdk.ErrStateOmitted
+	}
+	d := guestjson.NewDecoder(raw)
+	err := d.Object(func(key []byte) (err error) {
+		if string(key) != "session_key" {
+			return d.Skip()
+		}
+		st.SessionKey, err = d.ReadStringAs(lastDecoded.st.SessionKey)
+		return err
+	})
+	if err == nil {
+		err = d.End()
+	}
+	if err != nil {
+		return State{}, sdk.Wrap("sqlite: decode state", abi.ErrInvalidArgument, err)
+	}
+	return st, nil
+}
+
+// parseConfig decodes the config; an absent one is the zero Config.
+func parseConfig(raw json.RawMessage) (Config, error) {
+	var cfg Config
+	if len(raw) == 0 || string(raw) == "null" {
+		return cfg, nil
+	}
+	d := guestjson.NewDecoder(raw)
+	err := d.Object(func(key []byte) (err error) {
+		if string(key) != "max_messages" {
+			return d.Skip()
+		}
+		cfg.MaxMessages, err = d.ReadInt()
+		return err
+	})
+	if err == nil {
+		err = d.End()
+	}
+	if err != nil {
+		return Config{}, sdk.Wrap("sqlite: decode config", abi.ErrInvalidArgument, err)
+	}
+	return cfg, nil
+}
+
 // newKey returns a new session key: 128 bits of a hash of random bytes and
 // the slot's session id and state key. The random source of a WebAssembly
 // instance is whatever its host configured (wazero's default is a fixed
@@ -299,7 +356,7 @@ func decode(state, config json.RawMessage) (State, Config, error) {
 func newKey(facts abi.SessionFacts) (string, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("sqlite: session key: %w", err)
+		return "", sdk.Wrap("sqlite: session key", err)
 	}
 	h := sha256.New()
 	h.Write(b[:])
@@ -362,7 +419,7 @@ func headerOf(raw json.RawMessage) (header, error) {
 		err = d.End()
 	}
 	if err != nil {
-		return h, abi.Errorf(abi.CodeInvalidArgument, "sqlite: store: message is not an object: %v", err)
+		return h, &abi.Error{Code: abi.CodeInvalidArgument, Message: "sqlite: store: message is not an object: " + err.Error()}
 	}
 	h.calls, h.results = idList(calls), idList(results)
 	return h, nil

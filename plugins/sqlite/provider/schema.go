@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -132,13 +131,23 @@ func buildInsert(n int) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		if i == 0 {
-			fmt.Fprintf(&b, "(CAST(?%d AS INTEGER), ?%d, ?%d, ?%d, ?%d)", p, p+1, p+2, p+3, p+4)
-		} else {
-			fmt.Fprintf(&b, "(?%d, ?%d, ?%d, ?%d, ?%d)", p, p+1, p+2, p+3, p+4)
+		for j := range 5 {
+			switch {
+			case j > 0:
+				b.WriteString(", ?")
+			case i == 0:
+				b.WriteString("(CAST(?")
+			default:
+				b.WriteString("(?")
+			}
+			b.WriteString(strconv.Itoa(p + j))
+			if i == 0 && j == 0 {
+				b.WriteString(" AS INTEGER)")
+			}
 		}
+		b.WriteString(")")
 	}
-	return fmt.Sprintf(insertMessages, b.String())
+	return strings.Replace(insertMessages, "%s", b.String(), 1)
 }
 
 // migrated is true once this instance has brought a database up to date.
@@ -208,7 +217,7 @@ func migrate() error {
 		return err
 	}
 	if v > SchemaVersion {
-		return abi.Errorf(abi.CodeFailedPrecondition, "sqlite: the database has schema version %d, newer than this plugin's %d: upgrade the plugin", v, SchemaVersion)
+		return errNewerSchema(v)
 	}
 	if v == SchemaVersion {
 		return nil
@@ -222,6 +231,12 @@ func migrate() error {
 	up.Exec("PRAGMA user_version = " + strconv.Itoa(SchemaVersion))
 	_, err = up.Run()
 	return err
+}
+
+// errNewerSchema is a database migrated by a newer plugin.
+func errNewerSchema(v int) error {
+	return &abi.Error{Code: abi.CodeFailedPrecondition, Message: "sqlite: the database has schema version " + strconv.Itoa(v) +
+		", newer than this plugin's " + strconv.Itoa(SchemaVersion) + ": upgrade the plugin"}
 }
 
 // migratePostgres is migrate on PostgreSQL: the version in a table, and a
@@ -241,7 +256,7 @@ func migratePostgres() error {
 		return err
 	}
 	if v > SchemaVersion {
-		return abi.Errorf(abi.CodeFailedPrecondition, "sqlite: the database has schema version %d, newer than this plugin's %d: upgrade the plugin", v, SchemaVersion)
+		return errNewerSchema(v)
 	}
 	if v == SchemaVersion {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/internal/guestjson"
@@ -62,12 +63,12 @@ func readWindow(doc json.RawMessage, expect int) ([]stored, error) {
 	r.want(']')
 	r.want(',')
 	if r.err != nil || len(doc) < r.i+2 || doc[len(doc)-1] != ']' {
-		return nil, abi.Errorf(abi.CodeInternal, "sqlite: window: malformed headers at byte %d", r.i)
+		return nil, &abi.Error{Code: abi.CodeInternal, Message: "sqlite: window: malformed headers at byte " + strconv.Itoa(r.i)}
 	}
 	bodies := doc[r.i : len(doc)-1]
 	if !slice(bodies, w) {
 		if err := split(bodies, w); err != nil {
-			return nil, abi.Errorf(abi.CodeInternal, "sqlite: window: %v", err)
+			return nil, &abi.Error{Code: abi.CodeInternal, Message: "sqlite: window: " + err.Error()}
 		}
 	}
 	out := w[:0]
