@@ -1,11 +1,13 @@
 package sqlwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/wasmhist/wasmhist/internal/guestjson"
 )
 
 // The request structs of the backends: sqlcap's reads write, pgcap's has
@@ -42,7 +44,7 @@ var fastRequestCases = []struct {
 	{"duplicate statements", `{"statements":[{"sql":"x"}],"statements":[{"sql":"y"}]}`, false},
 	{"duplicate sql", `{"statements":[{"sql":"x","sql":"y"}]}`, false},
 	{"duplicate args", `{"statements":[{"sql":"x","args":[1],"args":[2]}]}`, false},
-	{"escaped key", `{"statements":[{"s\u0071l":"x"}]}`, false},
+	{"escaped key, the same key decoded", `{"statements":[{"s\u0071l":"x"}]}`, true},
 	{"null statements", `{"statements":null}`, false},
 	{"null statement", `{"statements":[null]}`, false},
 	{"null sql", `{"statements":[{"sql":null}]}`, false},
@@ -52,9 +54,9 @@ var fastRequestCases = []struct {
 	{"statements not an array", `{"statements":{"sql":"x"}}`, false},
 	{"args not an array", `{"statements":[{"sql":"x","args":1}]}`, false},
 	{"column not a string", `{"statements":[{"sql":"x","json_columns":[1]}]}`, false},
-	{"escaped surrogate pair", `{"statements":[{"sql":"\ud83d\ude00"}]}`, false},
-	{"lone surrogate", `{"statements":[{"sql":"\ud83d"}]}`, false},
-	{"invalid utf-8 in sql", "{\"statements\":[{\"sql\":\"a\xffb\"}]}", false},
+	{"escaped surrogate pair", `{"statements":[{"sql":"\ud83d\ude00"}]}`, true},
+	{"lone surrogate, replaced", `{"statements":[{"sql":"\ud83d"}]}`, true},
+	{"invalid utf-8 in sql, replaced", "{\"statements\":[{\"sql\":\"a\xffb\"}]}", true},
 	{"control character", "{\"statements\":[{\"sql\":\"a\nb\"}]}", false},
 	{"bad escape", `{"statements":[{"sql":"\x"}]}`, false},
 	{"bad escape in an argument", `{"statements":[{"sql":"x","args":["\x"]}]}`, false},
@@ -72,7 +74,7 @@ var fastRequestCases = []struct {
 	{"truncated", `{"statements":[{"sql":"x"`, false},
 	{"truncated string", `{"statements":[{"sql":"x`, false},
 	{"bad literal", `{"statements":[{"sql":"x","args":[nul]}]}`, false},
-	{"deep argument", `{"statements":[{"sql":"x","args":[` + deep(maxFastDepth+1) + `]}]}`, false},
+	{"deep argument", `{"statements":[{"sql":"x","args":[` + deep(guestjson.MaxDepth) + `]}]}`, false},
 }
 
 func deep(n int) string {
@@ -193,13 +195,14 @@ func checkArg(t *testing.T, a json.RawMessage) {
 	}
 	got, gotErr := DecodeArg(a)
 	var want string
-	wantErr := json.Unmarshal(a, &want)
+	wantErr := json.Unmarshal(bytes.TrimSpace(a), &want)
 	require.Equal(t, wantErr, gotErr, "%q", a)
 	require.Equal(t, want, got, "%q", a)
 }
 
-// TestUnquote checks the string decoder against encoding/json.
-func TestUnquote(t *testing.T) {
+// TestDecodeStringArg checks the string argument decoder against
+// encoding/json.
+func TestDecodeStringArg(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
 		ok       bool
@@ -208,24 +211,28 @@ func TestUnquote(t *testing.T) {
 		{"escapes", `"a\"\\\/\b\f\n\r\t\u0041\u00e9b"`, true},
 		{"utf-8", `"é中😀"`, true},
 		{"empty", `""`, true},
-		{"surrogate pair", `"\ud83d\ude00"`, false},
-		{"invalid utf-8", "\"a\xff\"", false},
-		{"invalid utf-8 after an escape", "\"\\n\xff\"", false},
+		{"surrogate pair", `"\ud83d\ude00"`, true},
+		{"lone surrogate", `"\ud83d"`, true},
+		{"invalid utf-8", "\"a\xff\"", true},
 		{"unterminated", `"abc`, false},
 		{"unterminated after an escape", `"a\n`, false},
 		{"control", "\"a\tb\"", false},
 		{"bad escape", `"\q"`, false},
 		{"bad hex", `"\u00g0"`, false},
+		{"two values", `"a" "b"`, false},
+		{"not a string", `1`, false},
+		{"null", `null`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, n, ok := unquote([]byte(tc.in))
+			s, ok := decodeStringArg([]byte(tc.in))
 			require.Equal(t, tc.ok, ok)
+			var want string
+			err := json.Unmarshal([]byte(tc.in), &want)
 			if ok {
-				var want string
-				require.NoError(t, json.Unmarshal([]byte(tc.in), &want))
+				require.NoError(t, err)
 				assert.Equal(t, want, s)
-				assert.Equal(t, len(tc.in), n)
 			}
+			checkArg(t, []byte(tc.in))
 		})
 	}
 }
@@ -240,10 +247,10 @@ func FuzzDecodeRequestFast(f *testing.F) {
 	f.Add([]byte(`{"write":true,"statements":[{"sql":"INSERT INTO m VALUES (?, ?)","args":["{\"role\":\"user\",\"contents\":[{\"type\":\"text\",\"text\":\"hi\\n\"}]}", 7]}]}`))
 	f.Fuzz(func(t *testing.T, req []byte) {
 		checkRequestFast(t, req)
-		var s string
-		if sq, n, ok := unquote(req); ok {
-			require.NoError(t, json.Unmarshal(req[:n], &s), "%q", req)
-			require.Equal(t, s, sq, "%q", req)
+		if got, ok := decodeStringArg(req); ok {
+			var want string
+			require.NoError(t, json.Unmarshal(req, &want), "%q", req)
+			require.Equal(t, want, got, "%q", req)
 		}
 		checkArg(t, req)
 	})

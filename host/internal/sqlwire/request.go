@@ -106,7 +106,7 @@ func DecodeArg(raw json.RawMessage) (any, error) {
 			return false, nil
 		}
 	case '"':
-		if s, n, ok := unquote(raw); ok && n == len(raw) {
+		if s, ok := decodeStringArg(raw); ok {
 			return s, nil
 		}
 		var s string
