@@ -9,6 +9,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
+	"github.com/wasmhist/wasmhist/internal/guestjson"
 	"github.com/wasmhist/wasmhist/schemas"
 )
 
@@ -81,9 +82,11 @@ func checkStateChange(export string, c *abi.StateChange) error {
 }
 
 func decodeProvide(out []byte) (*abi.ProvideResponse, error) {
-	var r abi.ProvideResponse
-	if err := unmarshalOutput(abi.ExportProvide, out, &r); err != nil {
-		return nil, err
+	r, ok := decodeOutputFast(out, true)
+	if !ok {
+		if err := unmarshalOutput(abi.ExportProvide, out, &r); err != nil {
+			return nil, err
+		}
 	}
 	if len(r.Messages) > 0 && r.FromState != nil {
 		return nil, invalidOutput(abi.ExportProvide, "messages and from_state are both set")
@@ -100,13 +103,160 @@ func decodeProvide(out []byte) (*abi.ProvideResponse, error) {
 // decodeChange decodes the response of store or clear.
 func decodeChange(export string, out []byte) (*abi.StateChange, error) {
 	var r abi.StoreResponse
-	if err := unmarshalOutput(export, out, &r); err != nil {
+	if p, ok := decodeOutputFast(out, false); ok {
+		r.StateChange = p.StateChange
+	} else if err := unmarshalOutput(export, out, &r); err != nil {
 		return nil, err
 	}
 	if err := checkStateChange(export, &r.StateChange); err != nil {
 		return nil, err
 	}
 	return &r.StateChange, nil
+}
+
+// errNotPlain stops decodeOutputFast at what it leaves to encoding/json.
+var errNotPlain = errors.New("not a plain response")
+
+// decodeOutputFast decodes the response of provide (provide set) or of
+// store or clear the common way, in one validating pass of guestjson: into
+// what unmarshalOutput makes of it in an abi.ProvideResponse, or in an
+// abi.StoreResponse (whose StateChange is r's; without provide, messages and
+// from_state are skipped, as encoding/json skips a field the struct
+// lacks). A response goes through two passes of encoding/json otherwise
+// (json.Unmarshal checks the whole document, then decodes it), and it
+// holds a provide's whole window of messages.
+//
+// ok is false whenever the response is not valid UTF-8 and valid JSON of
+// that shape or needs a rule of encoding/json this decoder does not
+// implement: a syntax error, nesting past guestjson.MaxDepth, a member
+// other than those named exactly (encoding/json also matches keys in
+// another case), a duplicate member (encoding/json decodes the second over
+// the first), a null or a value of another type where an object, array or
+// string belongs. The caller then decodes it with unmarshalOutput, which
+// accepts or refuses it and says why as it always has: this decoder never
+// accepts what that refuses, and whatever it accepts it decodes to the
+// same value (FuzzDecodeOutputFast). The raw values it returns alias one
+// copy of out, which is the plugin's memory.
+func decodeOutputFast(out []byte, provide bool) (r abi.ProvideResponse, ok bool) {
+	if !utf8.Valid(out) {
+		return r, false
+	}
+	b := bytes.Clone(out)
+	d := guestjson.NewDecoder(b)
+	if d.Peek() != '{' {
+		return r, false
+	}
+	var seen uint8
+	once := func(bit uint8, want byte) error {
+		if seen&bit != 0 || (want != 0 && d.Peek() != want) {
+			return errNotPlain
+		}
+		seen |= bit
+		return nil
+	}
+	err := d.Object(func(key []byte) error {
+		switch string(key) {
+		case "messages", "from_state":
+			if !provide {
+				return d.Skip()
+			}
+			if string(key) == "from_state" {
+				if err := once(2, '{'); err != nil {
+					return err
+				}
+				r.FromState = &abi.StateSelection{}
+				return decodeSelectionFast(&d, r.FromState)
+			}
+			if err := once(1, '['); err != nil {
+				return err
+			}
+			r.Messages = []json.RawMessage{}
+			return d.Array(func() error {
+				v, err := d.ReadValue()
+				r.Messages = append(r.Messages, v)
+				return err
+			})
+		case "state":
+			if err := once(4, 0); err != nil {
+				return err
+			}
+			v, err := d.ReadValue()
+			r.State = v
+			return err
+		case "state_patch":
+			if err := once(8, '['); err != nil {
+				return err
+			}
+			r.Patch = []abi.PatchOp{}
+			return d.Array(func() error {
+				var op abi.PatchOp
+				err := decodePatchOpFast(&d, &op)
+				r.Patch = append(r.Patch, op)
+				return err
+			})
+		}
+		return errNotPlain
+	})
+	if err != nil || d.End() != nil {
+		return abi.ProvideResponse{}, false
+	}
+	return r, true
+}
+
+func decodeSelectionFast(d *guestjson.Decoder, s *abi.StateSelection) error {
+	var seen uint8
+	return d.Object(func(key []byte) error {
+		switch {
+		case string(key) == "pointer" && seen&1 == 0 && d.Peek() == '"':
+			seen |= 1
+			var err error
+			s.Pointer, err = d.ReadString()
+			return err
+		case string(key) == "window" && seen&2 == 0 && d.Peek() == '{':
+			seen |= 2
+			s.Window = &abi.Window{}
+			var wseen uint8
+			return d.Object(func(key []byte) error {
+				var err error
+				switch {
+				case string(key) == "max_messages" && wseen&1 == 0:
+					wseen |= 1
+					s.Window.MaxMessages, err = d.ReadInt()
+				case string(key) == "max_tokens" && wseen&2 == 0:
+					wseen |= 2
+					s.Window.MaxTokens, err = d.ReadInt()
+				default:
+					err = errNotPlain
+				}
+				return err
+			})
+		}
+		return errNotPlain
+	})
+}
+
+func decodePatchOpFast(d *guestjson.Decoder, op *abi.PatchOp) error {
+	if d.Peek() != '{' {
+		return errNotPlain
+	}
+	var seen uint8
+	return d.Object(func(key []byte) error {
+		var err error
+		switch {
+		case string(key) == "op" && seen&1 == 0 && d.Peek() == '"':
+			seen |= 1
+			op.Op, err = d.ReadString()
+		case string(key) == "path" && seen&2 == 0 && d.Peek() == '"':
+			seen |= 2
+			op.Path, err = d.ReadString()
+		case string(key) == "value" && seen&4 == 0:
+			seen |= 4
+			op.Value, err = d.ReadValue()
+		default:
+			err = errNotPlain
+		}
+		return err
+	})
 }
 
 func decodeList(out []byte) (*abi.ListResponse, error) {

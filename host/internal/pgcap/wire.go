@@ -53,7 +53,7 @@ type arg struct {
 
 func decodeRequest(b []byte) ([]statement, error) {
 	var req wireRequest
-	if err := sqlwire.DecodeRequest(b, &req); err != nil {
+	if err := sqlwire.DecodeRequest(b, &req, &req.Statements, nil); err != nil {
 		return nil, err
 	}
 	sts, err := sqlwire.DecodeStatements(req.Statements, checkSQL, decodeArg)

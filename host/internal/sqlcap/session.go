@@ -365,7 +365,7 @@ type wireRequest struct {
 
 func decodeRequest(b []byte) ([]statement, bool, error) {
 	var req wireRequest
-	if err := sqlwire.DecodeRequest(b, &req); err != nil {
+	if err := sqlwire.DecodeRequest(b, &req, &req.Statements, &req.Write); err != nil {
 		return nil, false, err
 	}
 	out, err := sqlwire.DecodeStatements(req.Statements, nil, decodeArg)

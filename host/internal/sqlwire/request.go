@@ -21,8 +21,18 @@ type WireStatement = struct {
 }
 
 // DecodeRequest unmarshals request b into req, a backend's request struct
-// whose Statements field is a []WireStatement.
-func DecodeRequest(b []byte, req any) *abi.Error {
+// whose Statements field is a []WireStatement, sts, and whose Write field
+// is write, or nil if it has none. A plain request is decoded in one pass
+// (decodeRequestFast); anything else by encoding/json, whose errors name
+// req's type as they always have.
+func DecodeRequest(b []byte, req any, sts *[]WireStatement, write *bool) *abi.Error {
+	if s, w, ok := decodeRequestFast(b, write != nil); ok {
+		*sts = s
+		if write != nil {
+			*write = w
+		}
+		return nil
+	}
 	if err := json.Unmarshal(b, req); err != nil {
 		return abi.Errorf(abi.CodeInvalidArgument, "sql: decode request: %v", err)
 	}
@@ -96,6 +106,9 @@ func DecodeArg(raw json.RawMessage) (any, error) {
 			return false, nil
 		}
 	case '"':
+		if s, ok := decodeStringArg(raw); ok {
+			return s, nil
+		}
 		var s string
 		err := json.Unmarshal(raw, &s)
 		return s, err
