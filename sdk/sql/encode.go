@@ -6,10 +6,10 @@ import (
 	"math"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/internal/guestjson"
 )
 
 // encodeRequest writes req as the host reads an abi.SQLRequest, without
@@ -65,7 +65,7 @@ func encodeRequest(req *abi.SQLRequest) ([]byte, error) {
 				if j > 0 {
 					b = append(b, ',')
 				}
-				b = appendString(b, c)
+				b = guestjson.AppendString(b, c)
 			}
 			b = append(b, ']')
 		}
@@ -91,7 +91,7 @@ func appendSQL(b []byte, query string) []byte {
 		}
 	}
 	start := len(b)
-	b = appendString(b, query)
+	b = guestjson.AppendString(b, query)
 	i := sqlLiterals.next
 	sqlLiterals.q[i], sqlLiterals.lit[i] = query, append(sqlLiterals.lit[i][:0], b[start:]...)
 	sqlLiterals.next = (i + 1) % len(sqlLiterals.q)
@@ -114,7 +114,7 @@ func appendArg(b []byte, a any) ([]byte, error) {
 	case bool:
 		return strconv.AppendBool(b, v), nil
 	case string:
-		return appendString(b, v), nil
+		return guestjson.AppendString(b, v), nil
 	case int:
 		return strconv.AppendInt(b, int64(v), 10), nil
 	case int8:
@@ -141,7 +141,7 @@ func appendArg(b []byte, a any) ([]byte, error) {
 		return appendFloat(b, v, 64)
 	case json.RawMessage:
 		// A message kept verbatim, sent as TEXT.
-		return appendString(b, []byte(v)), nil
+		return guestjson.AppendString(b, []byte(v)), nil
 	case abi.SQLBlob:
 		b = append(b, `{"blob":"`...)
 		b = base64.StdEncoding.AppendEncode(b, v)
@@ -173,59 +173,4 @@ func appendFloat(b []byte, f float64, bits int) ([]byte, error) {
 		}
 	}
 	return b, nil
-}
-
-// appendString appends s as a JSON string: what the host decodes is s,
-// with invalid UTF-8 replaced by U+FFFD as encoding/json replaces it. Runs
-// of bytes that need no escape, nearly all of a message, are copied whole.
-func appendString[T string | []byte](b []byte, s T) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := decodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-func decodeRune[T string | []byte](s T) (rune, int) {
-	switch v := any(s).(type) {
-	case string:
-		return utf8.DecodeRuneInString(v)
-	case []byte:
-		return utf8.DecodeRune(v)
-	}
-	return utf8.RuneError, 1
 }

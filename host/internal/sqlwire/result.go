@@ -3,9 +3,9 @@ package sqlwire
 import (
 	"bytes"
 	"encoding/json"
-	"unicode/utf8"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/internal/guestjson"
 )
 
 // Writer frames the results of one request as JSON while counting rows and
@@ -101,56 +101,5 @@ func AppendJSON(b []byte, col string, text []byte) ([]byte, *abi.Error) {
 	return buf.Bytes(), nil
 }
 
-const hexDigits = "0123456789abcdef"
-
-// AppendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD, as
-// encoding/json does.
-func AppendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		// U+2028 and U+2029 are valid JSON but break JavaScript parsers;
-		// escape them like encoding/json.
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// AppendString appends s as a JSON string (guestjson.AppendString).
+func AppendString(b []byte, s string) []byte { return guestjson.AppendString(b, s) }
