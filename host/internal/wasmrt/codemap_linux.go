@@ -147,28 +147,5 @@ func mmapFixed(at uintptr, n, prot, flags, fd int) bool {
 // A file the kernel evicts and reads back comes in larger folios again;
 // its pages are clean and shared, the first the kernel reclaims.
 func writePaged(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	page := syscall.Getpagesize()
-	for i := 0; i < len(b) && err == nil; i += page {
-		_, err = f.Write(b[i:min(i+page, len(b))])
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return writeChunked(path, b, syscall.Getpagesize())
 }

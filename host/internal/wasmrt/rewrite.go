@@ -76,7 +76,10 @@ func (c *Cache) drop(sum [32]byte) { os.Remove(c.rewritePath(sum)) }
 // writeAtomic writes b to path through a temporary file, synced and then
 // renamed into place, so that a concurrent reader sees the whole file or
 // none, and a crash leaves the old file or the whole new one.
-func writeAtomic(path string, b []byte) error {
+func writeAtomic(path string, b []byte) error { return writeChunked(path, b, len(b)) }
+
+// writeChunked is writeAtomic writing at most chunk bytes a call.
+func writeChunked(path string, b []byte, chunk int) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
@@ -84,7 +87,9 @@ func writeAtomic(path string, b []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(b)
+	for i := 0; i < len(b) && err == nil; i += chunk {
+		_, err = f.Write(b[i:min(i+chunk, len(b))])
+	}
 	if err == nil {
 		err = f.Sync()
 	}
