@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 
 	"github.com/wasmhist/wasmhist/abi"
-	"github.com/wasmhist/wasmhist/internal/guestjson"
+	"github.com/wasmhist/wasmhist/sdk"
 )
 
 // The plugin reads its config and, for list, its state with the guest
-// side's shared scanner (internal/guestjson) rather than with encoding/json
+// side's shared scanner (sdk.JSONDecoder) rather than with encoding/json
 // (sdk.DecodeConfig, sdk.DecodeState): the plugin then links neither
 // encoding/json's codec nor the reflection it works through, which keeps
 // the module small and its load fast. Both documents are tiny in structure:
@@ -28,7 +28,7 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	if len(raw) == 0 {
 		return cfg, nil
 	}
-	d := guestjson.NewDecoder(raw)
+	d := sdk.NewJSONDecoder(raw)
 	err := d.Object(func(key []byte) (err error) {
 		switch string(key) {
 		case "max_messages":
@@ -56,7 +56,7 @@ func stateMessages(raw json.RawMessage) ([]json.RawMessage, error) {
 		return nil, nil
 	}
 	var msgs []json.RawMessage
-	d := guestjson.NewDecoder(raw)
+	d := sdk.NewJSONDecoder(raw)
 	err := d.Object(func(key []byte) error {
 		if string(key) != "messages" {
 			return d.Skip()

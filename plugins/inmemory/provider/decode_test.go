@@ -39,8 +39,9 @@ var decodeSeeds = []string{
 }
 
 // TestDecodeMatchesEncodingJSON checks parseConfig and stateMessages
-// against encoding/json on the seeds. The scanning under them is fuzzed in
-// internal/guestjson; these cases hold what they add: field names, null,
+// against encoding/json on the seeds. The scanning under them,
+// sdk.JSONDecoder, is fuzzed in internal/guestjson; these cases hold what
+// they add: field names, null,
 // integers, the messages array.
 func TestDecodeMatchesEncodingJSON(t *testing.T) {
 	for _, seed := range decodeSeeds {
@@ -52,7 +53,7 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 // (sdk.DecodeConfig and sdk.DecodeState, which the plugin used before):
 // what they accept is valid JSON decoding to the same values, what they
 // refuse is invalid_argument, and valid documents encoding/json decodes are
-// refused only for nesting beyond guestjson.MaxDepth or a value of the
+// refused only for nesting beyond sdk.MaxJSONDepth or a value of the
 // wrong kind. Field names are exact, where encoding/json ignores case; such
 // input is skipped.
 func checkDecode(t *testing.T, in []byte) {

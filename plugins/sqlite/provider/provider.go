@@ -27,7 +27,6 @@ import (
 	"strconv"
 
 	"github.com/wasmhist/wasmhist/abi"
-	"github.com/wasmhist/wasmhist/internal/guestjson"
 	"github.com/wasmhist/wasmhist/sdk"
 	"github.com/wasmhist/wasmhist/sdk/sql"
 )
@@ -294,7 +293,7 @@ func decode(state, config json.RawMessage) (State, Config, error) {
 var errNotPositive = errors.New("max_messages must be positive")
 
 // The state and the config are read with the guest side's scanner
-// (internal/guestjson) rather than with sdk.DecodeState and
+// (sdk.JSONDecoder) rather than with sdk.DecodeState and
 // sdk.DecodeConfig, whose encoding/json would link its reflective codec
 // into the plugin: it would be about 1.4 MB larger, and the host validates,
 // and on a first use compiles, the whole module. Both are objects of one
@@ -308,7 +307,7 @@ func parseState(raw json.RawMessage) (State, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return st, sdk.ErrStateOmitted
 	}
-	d := guestjson.NewDecoder(raw)
+	d := sdk.NewJSONDecoder(raw)
 	err := d.Object(func(key []byte) (err error) {
 		if string(key) != "session_key" {
 			return d.Skip()
@@ -331,7 +330,7 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return cfg, nil
 	}
-	d := guestjson.NewDecoder(raw)
+	d := sdk.NewJSONDecoder(raw)
 	err := d.Object(func(key []byte) (err error) {
 		if string(key) != "max_messages" {
 			return d.Skip()
@@ -379,7 +378,7 @@ type header struct {
 func headerOf(raw json.RawMessage) (header, error) {
 	var h header
 	var calls, results []byte
-	d := guestjson.NewDecoder(raw)
+	d := sdk.NewJSONDecoder(raw)
 	err := d.Object(func(key []byte) (err error) {
 		switch string(key) {
 		case "role":

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/wasmhist/wasmhist/abi"
-	"github.com/wasmhist/wasmhist/internal/guestjson"
+	"github.com/wasmhist/wasmhist/sdk"
 )
 
 // stored is one selected message with its header columns.
@@ -140,7 +140,7 @@ func (r *headerReader) ids() []string {
 		r.fail()
 		return nil
 	}
-	d := guestjson.NewDecoder(r.doc[r.i:])
+	d := sdk.NewJSONDecoder(r.doc[r.i:])
 	var list []string
 	err := d.Array(func() error {
 		id, err := d.ReadString()
@@ -175,7 +175,7 @@ func slice(bodies []byte, w []stored) bool {
 
 // split assigns each message its body by scanning the array bodies.
 func split(bodies []byte, w []stored) error {
-	d := guestjson.NewDecoder(bodies)
+	d := sdk.NewJSONDecoder(bodies)
 	i := 0
 	err := d.Array(func() error {
 		v, err := d.ReadValue()
