@@ -64,8 +64,9 @@ func warmCompiled(t testing.TB, path string, opts host.LoadOptions) {
 	ctx := context.Background()
 	h, err := host.New(ctx, host.Config{})
 	require.NoError(t, err)
-	_, err = h.Load(ctx, host.File(path), opts)
+	p, err := h.Load(ctx, host.File(path), opts)
 	require.NoError(t, err)
+	require.NoError(t, p.Compiled(ctx))
 	require.NoError(t, h.Close(ctx))
 }
 

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -55,6 +56,37 @@ func (p *Plugin) Exports() []string { return slices.Clone(p.exports) }
 
 // InitialState is the state of a session slot the plugin has not seen yet.
 func (p *Plugin) InitialState() json.RawMessage { return slices.Clone(p.initial) }
+
+// Compiled waits until the plugin runs on compiled code and returns
+// nil: at once for a plugin loaded from the compile cache, and for a
+// native one. A plugin used for the first time runs on wazero's
+// interpreter while it compiles in the background (RATIONALE: "Why does a
+// plugin's first use run on the interpreter?"); Compiled then waits for
+// that compilation, after which the code is in the compile cache and the
+// next process loads the plugin warm. Use it to fill the cache ahead of
+// use, as an installer or a service's start-up would. It returns the
+// compilation's error, wrapping ErrCompileLimit when the compile process
+// refused the module (the plugin then stays on the interpreter), or
+// ctx's error if ctx ends first.
+func (p *Plugin) Compiled(ctx context.Context) error {
+	b, ok := p.backend.(*wasmBackend)
+	if !ok {
+		return nil
+	}
+	select {
+	case <-b.module.Compiled(): // done, whatever ctx says
+	default:
+		select {
+		case <-b.module.Compiled():
+		case <-ctx.Done():
+			return fmt.Errorf("host: waiting for plugin %s to compile: %w", p.name, ctx.Err())
+		}
+	}
+	if err := b.module.CompileErr(); err != nil {
+		return fmt.Errorf("host: plugin %s stays on the interpreter: %w", p.name, err)
+	}
+	return nil
+}
 
 // Close frees the plugin's instances. Calls in progress finish first.
 func (p *Plugin) Close(ctx context.Context) error {

@@ -108,14 +108,15 @@ func TestChatServer(t *testing.T) {
 	ctx := context.Background()
 	wasm := sdktest.BuildPlugin(t, "github.com/wasmhist/wasmhist/plugins/sqlite")
 	// The users' calls run the compiled plugin, as after `make install`: a
-	// first host loads it into the shared compile cache and its Close waits
-	// for the compilation (a never-seen plugin's first calls run on the
+	// first host loads it and waits until it is compiled into the shared
+	// compile cache (a never-seen plugin's first calls run on the
 	// interpreter, whose calls 20 users at once under the race detector
 	// can push past the 5 s call deadline).
 	warm, err := host.New(ctx, host.Config{})
 	require.NoError(t, err)
-	_, err = warm.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: filepath.Join(t.TempDir(), "warm.db")})}})
+	wp, err := warm.Load(ctx, host.File(wasm), host.LoadOptions{Grants: []host.Grant{sqlgrant.New(sqlgrant.Config{Path: filepath.Join(t.TempDir(), "warm.db")})}})
 	require.NoError(t, err)
+	require.NoError(t, wp.Compiled(ctx))
 	require.NoError(t, warm.Close(ctx))
 	h, err := host.New(ctx, host.Config{})
 	require.NoError(t, err)
