@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhist/wasmhist/plugins/inmemory/provider"
+	"github.com/wasmhist/wasmhist/sdk"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -52,4 +54,8 @@ func TestPluginCompiled(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, interpreted(t, warm), "Compiled left the code in the cache: a new host loads it compiled")
 	require.NoError(t, warm.Compiled(ended), "a plugin loaded compiled is compiled: no wait, whatever the context")
+
+	native, err := second.LoadNative(ctx, provider.Name, sdk.Handler(provider.Provider{}), LoadOptions{})
+	require.NoError(t, err)
+	require.NoError(t, native.Compiled(ended), "a native plugin has nothing to compile")
 }
