@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -105,4 +106,58 @@ func FuzzDecodeFast(f *testing.F) {
 			t.Fatalf("decodeFast(%q) = %#v, encoding/json: %#v", doc, got, want)
 		}
 	})
+}
+
+// sessionDoc is a typical session as the host saves and loads it: an
+// in-memory history of n messages (text with a newline, a non-ASCII word
+// and an escaped '<', timestamps, a tool call and its result), encoded by
+// encoding/json as the host writes it.
+func sessionDoc(n int) []byte {
+	msgs := make([]any, 0, n)
+	for i := range n {
+		var m map[string]any
+		switch i % 4 {
+		case 0:
+			m = map[string]any{"role": "user", "contents": []any{map[string]any{"type": "text",
+				"text": "What did I say about the café <menu> yesterday?\nKeep it short."}}}
+		case 1:
+			m = map[string]any{"role": "assistant", "contents": []any{map[string]any{"type": "function_call",
+				"call_id": "call_" + strconv.Itoa(i), "name": "search", "arguments": map[string]any{"query": "café menu", "limit": 5}}}}
+		case 2:
+			m = map[string]any{"role": "tool", "contents": []any{map[string]any{"type": "function_result",
+				"call_id": "call_" + strconv.Itoa(i-1), "result": map[string]any{"hits": []any{"soup", "bread", 3.5, true, nil}}}}}
+		default:
+			m = map[string]any{"role": "assistant", "contents": []any{map[string]any{"type": "text",
+				"text":  "You said the soup was good and the bread was better. It costs 3.50 €.",
+				"usage": map[string]any{"input_tokens": 1200 + i, "output_tokens": 40, "total_tokens": 1240 + i}}}}
+		}
+		m["message_id"] = "msg_" + strconv.Itoa(i)
+		m["created_at"] = "2026-11-26T05:12:01.123456Z"
+		msgs = append(msgs, m)
+	}
+	doc, err := json.Marshal(map[string]any{
+		"schema_version": 1, "session_id": "demo", "service_session_id": "resp_abc", "revision": 42,
+		"state": map[string]any{"history": map[string]any{"provider": "inmemory", "state_version": 1,
+			"data": map[string]any{"messages": msgs}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return doc
+}
+
+// BenchmarkDecodeSession decodes a session of 20 messages, as every save
+// and load of a session checks it.
+func BenchmarkDecodeSession(b *testing.B) {
+	doc := sessionDoc(20)
+	if _, ok := decodeFast(doc); !ok {
+		b.Fatal("the session takes the slow path")
+	}
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(doc, "session.json"); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
