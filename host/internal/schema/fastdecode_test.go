@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/internal/guestjson"
 )
 
 // stdDecode is what Decode did before decodeFast: json.Decoder with
@@ -37,10 +39,11 @@ var fastDecodeCases = []struct {
 	{"utf-8", `"é 日本 \u65e5"`, true},
 	{"duplicate keys: the last wins", `{"a":1,"a":2}`, true},
 	{"empty containers", `{"a":{},"b":[],"c":""}`, true},
-	{"surrogate pair", `"\ud83d\ude00"`, false},
-	{"lone surrogate", `"\ud83d x"`, false},
-	{"invalid utf-8", "\"a\xffb\"", false},
-	{"utf-8 encoded surrogate", "\"\xed\xa0\x80\"", false},
+	{"surrogate pair", `"\ud83d\ude00"`, true},
+	{"lone surrogate: U+FFFD", `"\ud83d x"`, true},
+	{"invalid utf-8: U+FFFD", "\"a\xffb\"", true},
+	{"invalid utf-8 in a key", "{\"a\xff\":1}", true},
+	{"utf-8 encoded surrogate", "\"\xed\xa0\x80\"", true},
 	{"trailing data", `{"a":1} x`, false},
 	{"two values", `1 2`, false},
 	{"leading zero", `01`, false},
@@ -61,8 +64,8 @@ var fastDecodeCases = []struct {
 	{"wrong literal", `nul1`, false},
 	{"empty", ``, false},
 	{"only whitespace", "  ", false},
-	{"deep", string(bytes.Repeat([]byte("["), maxFastDepth+1)) + string(bytes.Repeat([]byte("]"), maxFastDepth+1)), false},
-	{"at the depth bound", string(bytes.Repeat([]byte("["), maxFastDepth)) + string(bytes.Repeat([]byte("]"), maxFastDepth)), true},
+	{"deep", string(bytes.Repeat([]byte("["), guestjson.MaxDepth+1)) + string(bytes.Repeat([]byte("]"), guestjson.MaxDepth+1)), false},
+	{"at the depth bound", string(bytes.Repeat([]byte("["), guestjson.MaxDepth)) + string(bytes.Repeat([]byte("]"), guestjson.MaxDepth)), true},
 }
 
 func TestDecodeFastAgreesWithEncodingJSON(t *testing.T) {
