@@ -139,7 +139,7 @@ type beginRead struct {
 func (s *session) beginSteps() ([]*step, *beginRead) {
 	b := &beginRead{}
 	writes := hostStep(catalogWritesSQL)
-	writes.read = func(rr *pgconn.ResultReader) { b.writes, b.err = readCatalogWrites(rr.Read()) }
+	writes.read = func(rr *pgconn.ResultReader) { b.writes, b.err = streamCatalogWrites(rr) }
 	return []*step{
 		hostStep("BEGIN ISOLATION LEVEL READ COMMITTED"),
 		hostStep("SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout+s.lockWait+time.Second)),
@@ -188,7 +188,9 @@ func (s *session) beginOutcome(ctx context.Context, steps []*step, b *beginRead,
 	return false, nil
 }
 
-func pgMillis(d time.Duration) string { return fmt.Sprintf("'%dms'", max(d.Milliseconds(), 1)) }
+func pgMillis(d time.Duration) string {
+	return "'" + strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "ms'"
+}
 
 // host runs statements of the host's own (no parameters) on the
 // connection. Every object they name is schema-qualified (pg_catalog or
@@ -497,11 +499,11 @@ func newGuardToken() string {
 func (s *session) guardStep(onlyIfWrote bool, token string) *guarding {
 	g := &guarding{token: token}
 	h := sha256.Sum256([]byte(g.token))
-	g.sql = `SELECT ` + s.db.qhost() + `.guard($1, $2)`
+	g.sql = s.db.sql.guard
 	if onlyIfWrote {
-		g.sql += ` WHERE pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL`
+		g.sql = s.db.sql.guardIfWrote
 	}
-	g.values = [][]byte{[]byte(s.db.key), []byte(`\x` + hex.EncodeToString(h[:]))}
+	g.values = [][]byte{s.db.keyBytes, []byte(`\x` + hex.EncodeToString(h[:]))}
 	g.oids = []uint32{oidText, oidBytea}
 	g.read = func(rr *pgconn.ResultReader) {
 		for rr.NextRow() {
@@ -536,14 +538,14 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 	h := sha256.Sum256([]byte(s.token))
 	steps := []*step{
 		{
-			sql:    `SELECT ` + s.db.qhost() + `.release($1, $2)`,
-			values: [][]byte{[]byte(s.db.key), []byte(`\x` + hex.EncodeToString(h[:]))},
+			sql:    s.db.sql.release,
+			values: [][]byte{s.db.keyBytes, []byte(`\x` + hex.EncodeToString(h[:]))},
 			oids:   []uint32{oidText, oidBytea},
 		},
 		hostStep("SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout)),
 		hostStep("SET LOCAL client_connection_check_interval = " + pgMillis(checkInterval)),
 		hostStep("SET CONSTRAINTS ALL IMMEDIATE"),
-		hostStep("SET CONSTRAINTS " + s.db.qhost() + ".commit_guard DEFERRED"),
+		hostStep(s.db.sql.deferGuard),
 	}
 	n := len(steps)
 	// The catalog counters commit compares (checkCatalog), after the
@@ -552,7 +554,7 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 	var werr error
 	counters := hostStep(catalogWritesSQL)
 	counters.read = func(rr *pgconn.ResultReader) {
-		w, err := readCatalogWrites(rr.Read())
+		w, err := streamCatalogWrites(rr)
 		writes, werr = &w, err
 	}
 	failed, err := s.roundTrip(ctx, append(append(steps, then...), counters))
@@ -587,6 +589,25 @@ func (s *session) commitError(ctx context.Context, step string, err error) *abi.
 }
 
 func (db *database) qhost() string { return pgx.Identifier{db.hostSchema}.Sanitize() }
+
+// hostSQL are the host's statements on a plugin's connection that name the
+// host schema, written once per database.
+type hostSQL struct {
+	guard, guardIfWrote, release, deferGuard string
+	put, get, del                            string
+}
+
+func newHostSQL(qs string) hostSQL {
+	return hostSQL{
+		guard:        `SELECT ` + qs + `.guard($1, $2)`,
+		guardIfWrote: `SELECT ` + qs + `.guard($1, $2) WHERE pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL`,
+		release:      `SELECT ` + qs + `.release($1, $2)`,
+		deferGuard:   `SET CONSTRAINTS ` + qs + `.commit_guard DEFERRED`,
+		put:          `SELECT ` + qs + `.put_row($1, $2, $3, $4, $5)`,
+		get:          `SELECT revision, body FROM ` + qs + `.get_row($1, $2, $3)`,
+		del:          `SELECT ` + qs + `.delete_row($1, $2, $3)`,
+	}
+}
 
 // End commits when ok and nothing failed, else rolls back, resets the
 // connection's session state (a plugin's SET, advisory locks, prepared
