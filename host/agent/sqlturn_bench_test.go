@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -364,6 +365,11 @@ func nativeSQLite(b *testing.B, path string) turnFunc {
 	}
 }
 
+// turnCallTimeout raises the plugin's call deadline on PostgreSQL for
+// runs under valgrind, where the plugin's first store (its migration)
+// runs past the default 5 s; zero keeps the host's default.
+var turnCallTimeout = flag.Duration("sqlturn.calltimeout", 0, "the plugin's call deadline in BenchmarkSQLTurn/postgres (0: the default)")
+
 // postgresTurns is sqliteTurns on PostgreSQL: the plugin in schema
 // data<i> with the session store in host<i> (one transaction), the native
 // turn on copies of both tables in native<i>.
@@ -371,7 +377,8 @@ func postgresTurns(b *testing.B, h *host.Host, wasm, dsn string, i, n int) (plug
 	ctx := context.Background()
 	name, data, hostSchema, nat := fmt.Sprint("turn", i), fmt.Sprint("data", i), fmt.Sprint("host", i), fmt.Sprint("native", i)
 	grant := pggrant.New(pggrant.Config{Name: name, AdminDSN: dsn, Schema: data, HostSchema: hostSchema})
-	p, err := h.Load(ctx, host.File(wasm), host.LoadOptions{Config: turnConfig, Grants: []host.Grant{grant}})
+	p, err := h.Load(ctx, host.File(wasm), host.LoadOptions{Config: turnConfig, Grants: []host.Grant{grant},
+		Limits: host.Limits{CallTimeout: *turnCallTimeout}})
 	require.NoError(b, err)
 	b.Cleanup(func() { p.Close(ctx) })
 	st, err := pgstore.OpenConfig(ctx, pgstore.Config{DSN: dsn, Name: name, Schema: hostSchema})

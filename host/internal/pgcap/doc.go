@@ -30,12 +30,12 @@
 // ends the host runs its deferred triggers within the same limits, before
 // writing its rows or committing (see settle).
 //
-// Each statement of the plugin's costs one round trip to the server: the
-// host's statements around it go in the same pipeline (trip.go), the
-// transaction's BEGIN with its first, the commit guard's check after it,
-// the release of its savepoint with the host's next statement; the COMMIT
-// goes with the connection's reset, the session row with the end of the
-// plugin's part.
+// Each request of the plugin's costs one round trip to the server: its
+// statements and the host's around them go in the same pipeline (trip.go),
+// the transaction's BEGIN with the first, each statement's savepoint
+// before it and the commit guard's check after it, the release of the
+// savepoints with the host's next statement; the COMMIT goes with the
+// connection's reset, the session row with the end of the plugin's part.
 //
 // The plugin owns its schema and may set its search_path and its role's
 // settings: the host's statements on its connections name pg_catalog and

@@ -167,19 +167,43 @@ func readCatalogWrites(r *pgconn.Result) (catalogWrites, error) {
 		return w, fmt.Errorf("catalog counters: %d rows", len(r.Rows))
 	}
 	for i, row := range r.Rows {
-		for _, v := range row {
-			n, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil {
-				return w, fmt.Errorf("catalog counters: %w", err)
-			}
-			if i < roleCatalogs {
-				w.role += n
-			} else {
-				w.privileges += n
-			}
+		if err := w.add(i, row); err != nil {
+			return w, err
 		}
 	}
 	return w, nil
+}
+
+// streamCatalogWrites is readCatalogWrites on the rows as they arrive,
+// without copying them.
+func streamCatalogWrites(rr *pgconn.ResultReader) (catalogWrites, error) {
+	var w catalogWrites
+	i := 0
+	for ; rr.NextRow(); i++ {
+		if err := w.add(i, rr.Values()); err != nil {
+			return w, err
+		}
+	}
+	if i != 10 {
+		return w, fmt.Errorf("catalog counters: %d rows", i)
+	}
+	return w, nil
+}
+
+// add counts row i of catalogWritesSQL.
+func (w *catalogWrites) add(i int, row [][]byte) error {
+	for _, v := range row {
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("catalog counters: %w", err)
+		}
+		if i < roleCatalogs {
+			w.role += n
+		} else {
+			w.privileges += n
+		}
+	}
+	return nil
 }
 
 // sharedSQL lists what the session user's objects grant to anyone else

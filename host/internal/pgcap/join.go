@@ -126,8 +126,8 @@ func (s *session) Put(ctx context.Context, t txn.Table, id string, rev int64, da
 	}
 	var stored []byte
 	put := &step{
-		sql:    `SELECT ` + s.db.qhost() + `.put_row($1, $2, $3, $4, $5)`,
-		values: [][]byte{[]byte(s.db.key), []byte(tab), []byte(id), strconv.AppendInt(nil, rev, 10), data},
+		sql:    s.db.sql.put,
+		values: [][]byte{s.db.keyBytes, []byte(tab), []byte(id), strconv.AppendInt(nil, rev, 10), data},
 		oids:   []uint32{oidText, oidText, oidText, oidInt8, oidText},
 		read: func(rr *pgconn.ResultReader) {
 			for rr.NextRow() {
@@ -163,8 +163,8 @@ func (s *session) getStep(tab, id string) (st *step, done func(err error) (int64
 		found bool
 	)
 	st = &step{
-		sql:    `SELECT revision, body FROM ` + s.db.qhost() + `.get_row($1, $2, $3)`,
-		values: [][]byte{[]byte(s.db.key), []byte(tab), []byte(id)},
+		sql:    s.db.sql.get,
+		values: [][]byte{s.db.keyBytes, []byte(tab), []byte(id)},
 		oids:   []uint32{oidText, oidText, oidText},
 		read: func(rr *pgconn.ResultReader) {
 			for rr.NextRow() {
@@ -213,8 +213,8 @@ func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
 		return err
 	}
 	del := &step{
-		sql:    `SELECT ` + s.db.qhost() + `.delete_row($1, $2, $3)`,
-		values: [][]byte{[]byte(s.db.key), []byte(tab), []byte(id)},
+		sql:    s.db.sql.del,
+		values: [][]byte{s.db.keyBytes, []byte(tab), []byte(id)},
 		oids:   []uint32{oidText, oidText, oidText},
 	}
 	derr, err := s.settle(ctx, del)

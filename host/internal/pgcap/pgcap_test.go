@@ -218,6 +218,32 @@ func testTransactionPerCall(t *testing.T, e *env) {
 	c.must(ctx, "INSERT INTO t VALUES (3)")
 	require.NoError(t, c.end(ctx, true))
 	assert.Equal(t, "2,3", e.adminValue(t, "SELECT string_agg(x::text, ',' ORDER BY x) FROM tpc.t"))
+
+	// The statements of one request go in one round trip, each checked
+	// for the commit guard after it: a guard armed by the first write
+	// and checked again after the second is armed once, or the commit,
+	// which releases one guard, fails.
+	c = e.begin(ctx, t, g)
+	resp := c.must(ctx, "SELECT 1", "INSERT INTO t VALUES (4)", "INSERT INTO t VALUES (5)", "SELECT 2")
+	require.Len(t, resp.Results, 4)
+	assert.Equal(t, "2", string(resp.Results[3].Rows[0][0]))
+	assert.Equal(t, int64(1), resp.Results[2].RowsAffected)
+	require.NoError(t, c.end(ctx, true))
+	assert.Equal(t, "2,3,4,5", e.adminValue(t, "SELECT string_agg(x::text, ',' ORDER BY x) FROM tpc.t"))
+
+	// A statement the host refuses after it ended on the server (a write
+	// over the rows limit) is undone with the statements after it, which
+	// ran in savepoints nested in its own; those before it stay, and the
+	// call goes on.
+	lg := e.grant("tpc", Limits{MaxRows: 3})
+	c = e.begin(ctx, t, lg)
+	_, err = c.sql(ctx, "INSERT INTO t VALUES (6)", "INSERT INTO t SELECT g FROM generate_series(100, 110) AS g RETURNING x", "INSERT INTO t VALUES (7)")
+	require.ErrorIs(t, err, abi.ErrResourceExhausted)
+	assert.Contains(t, err.Error(), "statement 1")
+	c.must(ctx, "INSERT INTO t VALUES (8)")
+	require.NoError(t, c.end(ctx, true))
+	assert.Equal(t, "2,3,4,5,6,8", e.adminValue(t, "SELECT string_agg(x::text, ',' ORDER BY x) FROM tpc.t"))
+	assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM wasmhist.commit_guard"))
 }
 
 // hostileCase is a statement a plugin must not get away with.
@@ -349,53 +375,82 @@ func testTransactionControl(t *testing.T, e *env) {
 		// ends: the call cannot go on (the statement is transaction
 		// control); else the statement failed alone.
 		ends bool
+		// stops: in one request, a statement before the transaction
+		// control fails, so the request stops there and the call goes on.
+		stops bool
 	}{
-		{"commit after a write", []string{"INSERT INTO t VALUES (1)", "COMMIT"}, true},
-		{"commit and chain", []string{"INSERT INTO t VALUES (1)", "COMMIT AND CHAIN"}, true},
-		{"end", []string{"INSERT INTO t VALUES (1)", "END"}, true},
-		{"commit before a write", []string{"COMMIT", "INSERT INTO t VALUES (1)"}, true},
-		{"rollback then write", []string{"ROLLBACK", "INSERT INTO t VALUES (1)"}, true},
-		{"begin", []string{"INSERT INTO t VALUES (1)", "BEGIN"}, true},
-		{"start transaction", []string{"START TRANSACTION"}, true},
-		{"savepoint", []string{"INSERT INTO t VALUES (1)", "SAVEPOINT s"}, true},
-		{"release the host's savepoint", []string{"INSERT INTO t VALUES (1)", "RELEASE SAVEPOINT wasmhist_stmt"}, true},
-		{"roll back the host's savepoint", []string{"INSERT INTO t VALUES (1)", "ROLLBACK TO SAVEPOINT wasmhist_stmt"}, true},
-		{"prepare transaction", []string{"INSERT INTO t VALUES (1)", "PREPARE TRANSACTION 'x'"}, true},
-		{"constraints immediate", []string{"INSERT INTO t VALUES (1)", "SET CONSTRAINTS ALL IMMEDIATE", "COMMIT"}, true},
+		{"commit after a write", []string{"INSERT INTO t VALUES (1)", "COMMIT"}, true, false},
+		{"commit and chain", []string{"INSERT INTO t VALUES (1)", "COMMIT AND CHAIN"}, true, false},
+		{"end", []string{"INSERT INTO t VALUES (1)", "END"}, true, false},
+		{"commit before a write", []string{"COMMIT", "INSERT INTO t VALUES (1)"}, true, false},
+		{"rollback then write", []string{"ROLLBACK", "INSERT INTO t VALUES (1)"}, true, false},
+		{"begin", []string{"INSERT INTO t VALUES (1)", "BEGIN"}, true, false},
+		{"start transaction", []string{"START TRANSACTION"}, true, false},
+		{"savepoint", []string{"INSERT INTO t VALUES (1)", "SAVEPOINT s"}, true, false},
+		{"release the host's savepoint", []string{"INSERT INTO t VALUES (1)", "RELEASE SAVEPOINT wasmhist_stmt"}, true, false},
+		{"roll back the host's savepoint", []string{"INSERT INTO t VALUES (1)", "ROLLBACK TO SAVEPOINT wasmhist_stmt"}, true, false},
+		{"prepare transaction", []string{"INSERT INTO t VALUES (1)", "PREPARE TRANSACTION 'x'"}, true, false},
+		{"constraints immediate", []string{"INSERT INTO t VALUES (1)", "SET CONSTRAINTS ALL IMMEDIATE", "COMMIT"}, true, true},
 		{"a procedure that commits", []string{
-			"CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN INSERT INTO t VALUES (1); COMMIT; END $$", "CALL p()"}, false},
-		{"a DO block that commits", []string{"DO $$ BEGIN INSERT INTO t VALUES (1); COMMIT; END $$"}, false},
+			"CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN INSERT INTO t VALUES (1); COMMIT; END $$", "CALL p()"}, false, false},
+		{"a DO block that commits", []string{"DO $$ BEGIN INSERT INTO t VALUES (1); COMMIT; END $$"}, false, false},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			c := e.begin(ctx, t, g)
-			var err error
-			for _, q := range tt.stmts {
-				if _, serr := c.sql(ctx, q); err == nil {
-					err = serr
+		// Each case as one request per statement, and as one request,
+		// whose statements go in one round trip.
+		for _, oneRequest := range []bool{false, true} {
+			name := tt.name
+			if oneRequest {
+				name += ", one request"
+			}
+			t.Run(name, func(t *testing.T) {
+				c := e.begin(ctx, t, g)
+				var err error
+				if oneRequest {
+					_, err = c.sql(ctx, tt.stmts...)
 				}
-			}
-			require.Error(t, err)
-			var ae *abi.Error
-			require.ErrorAs(t, err, &ae)
-			assert.Contains(t, []abi.Code{abi.CodePermissionDenied, abi.CodeInvalidArgument}, ae.Code, "%v", err)
-			// Later requests fail alike and so does the call's end: the
-			// plugin returning success cannot keep any of it.
-			_, lerr := c.sql(ctx, "INSERT INTO t VALUES (2)")
-			endErr := c.end(ctx, true)
-			if tt.ends {
-				require.Error(t, lerr, "a request after transaction control")
-				require.Error(t, endErr, "the call's end after transaction control")
-			}
-			if tt.ends {
-				assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM txctl.t"), "committed by the plugin")
-			} else {
-				assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM txctl.t WHERE x = 1"), "committed by the plugin")
-			}
-			_, err = e.admin.Exec(ctx, "DELETE FROM txctl.t")
-			require.NoError(t, err)
-			_, err = e.admin.Exec(ctx, "DROP PROCEDURE IF EXISTS txctl.p")
-			require.NoError(t, err)
-		})
+				if oneRequest && tt.stops {
+					// The commit guard fails the statement before the
+					// COMMIT, which does not run: the call commits the
+					// statement before it.
+					require.ErrorIs(t, err, abi.ErrPermissionDenied)
+					assert.Contains(t, err.Error(), "statement 1")
+					require.NoError(t, c.end(ctx, true))
+					assert.Equal(t, "1", e.adminValue(t, "SELECT string_agg(x::text, ',') FROM txctl.t"))
+					_, err = e.admin.Exec(ctx, "DELETE FROM txctl.t")
+					require.NoError(t, err)
+					return
+				}
+				for _, q := range tt.stmts {
+					if oneRequest {
+						break
+					}
+					if _, serr := c.sql(ctx, q); err == nil {
+						err = serr
+					}
+				}
+				require.Error(t, err)
+				var ae *abi.Error
+				require.ErrorAs(t, err, &ae)
+				assert.Contains(t, []abi.Code{abi.CodePermissionDenied, abi.CodeInvalidArgument}, ae.Code, "%v", err)
+				// Later requests fail alike and so does the call's end: the
+				// plugin returning success cannot keep any of it.
+				_, lerr := c.sql(ctx, "INSERT INTO t VALUES (2)")
+				endErr := c.end(ctx, true)
+				if tt.ends {
+					require.Error(t, lerr, "a request after transaction control")
+					require.Error(t, endErr, "the call's end after transaction control")
+				}
+				if tt.ends {
+					assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM txctl.t"), "committed by the plugin")
+				} else {
+					assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM txctl.t WHERE x = 1"), "committed by the plugin")
+				}
+				_, err = e.admin.Exec(ctx, "DELETE FROM txctl.t")
+				require.NoError(t, err)
+				_, err = e.admin.Exec(ctx, "DROP PROCEDURE IF EXISTS txctl.p")
+				require.NoError(t, err)
+			})
+		}
 	}
 	// The host's own commit still works after all that.
 	e.oneCall(t, g, "INSERT INTO t VALUES (5)")

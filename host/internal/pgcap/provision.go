@@ -92,11 +92,16 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 					DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION `+qs+`.commit_guard_check();
 			END IF;
 		END $d$`,
+		// guard inserts a token's row once: the checks after each statement
+		// of one round trip share a token (see session.exec), and a second
+		// row of it would fail the commit once the first one's trigger has
+		// deleted both.
 		`CREATE OR REPLACE FUNCTION `+qs+`.guard(key text, token_hash bytea) RETURNS void
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
 			PERFORM `+qs+`.check_key(key);
-			INSERT INTO `+qs+`.commit_guard (token_hash) VALUES (token_hash);
+			INSERT INTO `+qs+`.commit_guard (token_hash) SELECT guard.token_hash
+			WHERE NOT EXISTS (SELECT 1 FROM `+qs+`.commit_guard g WHERE g.token_hash = guard.token_hash);
 		END $f$`,
 		`CREATE OR REPLACE FUNCTION `+qs+`.release(key text, token_hash bytea) RETURNS void
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$

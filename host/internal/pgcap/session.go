@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,20 +95,18 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	ctx, cancel := capability.WithClock(ctx, s.limits.Timeout)
 	defer cancel()
 	out := newResultWriter(s.limits)
-	for i, st := range stmts {
-		if err := s.exec(ctx, call, st, out); err != nil {
-			if len(stmts) > 1 {
-				if hf := (*capability.HostFault)(nil); errors.As(err, &hf) {
-					hf.Plugin = sqlwire.InStatement(hf.Plugin, i)
-				} else {
-					err = sqlwire.InStatement(err.(*abi.Error), i)
-				}
-				if s.failed != nil {
-					s.failed = err
-				}
+	if i, err := s.exec(ctx, call, stmts, out); err != nil {
+		if len(stmts) > 1 {
+			if hf := (*capability.HostFault)(nil); errors.As(err, &hf) {
+				hf.Plugin = sqlwire.InStatement(hf.Plugin, i)
+			} else {
+				err = sqlwire.InStatement(err.(*abi.Error), i)
 			}
-			return nil, err
+			if s.failed != nil {
+				s.failed = err
+			}
 		}
+		return nil, err
 	}
 	return out.finish(), nil
 }
@@ -140,7 +139,7 @@ type beginRead struct {
 func (s *session) beginSteps() ([]*step, *beginRead) {
 	b := &beginRead{}
 	writes := hostStep(catalogWritesSQL)
-	writes.read = func(rr *pgconn.ResultReader) { b.writes, b.err = readCatalogWrites(rr.Read()) }
+	writes.read = func(rr *pgconn.ResultReader) { b.writes, b.err = streamCatalogWrites(rr) }
 	return []*step{
 		hostStep("BEGIN ISOLATION LEVEL READ COMMITTED"),
 		hostStep("SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout+s.lockWait+time.Second)),
@@ -189,7 +188,9 @@ func (s *session) beginOutcome(ctx context.Context, steps []*step, b *beginRead,
 	return false, nil
 }
 
-func pgMillis(d time.Duration) string { return fmt.Sprintf("'%dms'", max(d.Milliseconds(), 1)) }
+func pgMillis(d time.Duration) string {
+	return "'" + strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "ms'"
+}
 
 // host runs statements of the host's own (no parameters) on the
 // connection. Every object they name is schema-qualified (pg_catalog or
@@ -224,20 +225,30 @@ var transactionTags = map[string]bool{
 var errTransactionControl = abi.Errorf(abi.CodePermissionDenied,
 	"sql: transaction control is not allowed: each export call runs in one transaction the host commits")
 
-// exec runs one statement of the plugin inside a savepoint of its own, so
-// that a failing statement undoes only itself (PostgreSQL otherwise
-// aborts the whole transaction), as on SQLite. ctx is the request's, call
-// the call's context: both clocks stand still while the statement waits
-// for a lock.
+// exec runs the statements of one request of the plugin, each inside a
+// savepoint of its own, so that a failing statement undoes only itself
+// (PostgreSQL otherwise aborts the whole transaction), as on SQLite. ctx
+// is the request's, call the call's context: both clocks stand still
+// while a statement waits for a lock. On failure it returns the index of
+// the statement that failed.
 //
 // It makes one round trip (see trip.go): the release of the previous
 // statement's savepoint; for the call's first statement, begin's
 // statements; a new commit guard, when the guard was released and the
-// transaction has written; the savepoint; the statement; and, until the
-// transaction has written, a commit guard armed only if it has, so that a
-// transaction that writes holds the guard before the plugin's next
-// statement can try to commit it.
-func (s *session) exec(ctx, call context.Context, st statement, out *resultWriter) error {
+// transaction has written; then for each statement its savepoint (nested
+// in the one before, each named apart: stmtSavepointName), the statement
+// and, until the transaction has written, a commit guard armed only if it
+// has, so that a transaction that writes holds the guard before the
+// plugin's next statement can try to commit it. The checks of one round
+// trip share a token, whose row the guard function inserts once.
+//
+// The server skips everything after a failing statement up to the round
+// trip's end, so the request stops at its first failure, as on SQLite;
+// a statement the host refuses after it ended (over a limit on rows or
+// bytes) is undone with every statement after it, which ran in its
+// savepoint. A statement after one that ended the transaction cannot run:
+// its savepoint fails outside a transaction block.
+func (s *session) exec(ctx, call context.Context, stmts []statement, out *resultWriter) (int, error) {
 	var (
 		steps  []*step
 		begin  *beginRead
@@ -255,23 +266,50 @@ func (s *session) exec(ctx, call context.Context, st statement, out *resultWrite
 		// must not be able to COMMIT the transaction's writes.
 		s.settled = false
 		if s.wrote {
-			guard, guardAt = s.guardStep(false), len(steps)
+			guard, guardAt = s.guardStep(false, newGuardToken()), len(steps)
 			steps = append(steps, &guard.step)
 		}
 	}
-	steps = append(steps, hostStep("SAVEPOINT "+stmtSavepoint))
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// werr is the host's refusal of statement werrAt's rows; the rows of
+	// the statements after it are not read.
 	var werr *abi.Error
-	at := len(steps)
-	plugin := &step{sql: st.sql, values: st.values, oids: st.oids, read: func(rr *pgconn.ResultReader) {
-		werr = out.statement(rr, st.json, cancel)
-	}}
-	steps = append(steps, plugin)
-	var check *guarding
+	werrAt := -1
+	type planned struct {
+		save, at int // the indexes of its savepoint and of the statement
+		plugin   *step
+		check    *guarding
+	}
+	plan := make([]planned, len(stmts))
+	var token string
 	if !s.wrote {
-		check = s.guardStep(true)
-		steps = append(steps, &check.step)
+		token = newGuardToken()
+	}
+	for k, st := range stmts {
+		p := &plan[k]
+		p.save = len(steps)
+		steps = append(steps, hostStep("SAVEPOINT "+stmtSavepointName(k)))
+		p.at = len(steps)
+		p.plugin = &step{sql: st.sql, values: st.values, oids: st.oids,
+			read: func(rr *pgconn.ResultReader) {
+				if werr == nil {
+					if werr = out.statement(rr, st.json, cancel); werr != nil {
+						werrAt = k
+					}
+				}
+			},
+			done: func(tag pgconn.CommandTag) {
+				if werr == nil {
+					out.counts(tag)
+				}
+			},
+		}
+		steps = append(steps, p.plugin)
+		if !s.wrote {
+			p.check = s.guardStep(true, token)
+			steps = append(steps, &p.check.step)
+		}
 	}
 	s.used, s.settledWrites = true, nil
 	endWatch := s.watchLocks(cancel, ctx, call)
@@ -280,64 +318,101 @@ func (s *session) exec(ctx, call context.Context, st statement, out *resultWrite
 	if nbegin > 0 && (err == nil || failed != 0) {
 		s.began = true // for the cases below that end it
 	}
+	// at is the index of the statement the round trip stopped at, for the
+	// errors below that concern the whole round trip.
+	at := len(stmts) - 1
+	for k := range plan {
+		if (err != nil && failed <= plan[k].at) || werrAt == k {
+			at = k
+			break
+		}
+	}
 	if s.pc.IsClosed() {
 		s.began = false
 		s.abandon(ctx)
 		if busy {
 			s.failed = s.busyFault()
-			return s.failed
+			return at, s.failed
 		}
 		if isTimeout(ctx, err) {
 			// The statement went on past its cancel: the host gave up.
-			return s.poison(s.mapError(ctx, err))
+			return at, s.poison(s.mapError(ctx, err))
 		}
-		return s.poison(abi.Errorf(abi.CodeUnavailable, "sql: the connection was lost: %v", errOr(err, ctx.Err())))
+		return at, s.poison(abi.Errorf(abi.CodeUnavailable, "sql: the connection was lost: %v", errOr(err, ctx.Err())))
 	}
 	if nbegin > 0 {
 		redo, berr := s.beginOutcome(ctx, steps[:nbegin], begin, failed, err)
 		if redo {
-			return s.exec(ctx, call, st, out)
+			return s.exec(ctx, call, stmts, out)
 		}
 		if berr != nil {
-			return s.poison(s.mapError(ctx, berr))
+			return 0, s.poison(s.mapError(ctx, berr))
 		}
 	}
 	if guard != nil && (err == nil || failed > guardAt) {
 		s.guarded, s.token = true, guard.token
 	}
-	if err != nil && failed < at {
-		// The new guard or the savepoint failed.
-		return s.poison(s.mapError(ctx, err))
-	}
 	status := s.pc.TxStatus()
-	if transactionTags[plugin.tag.String()] || status == 'I' {
-		if status == 'I' {
-			// The plugin's COMMIT (failed by the commit guard if it had
-			// written) or ROLLBACK ended the transaction.
-			s.began = false
+	for k := range plan {
+		p := &plan[k]
+		if err != nil && failed < p.at {
+			if k > 0 && status == 'I' {
+				// The statement before ended the transaction without
+				// saying so in its tag: its savepoint failed.
+				s.began = false
+				return k - 1, s.poison(errTransactionControl)
+			}
+			// The new guard or the savepoint failed.
+			return k, s.poison(s.mapError(ctx, err))
 		}
-		return s.poison(errTransactionControl)
-	}
-	if werr == nil && err == nil {
-		s.open = true
-		if check != nil && check.armed {
-			s.wrote, s.guarded, s.token = true, true, check.token
+		if werrAt == k || (err != nil && failed == p.at) {
+			if status == 'I' {
+				// The statement, or one after it, ended the
+				// transaction: the plugin's COMMIT failed by the commit
+				// guard, say.
+				s.began = false
+				return k, s.poison(errTransactionControl)
+			}
+			return k, s.undo(ctx, k, busy, werr, err)
 		}
-		out.counts(plugin.tag)
-		return nil
+		if transactionTags[p.plugin.tag.String()] {
+			if status == 'I' {
+				// The plugin's COMMIT (failed by the commit guard if it
+				// had written) or ROLLBACK ended the transaction.
+				s.began = false
+			}
+			return k, s.poison(errTransactionControl)
+		}
+		if err != nil && (k == len(plan)-1 || failed < plan[k+1].save) {
+			// The host's statement after the plugin's failed.
+			return k, s.poison(s.mapError(ctx, err))
+		}
+		if p.check != nil && p.check.armed {
+			s.wrote, s.guarded, s.token = true, true, token
+		}
 	}
-	if werr == nil && failed > at {
-		// The host's statement after the plugin's failed.
-		return s.poison(s.mapError(ctx, err))
+	if status == 'I' {
+		s.began = false
+		return len(plan) - 1, s.poison(errTransactionControl)
 	}
-	// Undo the statement (and a guard armed after it), with a context of
-	// its own: the request's may be what ended it.
+	s.open = true
+	return 0, nil
+}
+
+// undo rolls back statement k of a round trip, and what ran after it in its
+// savepoint, with a context of its own (the request's may be what ended
+// it), and returns the statement's error: werr, the host's refusal of its
+// rows, or err, the server's. The savepoints of the statements before it
+// stay open.
+func (s *session) undo(ctx context.Context, k int, busy bool, werr *abi.Error, err error) error {
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer rcancel()
 	s.open = false
-	if rerr := s.host(rctx, "ROLLBACK TO SAVEPOINT "+stmtSavepoint+"; RELEASE SAVEPOINT "+stmtSavepoint); rerr != nil {
+	name := stmtSavepointName(k)
+	if rerr := s.host(rctx, "ROLLBACK TO SAVEPOINT "+name+"; RELEASE SAVEPOINT "+name); rerr != nil {
 		s.poison(abi.Errorf(abi.CodeUnavailable, "sql: the transaction was lost: %v", rerr))
 	}
+	s.open = k > 0
 	if busy {
 		// As on SQLite, the call fails with the host's error: nothing the
 		// plugin asked for in it commits.
@@ -354,6 +429,16 @@ func (s *session) exec(ctx, call context.Context, st statement, out *resultWrite
 		return s.poison(ae)
 	}
 	return ae
+}
+
+// stmtSavepointName is the savepoint of the k-th statement of a round
+// trip: the first is stmtSavepoint, which releaseStmt releases with every
+// savepoint nested in it.
+func stmtSavepointName(k int) string {
+	if k == 0 {
+		return stmtSavepoint
+	}
+	return stmtSavepoint + "_" + strconv.Itoa(k)
 }
 
 // abandon makes sure the server stops the work of a connection the host
@@ -402,18 +487,23 @@ type guarding struct {
 	armed bool // it inserted the guard
 }
 
-// guardStep is a guarding step; when onlyIfWrote, it inserts the guard
-// only if the transaction has written (has a transaction id).
-func (s *session) guardStep(onlyIfWrote bool) *guarding {
+// newGuardToken is a new random commit guard token.
+func newGuardToken() string {
 	var t [16]byte
 	rand.Read(t[:])
-	g := &guarding{token: hex.EncodeToString(t[:])}
+	return hex.EncodeToString(t[:])
+}
+
+// guardStep is a guarding step with token; when onlyIfWrote, it inserts the guard
+// only if the transaction has written (has a transaction id).
+func (s *session) guardStep(onlyIfWrote bool, token string) *guarding {
+	g := &guarding{token: token}
 	h := sha256.Sum256([]byte(g.token))
-	g.sql = `SELECT ` + s.db.qhost() + `.guard($1, $2)`
+	g.sql = s.db.sql.guard
 	if onlyIfWrote {
-		g.sql += ` WHERE pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL`
+		g.sql = s.db.sql.guardIfWrote
 	}
-	g.values = [][]byte{[]byte(s.db.key), []byte(`\x` + hex.EncodeToString(h[:]))}
+	g.values = [][]byte{s.db.keyBytes, []byte(`\x` + hex.EncodeToString(h[:]))}
 	g.oids = []uint32{oidText, oidBytea}
 	g.read = func(rr *pgconn.ResultReader) {
 		for rr.NextRow() {
@@ -448,14 +538,14 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 	h := sha256.Sum256([]byte(s.token))
 	steps := []*step{
 		{
-			sql:    `SELECT ` + s.db.qhost() + `.release($1, $2)`,
-			values: [][]byte{[]byte(s.db.key), []byte(`\x` + hex.EncodeToString(h[:]))},
+			sql:    s.db.sql.release,
+			values: [][]byte{s.db.keyBytes, []byte(`\x` + hex.EncodeToString(h[:]))},
 			oids:   []uint32{oidText, oidBytea},
 		},
 		hostStep("SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout)),
 		hostStep("SET LOCAL client_connection_check_interval = " + pgMillis(checkInterval)),
 		hostStep("SET CONSTRAINTS ALL IMMEDIATE"),
-		hostStep("SET CONSTRAINTS " + s.db.qhost() + ".commit_guard DEFERRED"),
+		hostStep(s.db.sql.deferGuard),
 	}
 	n := len(steps)
 	// The catalog counters commit compares (checkCatalog), after the
@@ -464,7 +554,7 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 	var werr error
 	counters := hostStep(catalogWritesSQL)
 	counters.read = func(rr *pgconn.ResultReader) {
-		w, err := readCatalogWrites(rr.Read())
+		w, err := streamCatalogWrites(rr)
 		writes, werr = &w, err
 	}
 	failed, err := s.roundTrip(ctx, append(append(steps, then...), counters))
@@ -499,6 +589,25 @@ func (s *session) commitError(ctx context.Context, step string, err error) *abi.
 }
 
 func (db *database) qhost() string { return pgx.Identifier{db.hostSchema}.Sanitize() }
+
+// hostSQL are the host's statements on a plugin's connection that name the
+// host schema, written once per database.
+type hostSQL struct {
+	guard, guardIfWrote, release, deferGuard string
+	put, get, del                            string
+}
+
+func newHostSQL(qs string) hostSQL {
+	return hostSQL{
+		guard:        `SELECT ` + qs + `.guard($1, $2)`,
+		guardIfWrote: `SELECT ` + qs + `.guard($1, $2) WHERE pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL`,
+		release:      `SELECT ` + qs + `.release($1, $2)`,
+		deferGuard:   `SET CONSTRAINTS ` + qs + `.commit_guard DEFERRED`,
+		put:          `SELECT ` + qs + `.put_row($1, $2, $3, $4, $5)`,
+		get:          `SELECT revision, body FROM ` + qs + `.get_row($1, $2, $3)`,
+		del:          `SELECT ` + qs + `.delete_row($1, $2, $3)`,
+	}
+}
 
 // End commits when ok and nothing failed, else rolls back, resets the
 // connection's session state (a plugin's SET, advisory locks, prepared

@@ -61,7 +61,11 @@ type database struct {
 	err   error
 	admin *pgxpool.Pool
 	key   string // the host key, hex; never printed
-	db    string // current_database()
+	// keyBytes is key as a bind parameter (pgx only reads it).
+	keyBytes []byte
+	db       string // current_database()
+	// sql are the host's statements naming the host schema.
+	sql hostSQL
 
 	mu    sync.Mutex
 	roles map[string]*role // by schema
@@ -89,6 +93,7 @@ func (s *Store) database(ctx context.Context, c *Config) (*database, error) {
 	db, ok := s.dbs[c.Name]
 	if !ok {
 		db = &database{name: c.Name, dsn: c.AdminDSN, hostSchema: c.hostSchema(), ready: make(chan struct{}), roles: map[string]*role{}}
+		db.sql = newHostSQL(db.qhost())
 		s.dbs[c.Name] = db
 		go db.init(context.WithoutCancel(ctx))
 	}
@@ -180,7 +185,7 @@ func (db *database) init(ctx context.Context) {
 			return err
 		}
 		key, err := provisionHost(ctx, tx, db.hostSchema, hex.EncodeToString(fresh[:]))
-		db.key = key
+		db.key, db.keyBytes = key, []byte(key)
 		return err
 	})
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 // transaction aborted, as a lone statement's error would: so a plugin's
 // statement sent after the host's own in one round trip runs only when
 // they succeeded, and the host's statements after it run only when it
-// did. Each round trip has at most one statement of the plugin's.
+// did. The statements of one request of the plugin's go in one round
+// trip, each in a savepoint of its own (see session.exec).
 //
 // The savepoint a plugin statement runs in stays open after it (open):
 // the host's next statement on the connection releases it, in the same
@@ -31,6 +32,9 @@ type step struct {
 	// read, when set, reads the statement's rows; it need not read them
 	// all.
 	read func(rr *pgconn.ResultReader)
+	// done, when set, is called with the statement's command tag once it
+	// completed, before the next step's rows are read.
+	done func(tag pgconn.CommandTag)
 	// tag is the statement's command tag, once it completed.
 	tag pgconn.CommandTag
 }
@@ -74,6 +78,9 @@ func (s *session) roundTrip(ctx context.Context, steps []*step) (int, error) {
 		}
 		if st != nil {
 			st.tag = tag
+			if st.done != nil {
+				st.done(tag)
+			}
 		}
 		i++
 	}
