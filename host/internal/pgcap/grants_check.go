@@ -157,13 +157,16 @@ const catalogWritesSQL = `SELECT pg_catalog.pg_stat_get_xact_tuples_inserted(c.o
 // role itself; the others hold privileges and large objects.
 const roleCatalogs = 2
 
+// catalogRows is how many rows catalogWritesSQL reads, one a catalog.
+const catalogRows = 10
+
 // catalogWrites is what catalogWritesSQL read: rows written to the role's
 // catalogs and to those that hold privileges.
 type catalogWrites struct{ role, privileges int64 }
 
 func readCatalogWrites(r *pgconn.Result) (catalogWrites, error) {
 	var w catalogWrites
-	if len(r.Rows) != 10 {
+	if len(r.Rows) != catalogRows {
 		return w, fmt.Errorf("catalog counters: %d rows", len(r.Rows))
 	}
 	for i, row := range r.Rows {
@@ -184,7 +187,7 @@ func streamCatalogWrites(rr *pgconn.ResultReader) (catalogWrites, error) {
 			return w, err
 		}
 	}
-	if i != 10 {
+	if i != catalogRows {
 		return w, fmt.Errorf("catalog counters: %d rows", i)
 	}
 	return w, nil
