@@ -69,6 +69,44 @@ func Rebind(dialect, query string) string {
 	if dialect != abi.DialectPostgres || !strings.Contains(query, "?") {
 		return query
 	}
+	rebound.Lock()
+	q, ok := rebound.m[query]
+	rebound.Unlock()
+	if ok {
+		return q
+	}
+	q = rebindPostgres(query)
+	if len(query) <= maxReboundBytes {
+		rebound.Lock()
+		if len(rebound.m) < maxRebound {
+			if rebound.m == nil {
+				rebound.m = make(map[string]string)
+			}
+			rebound.m[query] = q
+		}
+		rebound.Unlock()
+	}
+	return q
+}
+
+// rebound keeps Rebind's PostgreSQL answers by query. A plugin's SQL is its
+// own constants, and rewriting them byte by byte on every call costs a
+// WebAssembly guest more than the rest of its request (0.55 M of a 3.1 M
+// instruction turn of the sqlite sample on PostgreSQL). It keeps at most
+// maxRebound queries of up to maxReboundBytes each, so a plugin that builds
+// its SQL as it goes holds at most 1 MiB here and rewrites the rest.
+var rebound struct {
+	sync.Mutex
+	m map[string]string
+}
+
+const (
+	maxRebound      = 64
+	maxReboundBytes = 8 << 10
+)
+
+// rebindPostgres is Rebind's rewrite for PostgreSQL.
+func rebindPostgres(query string) string {
 	var b strings.Builder
 	n := 0
 	for i := 0; i < len(query); i++ {

@@ -349,6 +349,27 @@ func TestRebind(t *testing.T) {
 	}
 }
 
+// TestRebindKeepsFewQueries: Rebind remembers a plugin's constant SQL, and
+// the memory stays bounded for a plugin that builds a new query each call,
+// with each answer still right.
+func TestRebindKeepsFewQueries(t *testing.T) {
+	const q = "SELECT a FROM t WHERE k = ? AND n > ?"
+	want := "SELECT a FROM t WHERE k = $1 AND n > $2"
+	assert.Equal(t, want, Rebind(abi.DialectPostgres, q))
+	assert.Equal(t, want, Rebind(abi.DialectPostgres, q), "remembered")
+	for i := range 4 * maxRebound {
+		in := fmt.Sprintf("SELECT %d WHERE x = ?", i)
+		assert.Equal(t, fmt.Sprintf("SELECT %d WHERE x = $1", i), Rebind(abi.DialectPostgres, in))
+	}
+	long := strings.Repeat(" ", maxReboundBytes) + "?"
+	assert.Equal(t, strings.Repeat(" ", maxReboundBytes)+"$1", Rebind(abi.DialectPostgres, long))
+	rebound.Lock()
+	defer rebound.Unlock()
+	assert.Contains(t, rebound.m, q)
+	assert.Len(t, rebound.m, maxRebound, "Rebind keeps at most maxRebound queries")
+	assert.NotContains(t, rebound.m, long, "a query over maxReboundBytes is not kept")
+}
+
 func TestDialect(t *testing.T) {
 	dialect = ""
 	t.Cleanup(func() { dialect = "" })
