@@ -134,10 +134,12 @@ func sleb32(b []byte) (int32, bool) {
 // already zero: on Wasm it takes memory with sbrk, aligns each heap arena
 // to 512 KiB, and clears the gap it skips before putting it on its free
 // list (runtime/mem_sbrk.go, memFree). Where the gap falls depends on
-// where the module's data end, so one build writes 0.1 MiB of zeros and
-// the next, a little smaller, 0.45 MiB: pages of private memory in every
+// where the module's data end, so one build writes 128 KiB of zeros and
+// the next, a little smaller, 448 KiB: pages of private memory in every
 // instance, which hold nothing. settle returns them to the kernel once
-// the runtime has started; read again they are zero, as they were.
+// the runtime has started; read again they are zero, as they were
+// (RATIONALE: "Why does the host give back the pages of zeros an
+// instance writes at its start?").
 
 // settleScan bounds the memory settle reads past the image: a Go
 // runtime's start writes less than 1 MiB there, and a guest that wrote
