@@ -129,3 +129,43 @@ func sleb32(b []byte) (int32, bool) {
 	}
 	return 0, false
 }
+
+// A Go guest's runtime, as it starts, writes zeros over memory that is
+// already zero: on Wasm it takes memory with sbrk, aligns each heap arena
+// to 512 KiB, and clears the gap it skips before putting it on its free
+// list (runtime/mem_sbrk.go, memFree). Where the gap falls depends on
+// where the module's data end, so one build writes 128 KiB of zeros and
+// the next, a little smaller, 448 KiB: pages of private memory in every
+// instance, which hold nothing. settle returns them to the kernel once
+// the runtime has started; read again they are zero, as they were
+// (RATIONALE: "Why does the host give back the pages of zeros an
+// instance writes at its start?").
+
+// settleScan bounds the memory settle reads past the image: a Go
+// runtime's start writes less than 1 MiB there, and a guest that wrote
+// more at its start pays for the rest itself.
+const settleScan = 16 << 20
+
+// settle gives back to the kernel the pages of zeros the guest wrote
+// into its memories so far (dropZeroPages), past the image the first
+// memory maps, within settleScan bytes of each memory. It is called
+// once, when the guest's initialisation has returned, while no guest
+// code runs.
+func (t *memoryTracker) settle() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, m := range t.memories {
+		if !m.mapped || m.reserved == nil {
+			continue
+		}
+		from := uint64(0)
+		if i == 0 && t.image != nil {
+			// Past the image only: a page of the image's mapping given
+			// back would read as the image again, not as zeros.
+			from = t.image.mapped()
+		}
+		if to := min(m.size, from+settleScan); from < to {
+			dropZeroPages(m.reserved[from:to])
+		}
+	}
+}

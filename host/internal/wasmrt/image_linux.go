@@ -95,5 +95,51 @@ func (img *memImage) load(b []byte, mapped bool) bool {
 	return err == nil && n == img.size
 }
 
+// mapped is how many bytes at the start of a memory the image's mapping
+// covers: its size in whole pages.
+func (img *memImage) mapped() uint64 {
+	page := uint64(syscall.Getpagesize())
+	return (uint64(img.size) + page - 1) &^ (page - 1)
+}
+
 // close closes the image's file; the instances' mappings stay valid.
 func (img *memImage) close() error { return img.f.Close() }
+
+// dropZeroPages gives back to the kernel each resident page of b that
+// holds only zeros (madvise MADV_DONTNEED), and reports how many bytes it
+// gave back. b must be part of a private anonymous mapping, starting at a
+// page boundary: a page given back reads as zeros again, so what b holds
+// does not change. Pages that are not resident are not read (mincore), so
+// the scan costs what the guest wrote, not what it reserved.
+func dropZeroPages(b []byte) int {
+	page := syscall.Getpagesize()
+	n := len(b) / page
+	if n == 0 || uintptr(unsafe.Pointer(&b[0]))%uintptr(page) != 0 {
+		return 0
+	}
+	resident := make([]byte, n)
+	if _, _, errno := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(n*page), uintptr(unsafe.Pointer(&resident[0]))); errno != 0 {
+		return 0
+	}
+	zero := make([]byte, page)
+	dropped := 0
+	// run is the start of the current run of zero pages, -1 if none.
+	run := -1
+	flush := func(end int) {
+		if run >= 0 && syscall.Madvise(b[run*page:end*page], syscall.MADV_DONTNEED) == nil {
+			dropped += (end - run) * page
+		}
+		run = -1
+	}
+	for i := range n {
+		if resident[i]&1 != 0 && bytes.Equal(b[i*page:(i+1)*page], zero) {
+			if run < 0 {
+				run = i
+			}
+			continue
+		}
+		flush(i)
+	}
+	flush(n)
+	return dropped
+}

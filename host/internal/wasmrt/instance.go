@@ -264,6 +264,7 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 		if err := in.run(kctx, init); err != nil {
 			return nil, in.failure(ctx, fmt.Errorf("initialize guest runtime: %w", err))
 		}
+		in.mem.settle()
 	}
 	direct := in.directIn != nil && uint64(len(input)) <= math.MaxUint32
 	if direct {

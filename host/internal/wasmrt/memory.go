@@ -36,7 +36,7 @@ func newMemoryTracker(limitBytes uint64, image *memImage) *memoryTracker {
 // Allocate implements experimental.MemoryAllocator.
 func (t *memoryTracker) Allocate(_, maxBytes uint64) experimental.LinearMemory {
 	reserved, mapped := reserve(min(maxBytes, t.limit))
-	m := &trackedMemory{t: t, reserved: reserved}
+	m := &trackedMemory{t: t, reserved: reserved, mapped: mapped}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.image != nil && len(t.memories) == 0 && !t.image.load(reserved, mapped) {
@@ -111,6 +111,7 @@ func (t *memoryTracker) OverLimit() bool {
 type trackedMemory struct {
 	t        *memoryTracker
 	reserved []byte // len is the reservation; nil once freed
+	mapped   bool   // reserved is a mapping of the host's (reserve)
 	heap     []byte // a memory whose declared minimum exceeds the reservation
 	size     uint64
 	sized    bool
