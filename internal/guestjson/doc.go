@@ -2,7 +2,8 @@
 // wasmhist: the sdk's request codec, sdk/sql's response decoder and the
 // sample plugins read their JSON through it. The host reads the plain case
 // of a plugin's sql requests and of its provide, store and clear responses
-// through it too, and leaves the rest to encoding/json.
+// through it too, and every document schema.Decode checks (the session,
+// messages, state values), and leaves the rest to encoding/json.
 //
 // It exists because encoding/json is the wrong tool inside a Go WebAssembly
 // guest. Compiled to wasm it decodes 10 to 23 times slower than native Go,
