@@ -76,7 +76,7 @@ func Rebind(dialect, query string) string {
 		return q
 	}
 	q = rebindPostgres(query)
-	if len(query) <= maxReboundBytes {
+	if len(q) <= maxReboundBytes { // no shorter than query
 		rebound.Lock()
 		if len(rebound.m) < maxRebound {
 			if rebound.m == nil {
@@ -93,8 +93,9 @@ func Rebind(dialect, query string) string {
 // own constants, and rewriting them byte by byte on every call costs a
 // WebAssembly guest more than the rest of its request (0.55 M of a 3.1 M
 // instruction turn of the sqlite sample on PostgreSQL). It keeps at most
-// maxRebound queries of up to maxReboundBytes each, so a plugin that builds
-// its SQL as it goes holds at most 1 MiB here and rewrites the rest.
+// maxRebound queries whose rewrite is up to maxReboundBytes, so a plugin
+// that builds its SQL as it goes holds at most 1 MiB here (each query and
+// its rewrite) and rewrites the rest.
 var rebound struct {
 	sync.Mutex
 	m map[string]string

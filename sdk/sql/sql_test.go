@@ -361,13 +361,13 @@ func TestRebindKeepsFewQueries(t *testing.T) {
 		in := fmt.Sprintf("SELECT %d WHERE x = ?", i)
 		assert.Equal(t, fmt.Sprintf("SELECT %d WHERE x = $1", i), Rebind(abi.DialectPostgres, in))
 	}
-	long := strings.Repeat(" ", maxReboundBytes) + "?"
-	assert.Equal(t, strings.Repeat(" ", maxReboundBytes)+"$1", Rebind(abi.DialectPostgres, long))
+	long := strings.Repeat(" ", maxReboundBytes-1) + "?"
+	assert.Equal(t, strings.Repeat(" ", maxReboundBytes-1)+"$1", Rebind(abi.DialectPostgres, long), "its rewrite is over maxReboundBytes")
 	rebound.Lock()
 	defer rebound.Unlock()
 	assert.Contains(t, rebound.m, q)
 	assert.Len(t, rebound.m, maxRebound, "Rebind keeps at most maxRebound queries")
-	assert.NotContains(t, rebound.m, long, "a query over maxReboundBytes is not kept")
+	assert.NotContains(t, rebound.m, long, "a query whose rewrite is over maxReboundBytes is not kept")
 }
 
 func TestDialect(t *testing.T) {
