@@ -68,6 +68,22 @@ func messages(d *guestjson.Decoder, field string, arena *[]json.RawMessage) ([]j
 // turn's request and response messages, typically.
 const arenaSize = 8
 
+// provideCall and storeCall are what dispatch allocates for a provide or
+// a store: the request, which the provider is handed and so lives on the
+// heap, and the arena its message lists share, in one object rather than
+// two (each allocation costs a WebAssembly guest a few thousand
+// instructions). Nothing in them is reused: the provider may keep the
+// request and its lists.
+type provideCall struct {
+	req   abi.ProvideRequest
+	arena [2]json.RawMessage
+}
+
+type storeCall struct {
+	req   abi.StoreRequest
+	arena [arenaSize]json.RawMessage
+}
+
 // facts decodes the session facts into f. guess is what they probably are
 // (the previous call's, in a WebAssembly guest): a string that decodes to
 // the guessed text is that string, not a new copy.
@@ -116,9 +132,10 @@ func envelope(d *guestjson.Decoder, state, config *json.RawMessage, sf *abi.Sess
 	return d.End()
 }
 
-func decodeProvideRequest(b []byte, req *abi.ProvideRequest) error {
+// decodeProvideRequest decodes a provide request into req. Its message
+// list is kept in arena (see messages), which may be nil.
+func decodeProvideRequest(b []byte, req *abi.ProvideRequest, arena []json.RawMessage) error {
 	d := guestjson.NewDecoder(b)
-	var arena []json.RawMessage
 	return envelope(&d, &req.State, &req.Config, &req.Session, func(key []byte) (err error) {
 		if string(key) == "request_messages" {
 			req.RequestMessages, err = messages(&d, "request_messages", &arena)
@@ -128,9 +145,13 @@ func decodeProvideRequest(b []byte, req *abi.ProvideRequest) error {
 	})
 }
 
-func decodeStoreRequest(b []byte, req *abi.StoreRequest) error {
+// decodeStoreRequest decodes a store request into req. Its message lists
+// share arena (see messages); nil allocates one of arenaSize.
+func decodeStoreRequest(b []byte, req *abi.StoreRequest, arena []json.RawMessage) error {
 	d := guestjson.NewDecoder(b)
-	arena := make([]json.RawMessage, 0, arenaSize)
+	if arena == nil {
+		arena = make([]json.RawMessage, 0, arenaSize)
+	}
 	return envelope(&d, &req.State, &req.Config, &req.Session, func(key []byte) (err error) {
 		switch string(key) {
 		case "request_messages":

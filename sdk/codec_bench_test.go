@@ -35,13 +35,13 @@ func BenchmarkDecodeRequest(b *testing.B) {
 	// pays for no assertion machinery.
 	b.Run("store", func(b *testing.B) {
 		var req abi.StoreRequest
-		require.NoError(b, decodeStoreRequest(store, &req))
+		require.NoError(b, decodeStoreRequest(store, &req, nil))
 		require.Len(b, req.ResponseMessages, 1)
 		b.SetBytes(int64(len(store)))
 		b.ReportAllocs()
 		for b.Loop() {
 			var req abi.StoreRequest
-			if err := decodeStoreRequest(store, &req); err != nil {
+			if err := decodeStoreRequest(store, &req, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

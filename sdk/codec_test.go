@@ -78,10 +78,10 @@ func checkDecoders(t *testing.T, in []byte) {
 		return
 	}
 	var fastP, slowP abi.ProvideRequest
-	errFastP := decodeProvideRequest(in, &fastP)
+	errFastP := decodeProvideRequest(in, &fastP, nil)
 	errSlowP := json.Unmarshal(in, &slowP)
 	var fastS, slowS abi.StoreRequest
-	errFastS := decodeStoreRequest(in, &fastS)
+	errFastS := decodeStoreRequest(in, &fastS, nil)
 	errSlowS := json.Unmarshal(in, &slowS)
 
 	for _, err := range []error{errFastP, errFastS} {
@@ -322,12 +322,12 @@ func FuzzEncodeString(f *testing.F) {
 func TestStoreRequestArraysAreApart(t *testing.T) {
 	var req abi.StoreRequest
 	in := `{"request_messages":[{"n":1},{"n":2}],"response_messages":[{"n":3},{"n":4}]}`
-	require.NoError(t, decodeStoreRequest([]byte(in), &req))
+	require.NoError(t, decodeStoreRequest([]byte(in), &req, nil))
 	require.Len(t, req.RequestMessages, 2)
 	_ = append(req.RequestMessages, json.RawMessage(`{"n":"overwritten"}`))
 	assert.Equal(t, []json.RawMessage{json.RawMessage(`{"n":3}`), json.RawMessage(`{"n":4}`)}, req.ResponseMessages)
 
 	req = abi.StoreRequest{}
-	err := decodeStoreRequest([]byte(`{"request_messages":[{}],"response_messages":[{},{},7]}`), &req)
+	err := decodeStoreRequest([]byte(`{"request_messages":[{}],"response_messages":[{},{},7]}`), &req, nil)
 	require.ErrorContains(t, err, "response_messages[2] is not a JSON object")
 }

@@ -56,26 +56,28 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte, kept
 		}
 		out = encodePluginInfo(&info)
 	case abi.ExportProvide:
-		req := abi.ProvideRequest{Session: guess}
-		if err = decodeProvideRequest(input, &req); err != nil {
+		c := &provideCall{req: abi.ProvideRequest{Session: guess}}
+		req := &c.req
+		if err = decodeProvideRequest(input, req, c.arena[:0]); err != nil {
 			return nil, invalidRequest(export, err)
 		}
 		remember(req.Session)
 		var resp *abi.ProvideResponse
-		if resp, err = p.Provide(ctx, &req); err == nil {
+		if resp, err = p.Provide(ctx, req); err == nil {
 			if resp == nil {
 				resp = &abi.ProvideResponse{}
 			}
 			out = encodeProvideResponse(dst, resp)
 		}
 	case abi.ExportStore:
-		req := abi.StoreRequest{Session: guess}
-		if err = decodeStoreRequest(input, &req); err != nil {
+		c := &storeCall{req: abi.StoreRequest{Session: guess}}
+		req := &c.req
+		if err = decodeStoreRequest(input, req, c.arena[:0]); err != nil {
 			return nil, invalidRequest(export, err)
 		}
 		remember(req.Session)
 		var resp *abi.StoreResponse
-		if resp, err = p.Store(ctx, &req); err == nil {
+		if resp, err = p.Store(ctx, req); err == nil {
 			if resp == nil {
 				resp = &abi.StoreResponse{}
 			}
