@@ -313,26 +313,39 @@ var tooDeep = "nested deeper than " + strconv.Itoa(MaxDepth)
 // skipContainer checks the object or array at the current offset and
 // moves past it. It is one loop over the bytes with the open containers
 // kept as bits, rather than a call per value: compiled to WebAssembly, a
-// Go function call costs as much as scanning dozens of bytes, and a
-// message is mostly short keys and values (SPEC's messages nest a handful
-// of levels). Strings without escapes are scanned in place; anything
-// rarer (an escape, a number) goes through the same checks Skip uses.
+// Go function call costs as much as scanning dozens of bytes (the caller
+// spills what it keeps to the stack and reloads it), and a message is
+// mostly short keys and values (SPEC's messages nest a handful of levels).
+// Keys are read in the same loop as values, and a string's first eight
+// bytes are tested in place, so that a key or value of up to seven bytes
+// costs no call; longer strings go on in plainEnd, and anything rarer (an
+// escape, a number) through the same checks Skip uses.
 func (d *Decoder) skipContainer() error {
 	// objects has bit k set when the k-th container this call opened is
 	// an object; depth counts them on top of d.depth.
 	var objects [MaxDepth/64 + 1]uint64
 	b, i, depth := d.b, d.i, 0
+	// key is set when a member's key, and its colon, come before the
+	// value at i.
+	key := false
 	fail := func(at int, msg string) error {
 		d.i = at
 		return d.Fail(msg)
 	}
 	for {
-		// A value starts at i.
+		// A value, or a key, starts at i.
 		i = space(b, i)
 		if i == len(b) {
+			if key {
+				return fail(i, "want a string key")
+			}
 			return fail(i, "unexpected end of input")
 		}
-		switch c := b[i]; c {
+		c := b[i]
+		if key && c != '"' {
+			return fail(i, "want a string key")
+		}
+		switch c {
 		case '{', '[':
 			if d.depth+depth >= MaxDepth {
 				return fail(i, tooDeep)
@@ -349,25 +362,37 @@ func (d *Decoder) skipContainer() error {
 				i++
 				break
 			}
-			if c == '[' {
-				continue
-			}
-			// The first key of an object.
-			var err error
-			if i, err = d.skipKey(i); err != nil {
-				return err
-			}
+			key = c == '{'
 			continue
 		case '"':
-			if end := plainEnd(b, i+1); end >= 0 {
+			end := -1
+			if j := i + 1; j+8 <= len(b) {
+				if m := stopMask(binary.LittleEndian.Uint64(b[j:])); m == 0 {
+					end = plainEnd(b, j+8)
+				} else if j += bits.TrailingZeros64(m) >> 3; b[j] == '"' {
+					end = j
+				}
+			} else {
+				end = plainEnd(b, j)
+			}
+			if end >= 0 {
 				i = end + 1
-				break
+			} else {
+				d.i = i
+				if _, err := d.scanString(); err != nil {
+					return err
+				}
+				i = d.i
 			}
-			d.i = i
-			if _, err := d.scanString(); err != nil {
-				return err
+			if key {
+				i = space(b, i)
+				if i == len(b) || b[i] != ':' {
+					return fail(i, "want ':'")
+				}
+				i++
+				key = false
+				continue
 			}
-			i = d.i
 		case 't', 'f', 'n':
 			lit := "null"
 			if c == 't' {
@@ -399,12 +424,7 @@ func (d *Decoder) skipContainer() error {
 			object := objects[(depth-1)>>6]&(1<<((depth-1)&63)) != 0
 			if i < len(b) && b[i] == ',' {
 				i++
-				if object {
-					var err error
-					if i, err = d.skipKey(space(b, i)); err != nil {
-						return err
-					}
-				}
+				key = object
 				break
 			}
 			if object && i < len(b) && b[i] == '}' || !object && i < len(b) && b[i] == ']' {
@@ -418,31 +438,6 @@ func (d *Decoder) skipContainer() error {
 			return fail(i, "want ',' or ']'")
 		}
 	}
-}
-
-// skipKey checks an object's key and the colon after it, from i, and
-// returns the offset of the member's value.
-func (d *Decoder) skipKey(i int) (int, error) {
-	b := d.b
-	if i == len(b) || b[i] != '"' {
-		d.i = i
-		return i, d.Fail("want a string key")
-	}
-	if end := plainEnd(b, i+1); end >= 0 {
-		i = end + 1
-	} else {
-		d.i = i
-		if _, err := d.scanString(); err != nil {
-			return i, err
-		}
-		i = d.i
-	}
-	i = space(b, i)
-	if i == len(b) || b[i] != ':' {
-		d.i = i
-		return i, d.Fail("want ':'")
-	}
-	return i + 1, nil
 }
 
 // space returns the offset of the first byte at or after i that is not
