@@ -211,6 +211,12 @@ func TestDispatchCarriesOnlyGuesses(t *testing.T) {
 		{abi.ExportStore, `{"session":{"session_id":"b","state_key":"k"},"request_messages":7}`}, // fails
 		{abi.ExportProvide, `{}`},
 		{abi.ExportStore, `{"session":{"session_id":"a\u0062","state_key":"k"}}`},
+		{abi.ExportStore, `{"session":{"session_id":"a\u0062","state_key":"k"}}`},
+		// The member the previous call sent, repeated after another: its
+		// members are merged into the first's, as encoding/json does.
+		{abi.ExportProvide, `{"session":{"service_session_id":"x"},"session":{"session_id":"a\u0062","state_key":"k"}}`},
+		{abi.ExportProvide, `{"session":{"session_id":"a\u0062","state_key":"k"},"session":{"service_session_id":"y"}}`},
+		{abi.ExportStore, `{"session":{"session_id":"a\u0062","state_key":"k"} }`},
 	}
 	for _, c := range calls {
 		dispatch(context.Background(), p, c.export, []byte(c.input), &kept)
@@ -220,6 +226,10 @@ func TestDispatchCarriesOnlyGuesses(t *testing.T) {
 		{SessionID: "a", StateKey: "k"},
 		{SessionID: "b", StateKey: "k"},
 		{},
+		{SessionID: "ab", StateKey: "k"},
+		{SessionID: "ab", StateKey: "k"},
+		{SessionID: "ab", StateKey: "k", ServiceSessionID: "x"},
+		{SessionID: "ab", StateKey: "k", ServiceSessionID: "y"},
 		{SessionID: "ab", StateKey: "k"},
 	}, p.seen)
 }

@@ -1,6 +1,7 @@
 package guestjson
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math/bits"
@@ -114,6 +115,22 @@ func (d *Decoder) ReadValue() ([]byte, error) {
 		return nil, err
 	}
 	return d.b[start:d.i:d.i], nil
+}
+
+// SkipIf moves past the next value and reports true when that value is
+// exactly value; otherwise it consumes only white space and reports false.
+// It compares bytes and checks nothing else, so value must be bytes that
+// ReadValue (or a read between two Offsets) returned for a whole value at
+// the same depth, such as the same member of an earlier document: a caller
+// that expects a value it has read before moves past it for the cost of a
+// comparison.
+func (d *Decoder) SkipIf(value []byte) bool {
+	d.Peek()
+	if len(value) == 0 || !bytes.HasPrefix(d.b[d.i:], value) {
+		return false
+	}
+	d.i += len(value)
+	return true
 }
 
 // ReadNull consumes a null.

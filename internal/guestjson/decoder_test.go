@@ -452,3 +452,25 @@ func TestPlainEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestSkipIf: SkipIf moves past a value equal to the one given, after
+// white space, and otherwise consumes only the white space.
+func TestSkipIf(t *testing.T) {
+	tests := []struct {
+		name, doc, value string
+		want             bool
+		offset           int
+	}{
+		{name: "same object", doc: ` {"a":"b"},1`, value: `{"a":"b"}`, want: true, offset: 10},
+		{name: "another object", doc: ` {"a":"c"},1`, value: `{"a":"b"}`, offset: 1},
+		{name: "the document ends inside it", doc: ` {"a":"b"`, value: `{"a":"b"}`, offset: 1},
+		{name: "nothing to compare", doc: `{}`, value: ``, offset: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDecoder([]byte(tt.doc))
+			require.Equal(t, tt.want, d.SkipIf([]byte(tt.value)))
+			require.Equal(t, tt.offset, d.Offset())
+		})
+	}
+}
