@@ -109,9 +109,17 @@ func (d *Decoder) Skip() error {
 // ReadValue checks the next value and returns its exact bytes, white space
 // inside it included; appending to the result cannot overwrite the document.
 func (d *Decoder) ReadValue() ([]byte, error) {
-	d.Peek()
+	c := d.Peek()
 	start := d.i
-	if err := d.Skip(); err != nil {
+	// Messages and states, the values most often read whole, are objects:
+	// straight into skipContainer, one call fewer than through Skip.
+	var err error
+	if c == '{' || c == '[' {
+		err = d.skipContainer()
+	} else {
+		err = d.Skip()
+	}
+	if err != nil {
 		return nil, err
 	}
 	return d.b[start:d.i:d.i], nil
@@ -251,8 +259,20 @@ func (d *Decoder) Object(member func(key []byte) error) error {
 		if d.Peek() != '"' {
 			return d.Fail("want a string key")
 		}
+		// A key's first eight bytes are tested here, as skipContainer
+		// does: a key of up to seven bytes costs no call.
 		var key []byte
-		if end := plainEnd(d.b, d.i+1); end >= 0 {
+		end := -1
+		if j := d.i + 1; j+8 <= len(d.b) {
+			if m := stopMask(binary.LittleEndian.Uint64(d.b[j:])); m == 0 {
+				end = plainEnd(d.b, j+8)
+			} else if j += bits.TrailingZeros64(m) >> 3; d.b[j] == '"' {
+				end = j
+			}
+		} else {
+			end = plainEnd(d.b, j)
+		}
+		if end >= 0 {
 			key, d.i = d.b[d.i+1:end:end], end+1
 		} else if key, err = d.stringBody(); err != nil {
 			return err
