@@ -465,6 +465,11 @@ func TestSkipIf(t *testing.T) {
 		{name: "another object", doc: ` {"a":"c"},1`, value: `{"a":"b"}`, offset: 1},
 		{name: "the document ends inside it", doc: ` {"a":"b"`, value: `{"a":"b"}`, offset: 1},
 		{name: "nothing to compare", doc: `{}`, value: ``, offset: 0},
+		{name: "short, same", doc: `"ab"`, value: `"ab"`, want: true, offset: 4},
+		{name: "short, another", doc: `"ac"`, value: `"ab"`, offset: 0},
+		{name: "differs in its last byte", doc: `{"session_id":"bench","state_key":"historz"}`, value: `{"session_id":"bench","state_key":"history"}`, offset: 0},
+		{name: "differs in its first word", doc: `{"sessiom_id":"bench","state_key":"history"}`, value: `{"session_id":"bench","state_key":"history"}`, offset: 0},
+		{name: "long, same", doc: `{"session_id":"bench","state_key":"history"}`, value: `{"session_id":"bench","state_key":"history"}`, want: true, offset: 44},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
