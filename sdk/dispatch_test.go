@@ -233,3 +233,46 @@ func TestDispatchCarriesOnlyGuesses(t *testing.T) {
 		{SessionID: "ab", StateKey: "k"},
 	}, p.seen)
 }
+
+// staticProvider answers every call with the same responses, allocating
+// nothing itself.
+type staticProvider struct{ echoProvider }
+
+var (
+	staticProvide = &abi.ProvideResponse{FromState: &abi.StateSelection{Pointer: "/messages"}}
+	staticStore   = &abi.StoreResponse{}
+)
+
+func (*staticProvider) Provide(context.Context, *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	return staticProvide, nil
+}
+
+func (*staticProvider) Store(context.Context, *abi.StoreRequest) (*abi.StoreResponse, error) {
+	return staticStore, nil
+}
+
+// TestDispatchAllocatesOncePerRequest: what a guest allocates itself for a
+// provide or a store, once the previous call's output buffer and session
+// member are kept, is one object, the request with its message arena (each
+// allocation costs a WebAssembly guest thousands of instructions).
+func TestDispatchAllocatesOncePerRequest(t *testing.T) {
+	msg := `{"role":"user","contents":[{"type":"text","text":"hi"}]}`
+	session := `"session":{"session_id":"s","state_key":"history"}`
+	tests := []struct{ name, export, input string }{
+		{name: "provide", export: abi.ExportProvide, input: `{` + session + `,"request_messages":[` + msg + `]}`},
+		{name: "store", export: abi.ExportStore, input: `{` + session + `,"request_messages":[` + msg + `],"response_messages":[` + msg + `]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var kept reuse
+			p, in := &staticProvider{}, []byte(tt.input)
+			call := func() {
+				out, aerr := dispatch(context.Background(), p, tt.export, in, &kept)
+				require.Nil(t, aerr)
+				kept.out = out[:0]
+			}
+			call()
+			assert.Equal(t, 1.0, testing.AllocsPerRun(100, call))
+		})
+	}
+}
