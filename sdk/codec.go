@@ -68,32 +68,109 @@ func messages(d *guestjson.Decoder, field string, arena *[]json.RawMessage) ([]j
 // turn's request and response messages, typically.
 const arenaSize = 8
 
-// facts decodes the session facts into f. guess is what they probably are
-// (the previous call's, in a WebAssembly guest): a string that decodes to
-// the guessed text is that string, not a new copy.
-func facts(d *guestjson.Decoder, f *abi.SessionFacts, guess abi.SessionFacts) error {
-	return d.Object(func(key []byte) (err error) {
+// provideCall and storeCall are what dispatch allocates for a provide or
+// a store: the request, which the provider is handed and so lives on the
+// heap, and the arena its message lists share, in one object rather than
+// two (each allocation costs a WebAssembly guest a few thousand
+// instructions). Nothing in them is reused: the provider may keep the
+// request and its lists.
+type provideCall struct {
+	req   abi.ProvideRequest
+	arena [2]json.RawMessage
+}
+
+type storeCall struct {
+	req   abi.StoreRequest
+	arena [arenaSize]json.RawMessage
+}
+
+// facts decodes the session facts into f and says which of the three
+// members the object held (bits 0, 1, 2: session_id, state_key,
+// service_session_id). like is what they probably are (the previous
+// call's, in a WebAssembly guest): a string that decodes to the guessed
+// text is that string, not a new copy.
+func facts(d *guestjson.Decoder, f *abi.SessionFacts, like abi.SessionFacts) (has uint8, err error) {
+	err = d.Object(func(key []byte) (err error) {
 		switch string(key) {
 		case "session_id":
-			f.SessionID, err = d.ReadStringAs(guess.SessionID)
+			f.SessionID, err = d.ReadStringAs(like.SessionID)
+			has |= 1
 		case "state_key":
-			f.StateKey, err = d.ReadStringAs(guess.StateKey)
+			f.StateKey, err = d.ReadStringAs(like.StateKey)
+			has |= 2
 		case "service_session_id":
-			f.ServiceSessionID, err = d.ReadStringAs(guess.ServiceSessionID)
+			f.ServiceSessionID, err = d.ReadStringAs(like.ServiceSessionID)
+			has |= 4
 		default:
 			err = d.Skip()
 		}
 		return err
 	})
+	return has, err
 }
 
-// envelope decodes the fields provide and store requests share; other
-// fields go to more, which must consume them. What *sf holds on entry is
-// only a guess at the session facts (see facts); a request without them
-// leaves it zero.
-func envelope(d *guestjson.Decoder, state, config *json.RawMessage, sf *abi.SessionFacts, more func(key []byte) error) error {
-	guess := *sf
-	*sf = abi.SessionFacts{}
+// sessionGuess is what a WebAssembly guest keeps of the last request's
+// session member: its exact bytes, what they decoded to and which members
+// they held. Every call of a session sends the same member, so a request
+// that repeats it byte for byte is moved past with one comparison
+// (guestjson.Decoder.SkipIf) instead of decoding an object of two or
+// three strings, which costs a guest about five thousand instructions.
+type sessionGuess struct {
+	raw   []byte
+	facts abi.SessionFacts
+	has   uint8
+}
+
+// maxSessionGuess bounds the session member a guest keeps: session ids
+// are at most 128 bytes, and a pooled instance must not hold on to an
+// unusual request's large member.
+const maxSessionGuess = 1 << 10
+
+// session decodes the session member at d's offset in doc into *sf,
+// merging its members into what *sf holds as encoding/json merges a
+// repeated member. g, nil for a native Handler, is the guess to try and
+// then to update.
+func session(d *guestjson.Decoder, doc []byte, sf *abi.SessionFacts, g *sessionGuess) error {
+	if g == nil {
+		_, err := facts(d, sf, abi.SessionFacts{})
+		return err
+	}
+	if !d.SkipIf(g.raw) {
+		start := d.Offset()
+		var one abi.SessionFacts
+		has, err := facts(d, &one, g.facts)
+		if err != nil {
+			return err
+		}
+		if raw := doc[start:d.Offset()]; len(raw) <= maxSessionGuess {
+			g.raw, g.facts, g.has = append(g.raw[:0], raw...), one, has
+		} else {
+			*g = sessionGuess{}
+			g.merge(sf, one, has)
+			return nil
+		}
+	}
+	g.merge(sf, g.facts, g.has)
+	return nil
+}
+
+// merge sets the members of *sf that has names to those of f.
+func (g *sessionGuess) merge(sf *abi.SessionFacts, f abi.SessionFacts, has uint8) {
+	if has&1 != 0 {
+		sf.SessionID = f.SessionID
+	}
+	if has&2 != 0 {
+		sf.StateKey = f.StateKey
+	}
+	if has&4 != 0 {
+		sf.ServiceSessionID = f.ServiceSessionID
+	}
+}
+
+// envelope decodes the fields provide and store requests share from doc;
+// other fields go to more, which must consume them. g is the session
+// guess (see session), nil for a native Handler.
+func envelope(d *guestjson.Decoder, doc []byte, state, config *json.RawMessage, sf *abi.SessionFacts, g *sessionGuess, more func(key []byte) error) error {
 	if d.Peek() != '{' {
 		return d.Fail("the request is not a JSON object")
 	}
@@ -104,7 +181,7 @@ func envelope(d *guestjson.Decoder, state, config *json.RawMessage, sf *abi.Sess
 		case "config":
 			*config, err = rawField(d)
 		case "session":
-			err = facts(d, sf, guess)
+			err = session(d, doc, sf, g)
 		default:
 			err = more(key)
 		}
@@ -116,10 +193,11 @@ func envelope(d *guestjson.Decoder, state, config *json.RawMessage, sf *abi.Sess
 	return d.End()
 }
 
-func decodeProvideRequest(b []byte, req *abi.ProvideRequest) error {
+// decodeProvideRequest decodes a provide request into req. Its message
+// list is kept in arena (see messages), which may be nil.
+func decodeProvideRequest(b []byte, req *abi.ProvideRequest, arena []json.RawMessage, g *sessionGuess) error {
 	d := guestjson.NewDecoder(b)
-	var arena []json.RawMessage
-	return envelope(&d, &req.State, &req.Config, &req.Session, func(key []byte) (err error) {
+	return envelope(&d, b, &req.State, &req.Config, &req.Session, g, func(key []byte) (err error) {
 		if string(key) == "request_messages" {
 			req.RequestMessages, err = messages(&d, "request_messages", &arena)
 			return err
@@ -128,10 +206,14 @@ func decodeProvideRequest(b []byte, req *abi.ProvideRequest) error {
 	})
 }
 
-func decodeStoreRequest(b []byte, req *abi.StoreRequest) error {
+// decodeStoreRequest decodes a store request into req. Its message lists
+// share arena (see messages); nil allocates one of arenaSize.
+func decodeStoreRequest(b []byte, req *abi.StoreRequest, arena []json.RawMessage, g *sessionGuess) error {
 	d := guestjson.NewDecoder(b)
-	arena := make([]json.RawMessage, 0, arenaSize)
-	return envelope(&d, &req.State, &req.Config, &req.Session, func(key []byte) (err error) {
+	if arena == nil {
+		arena = make([]json.RawMessage, 0, arenaSize)
+	}
+	return envelope(&d, b, &req.State, &req.Config, &req.Session, g, func(key []byte) (err error) {
 		switch string(key) {
 		case "request_messages":
 			req.RequestMessages, err = messages(&d, "request_messages", &arena)
@@ -144,9 +226,9 @@ func decodeStoreRequest(b []byte, req *abi.StoreRequest) error {
 	})
 }
 
-func decodeListRequest(b []byte, req *abi.ListRequest) error {
+func decodeListRequest(b []byte, req *abi.ListRequest, g *sessionGuess) error {
 	d := guestjson.NewDecoder(b)
-	return envelope(&d, &req.State, &req.Config, &req.Session, func(key []byte) (err error) {
+	return envelope(&d, b, &req.State, &req.Config, &req.Session, g, func(key []byte) (err error) {
 		switch string(key) {
 		case "cursor":
 			req.Cursor, err = d.ReadString()
@@ -159,9 +241,9 @@ func decodeListRequest(b []byte, req *abi.ListRequest) error {
 	})
 }
 
-func decodeClearRequest(b []byte, req *abi.ClearRequest) error {
+func decodeClearRequest(b []byte, req *abi.ClearRequest, g *sessionGuess) error {
 	d := guestjson.NewDecoder(b)
-	return envelope(&d, &req.State, &req.Config, &req.Session, func([]byte) error { return d.Skip() })
+	return envelope(&d, b, &req.State, &req.Config, &req.Session, g, func([]byte) error { return d.Skip() })
 }
 
 func decodeMigrateStateRequest(b []byte, req *abi.MigrateStateRequest) error {
@@ -243,11 +325,9 @@ func (e *encoder) str(s string) {
 	const hex = "0123456789abcdef"
 	e.b = append(e.b, '"')
 	// The strings the SDK writes (patch operations, pointers, names) are
-	// nearly always plain ASCII: copied in one append, not byte by byte.
-	plain := 0
-	for plain < len(s) && s[plain] >= 0x20 && s[plain] < utf8.RuneSelf && s[plain] != '"' && s[plain] != '\\' {
-		plain++
-	}
+	// nearly always plain ASCII: found eight bytes at a time and copied in
+	// one append.
+	plain := guestjson.PlainRun(s, 0)
 	e.b = append(e.b, s[:plain]...)
 	for i := plain; i < len(s); {
 		c := s[i]

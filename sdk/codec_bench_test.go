@@ -35,26 +35,26 @@ func BenchmarkDecodeRequest(b *testing.B) {
 	// pays for no assertion machinery.
 	b.Run("store", func(b *testing.B) {
 		var req abi.StoreRequest
-		require.NoError(b, decodeStoreRequest(store, &req))
+		require.NoError(b, decodeStoreRequest(store, &req, nil, nil))
 		require.Len(b, req.ResponseMessages, 1)
 		b.SetBytes(int64(len(store)))
 		b.ReportAllocs()
 		for b.Loop() {
 			var req abi.StoreRequest
-			if err := decodeStoreRequest(store, &req); err != nil {
+			if err := decodeStoreRequest(store, &req, nil, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("list/messages=100", func(b *testing.B) {
 		var req abi.ListRequest
-		require.NoError(b, decodeListRequest(list, &req))
+		require.NoError(b, decodeListRequest(list, &req, nil))
 		require.Equal(b, 50, req.Limit)
 		b.SetBytes(int64(len(list)))
 		b.ReportAllocs()
 		for b.Loop() {
 			var req abi.ListRequest
-			if err := decodeListRequest(list, &req); err != nil {
+			if err := decodeListRequest(list, &req, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

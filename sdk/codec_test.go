@@ -78,10 +78,10 @@ func checkDecoders(t *testing.T, in []byte) {
 		return
 	}
 	var fastP, slowP abi.ProvideRequest
-	errFastP := decodeProvideRequest(in, &fastP)
+	errFastP := decodeProvideRequest(in, &fastP, nil, nil)
 	errSlowP := json.Unmarshal(in, &slowP)
 	var fastS, slowS abi.StoreRequest
-	errFastS := decodeStoreRequest(in, &fastS)
+	errFastS := decodeStoreRequest(in, &fastS, nil, nil)
 	errSlowS := json.Unmarshal(in, &slowS)
 
 	for _, err := range []error{errFastP, errFastS} {
@@ -103,6 +103,19 @@ func checkDecoders(t *testing.T, in []byte) {
 			require.Equal(t, normalize(slowP), normalize(fastP), "store decoders differ on %q", in)
 			require.Equal(t, normalizeMsgs(slowS.ResponseMessages), normalizeMsgs(fastS.ResponseMessages), "store decoders differ on %q", in)
 		}
+	}
+	// A guest decodes with what it kept of the previous request's session
+	// member: the same request twice decodes alike, the second time moved
+	// past a remembered member, and as without a guess.
+	var g sessionGuess
+	var guessedP, againP abi.ProvideRequest
+	errGuessedP := decodeProvideRequest(in, &guessedP, nil, &g)
+	errAgainP := decodeProvideRequest(in, &againP, nil, &g)
+	require.Equal(t, errFastP == nil, errGuessedP == nil, "a guess changed the verdict on %q", in)
+	require.Equal(t, errFastP == nil, errAgainP == nil, "a remembered session member changed the verdict on %q", in)
+	if errFastP == nil {
+		require.Equal(t, normalize(fastP), normalize(guessedP), "a guess changed the decoding of %q", in)
+		require.Equal(t, normalize(fastP), normalize(againP), "a remembered session member changed the decoding of %q", in)
 	}
 	// Valid objects that encoding/json decodes are refused only for the
 	// documented reasons.
@@ -134,8 +147,8 @@ func checkOtherDecoders(t *testing.T, in []byte) {
 	var fastM, slowM abi.MigrateStateRequest
 	var slowD map[string]json.RawMessage
 	cases := map[string]decoded{
-		"list":          {&fastL, &slowL, decodeListRequest(in, &fastL), json.Unmarshal(in, &slowL)},
-		"clear":         {&fastC, &slowC, decodeClearRequest(in, &fastC), json.Unmarshal(in, &slowC)},
+		"list":          {&fastL, &slowL, decodeListRequest(in, &fastL, nil), json.Unmarshal(in, &slowL)},
+		"clear":         {&fastC, &slowC, decodeClearRequest(in, &fastC, nil), json.Unmarshal(in, &slowC)},
 		"migrate_state": {&fastM, &slowM, decodeMigrateStateRequest(in, &fastM), json.Unmarshal(in, &slowM)},
 	}
 	// describe takes nothing, null or an object.
@@ -322,12 +335,12 @@ func FuzzEncodeString(f *testing.F) {
 func TestStoreRequestArraysAreApart(t *testing.T) {
 	var req abi.StoreRequest
 	in := `{"request_messages":[{"n":1},{"n":2}],"response_messages":[{"n":3},{"n":4}]}`
-	require.NoError(t, decodeStoreRequest([]byte(in), &req))
+	require.NoError(t, decodeStoreRequest([]byte(in), &req, nil, nil))
 	require.Len(t, req.RequestMessages, 2)
 	_ = append(req.RequestMessages, json.RawMessage(`{"n":"overwritten"}`))
 	assert.Equal(t, []json.RawMessage{json.RawMessage(`{"n":3}`), json.RawMessage(`{"n":4}`)}, req.ResponseMessages)
 
 	req = abi.StoreRequest{}
-	err := decodeStoreRequest([]byte(`{"request_messages":[{}],"response_messages":[{},{},7]}`), &req)
+	err := decodeStoreRequest([]byte(`{"request_messages":[{}],"response_messages":[{},{},7]}`), &req, nil, nil)
 	require.ErrorContains(t, err, "response_messages[2] is not a JSON object")
 }

@@ -35,15 +35,9 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte, kept
 	// neither unless its own code does.
 	var err error
 	var dst []byte
-	var guess abi.SessionFacts
+	var guess *sessionGuess
 	if kept != nil {
-		dst, guess = kept.out, kept.session
-	}
-	// remember keeps a decoded request's session facts for the next call.
-	remember := func(f abi.SessionFacts) {
-		if kept != nil {
-			kept.session = f
-		}
+		dst, guess = kept.out, &kept.session
 	}
 	switch export {
 	case abi.ExportDescribe:
@@ -56,26 +50,26 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte, kept
 		}
 		out = encodePluginInfo(&info)
 	case abi.ExportProvide:
-		req := abi.ProvideRequest{Session: guess}
-		if err = decodeProvideRequest(input, &req); err != nil {
+		c := new(provideCall)
+		req := &c.req
+		if err = decodeProvideRequest(input, req, c.arena[:0], guess); err != nil {
 			return nil, invalidRequest(export, err)
 		}
-		remember(req.Session)
 		var resp *abi.ProvideResponse
-		if resp, err = p.Provide(ctx, &req); err == nil {
+		if resp, err = p.Provide(ctx, req); err == nil {
 			if resp == nil {
 				resp = &abi.ProvideResponse{}
 			}
 			out = encodeProvideResponse(dst, resp)
 		}
 	case abi.ExportStore:
-		req := abi.StoreRequest{Session: guess}
-		if err = decodeStoreRequest(input, &req); err != nil {
+		c := new(storeCall)
+		req := &c.req
+		if err = decodeStoreRequest(input, req, c.arena[:0], guess); err != nil {
 			return nil, invalidRequest(export, err)
 		}
-		remember(req.Session)
 		var resp *abi.StoreResponse
-		if resp, err = p.Store(ctx, &req); err == nil {
+		if resp, err = p.Store(ctx, req); err == nil {
 			if resp == nil {
 				resp = &abi.StoreResponse{}
 			}
@@ -86,11 +80,10 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte, kept
 		if !ok {
 			return nil, unimplemented(export, "Lister")
 		}
-		req := abi.ListRequest{Session: guess}
-		if err = decodeListRequest(input, &req); err != nil {
+		var req abi.ListRequest
+		if err = decodeListRequest(input, &req, guess); err != nil {
 			return nil, invalidRequest(export, err)
 		}
-		remember(req.Session)
 		var resp *abi.ListResponse
 		if resp, err = listPage(l.List(ctx, &req)); err == nil {
 			out = encodeListResponse(resp)
@@ -100,11 +93,10 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte, kept
 		if !ok {
 			return nil, unimplemented(export, "Clearer")
 		}
-		req := abi.ClearRequest{Session: guess}
-		if err = decodeClearRequest(input, &req); err != nil {
+		var req abi.ClearRequest
+		if err = decodeClearRequest(input, &req, guess); err != nil {
 			return nil, invalidRequest(export, err)
 		}
-		remember(req.Session)
 		var resp *abi.ClearResponse
 		if resp, err = c.Clear(ctx, &req); err == nil {
 			if resp == nil {
@@ -143,12 +135,12 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte, kept
 //     next answer may overwrite: the host has read it by then, and it is
 //     the SDK's own, never the provider's (the input, which the provider
 //     may keep what it decoded from, is never reused);
-//   - session, the last request's session facts, whose strings the next
-//     request most often repeats (strings cannot change, so sharing them
-//     is safe).
+//   - session, the last request's session member, which the next request
+//     most often repeats byte for byte, and its facts, whose strings it
+//     shares (strings cannot change, so sharing them is safe).
 type reuse struct {
 	out     []byte
-	session abi.SessionFacts
+	session sessionGuess
 }
 
 // invalidRequest is the error for a request that does not decode.

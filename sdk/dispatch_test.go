@@ -211,6 +211,12 @@ func TestDispatchCarriesOnlyGuesses(t *testing.T) {
 		{abi.ExportStore, `{"session":{"session_id":"b","state_key":"k"},"request_messages":7}`}, // fails
 		{abi.ExportProvide, `{}`},
 		{abi.ExportStore, `{"session":{"session_id":"a\u0062","state_key":"k"}}`},
+		{abi.ExportStore, `{"session":{"session_id":"a\u0062","state_key":"k"}}`},
+		// The member the previous call sent, repeated after another: its
+		// members are merged into the first's, as encoding/json does.
+		{abi.ExportProvide, `{"session":{"service_session_id":"x"},"session":{"session_id":"a\u0062","state_key":"k"}}`},
+		{abi.ExportProvide, `{"session":{"session_id":"a\u0062","state_key":"k"},"session":{"service_session_id":"y"}}`},
+		{abi.ExportStore, `{"session":{"session_id":"a\u0062","state_key":"k"} }`},
 	}
 	for _, c := range calls {
 		dispatch(context.Background(), p, c.export, []byte(c.input), &kept)
@@ -221,5 +227,52 @@ func TestDispatchCarriesOnlyGuesses(t *testing.T) {
 		{SessionID: "b", StateKey: "k"},
 		{},
 		{SessionID: "ab", StateKey: "k"},
+		{SessionID: "ab", StateKey: "k"},
+		{SessionID: "ab", StateKey: "k", ServiceSessionID: "x"},
+		{SessionID: "ab", StateKey: "k", ServiceSessionID: "y"},
+		{SessionID: "ab", StateKey: "k"},
 	}, p.seen)
+}
+
+// staticProvider answers every call with the same responses, allocating
+// nothing itself.
+type staticProvider struct{ echoProvider }
+
+var (
+	staticProvide = &abi.ProvideResponse{FromState: &abi.StateSelection{Pointer: "/messages"}}
+	staticStore   = &abi.StoreResponse{}
+)
+
+func (*staticProvider) Provide(context.Context, *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	return staticProvide, nil
+}
+
+func (*staticProvider) Store(context.Context, *abi.StoreRequest) (*abi.StoreResponse, error) {
+	return staticStore, nil
+}
+
+// TestDispatchAllocatesOncePerRequest: what a guest allocates itself for a
+// provide or a store, once the previous call's output buffer and session
+// member are kept, is one object, the request with its message arena (each
+// allocation costs a WebAssembly guest thousands of instructions).
+func TestDispatchAllocatesOncePerRequest(t *testing.T) {
+	msg := `{"role":"user","contents":[{"type":"text","text":"hi"}]}`
+	session := `"session":{"session_id":"s","state_key":"history"}`
+	tests := []struct{ name, export, input string }{
+		{name: "provide", export: abi.ExportProvide, input: `{` + session + `,"request_messages":[` + msg + `]}`},
+		{name: "store", export: abi.ExportStore, input: `{` + session + `,"request_messages":[` + msg + `],"response_messages":[` + msg + `]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var kept reuse
+			p, in := &staticProvider{}, []byte(tt.input)
+			call := func() {
+				out, aerr := dispatch(context.Background(), p, tt.export, in, &kept)
+				require.Nil(t, aerr)
+				kept.out = out[:0]
+			}
+			call()
+			assert.Equal(t, 1.0, testing.AllocsPerRun(100, call))
+		})
+	}
 }

@@ -3,6 +3,7 @@ package sdk
 import (
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 
 	"github.com/wasmhist/wasmhist/abi"
 )
@@ -64,7 +65,7 @@ func AppendOps(pointer string, lists ...[]json.RawMessage) []abi.PatchOp {
 	if n == 0 {
 		return nil
 	}
-	path := pointer + "/-"
+	path := appendPath(pointer)
 	ops := make([]abi.PatchOp, 0, n)
 	for _, l := range lists {
 		for _, m := range l {
@@ -72,4 +73,20 @@ func AppendOps(pointer string, lists ...[]json.RawMessage) []abi.PatchOp {
 		}
 	}
 	return ops
+}
+
+// lastAppend is the last pointer AppendOps was given and its path, so that
+// a provider appending to the same array every store does not build (and
+// allocate) the same string every time. Strings do not change, so sharing
+// one is safe; the pair is swapped whole, since a native Handler may run
+// stores at once.
+var lastAppend atomic.Pointer[[2]string]
+
+func appendPath(pointer string) string {
+	if last := lastAppend.Load(); last != nil && last[0] == pointer {
+		return last[1]
+	}
+	path := pointer + "/-"
+	lastAppend.Store(&[2]string{pointer, path})
+	return path
 }

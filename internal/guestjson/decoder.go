@@ -108,12 +108,56 @@ func (d *Decoder) Skip() error {
 // ReadValue checks the next value and returns its exact bytes, white space
 // inside it included; appending to the result cannot overwrite the document.
 func (d *Decoder) ReadValue() ([]byte, error) {
-	d.Peek()
+	c := d.Peek()
 	start := d.i
-	if err := d.Skip(); err != nil {
+	// Messages and states, the values most often read whole, are objects:
+	// straight into skipContainer, one call fewer than through Skip.
+	var err error
+	if c == '{' || c == '[' {
+		err = d.skipContainer()
+	} else {
+		err = d.Skip()
+	}
+	if err != nil {
 		return nil, err
 	}
 	return d.b[start:d.i:d.i], nil
+}
+
+// SkipIf moves past the next value and reports true when that value is
+// exactly value; otherwise it consumes only white space and reports false.
+// It compares bytes and checks nothing else, so value must be bytes that
+// ReadValue (or a read between two Offsets) returned for a whole value at
+// the same depth, such as the same member of an earlier document: a caller
+// that expects a value it has read before moves past it for the cost of a
+// comparison.
+func (d *Decoder) SkipIf(value []byte) bool {
+	d.Peek()
+	if len(value) == 0 || !hasPrefix(d.b[d.i:], value) {
+		return false
+	}
+	d.i += len(value)
+	return true
+}
+
+// hasPrefix is bytes.HasPrefix eight bytes at a time: bytes.Equal is a
+// byte-a-turn loop in WebAssembly (about 22 instructions a byte once
+// compiled), where a word costs about as much as a byte.
+func hasPrefix(b, p []byte) bool {
+	n := len(p)
+	if len(b) < n {
+		return false
+	}
+	if n < 8 {
+		return string(b[:n]) == string(p)
+	}
+	for i := 0; i+8 < n; i += 8 {
+		if binary.LittleEndian.Uint64(b[i:]) != binary.LittleEndian.Uint64(p[i:]) {
+			return false
+		}
+	}
+	// The last eight bytes, which may overlap the words before them.
+	return binary.LittleEndian.Uint64(b[n-8:]) == binary.LittleEndian.Uint64(p[n-8:])
 }
 
 // ReadNull consumes a null.
@@ -234,8 +278,20 @@ func (d *Decoder) Object(member func(key []byte) error) error {
 		if d.Peek() != '"' {
 			return d.Fail("want a string key")
 		}
+		// A key's first eight bytes are tested here, as skipContainer
+		// does: a key of up to seven bytes costs no call.
 		var key []byte
-		if end := plainEnd(d.b, d.i+1); end >= 0 {
+		end := -1
+		if j := d.i + 1; j+8 <= len(d.b) {
+			if m := stopMask(binary.LittleEndian.Uint64(d.b[j:])); m == 0 {
+				end = plainEnd(d.b, j+8)
+			} else if j += bits.TrailingZeros64(m) >> 3; d.b[j] == '"' {
+				end = j
+			}
+		} else {
+			end = plainEnd(d.b, j)
+		}
+		if end >= 0 {
 			key, d.i = d.b[d.i+1:end:end], end+1
 		} else if key, err = d.stringBody(); err != nil {
 			return err
@@ -313,26 +369,39 @@ var tooDeep = "nested deeper than " + strconv.Itoa(MaxDepth)
 // skipContainer checks the object or array at the current offset and
 // moves past it. It is one loop over the bytes with the open containers
 // kept as bits, rather than a call per value: compiled to WebAssembly, a
-// Go function call costs as much as scanning dozens of bytes, and a
-// message is mostly short keys and values (SPEC's messages nest a handful
-// of levels). Strings without escapes are scanned in place; anything
-// rarer (an escape, a number) goes through the same checks Skip uses.
+// Go function call costs as much as scanning dozens of bytes (the caller
+// spills what it keeps to the stack and reloads it), and a message is
+// mostly short keys and values (SPEC's messages nest a handful of levels).
+// Keys are read in the same loop as values, and a string's first eight
+// bytes are tested in place, so that a key or value of up to seven bytes
+// costs no call; longer strings go on in plainEnd, and anything rarer (an
+// escape, a number) through the same checks Skip uses.
 func (d *Decoder) skipContainer() error {
 	// objects has bit k set when the k-th container this call opened is
 	// an object; depth counts them on top of d.depth.
 	var objects [MaxDepth/64 + 1]uint64
 	b, i, depth := d.b, d.i, 0
+	// key is set when a member's key, and its colon, come before the
+	// value at i.
+	key := false
 	fail := func(at int, msg string) error {
 		d.i = at
 		return d.Fail(msg)
 	}
 	for {
-		// A value starts at i.
+		// A value, or a key, starts at i.
 		i = space(b, i)
 		if i == len(b) {
+			if key {
+				return fail(i, "want a string key")
+			}
 			return fail(i, "unexpected end of input")
 		}
-		switch c := b[i]; c {
+		c := b[i]
+		if key && c != '"' {
+			return fail(i, "want a string key")
+		}
+		switch c {
 		case '{', '[':
 			if d.depth+depth >= MaxDepth {
 				return fail(i, tooDeep)
@@ -349,25 +418,37 @@ func (d *Decoder) skipContainer() error {
 				i++
 				break
 			}
-			if c == '[' {
-				continue
-			}
-			// The first key of an object.
-			var err error
-			if i, err = d.skipKey(i); err != nil {
-				return err
-			}
+			key = c == '{'
 			continue
 		case '"':
-			if end := plainEnd(b, i+1); end >= 0 {
+			end := -1
+			if j := i + 1; j+8 <= len(b) {
+				if m := stopMask(binary.LittleEndian.Uint64(b[j:])); m == 0 {
+					end = plainEnd(b, j+8)
+				} else if j += bits.TrailingZeros64(m) >> 3; b[j] == '"' {
+					end = j
+				}
+			} else {
+				end = plainEnd(b, j)
+			}
+			if end >= 0 {
 				i = end + 1
-				break
+			} else {
+				d.i = i
+				if _, err := d.scanString(); err != nil {
+					return err
+				}
+				i = d.i
 			}
-			d.i = i
-			if _, err := d.scanString(); err != nil {
-				return err
+			if key {
+				i = space(b, i)
+				if i == len(b) || b[i] != ':' {
+					return fail(i, "want ':'")
+				}
+				i++
+				key = false
+				continue
 			}
-			i = d.i
 		case 't', 'f', 'n':
 			lit := "null"
 			if c == 't' {
@@ -399,12 +480,7 @@ func (d *Decoder) skipContainer() error {
 			object := objects[(depth-1)>>6]&(1<<((depth-1)&63)) != 0
 			if i < len(b) && b[i] == ',' {
 				i++
-				if object {
-					var err error
-					if i, err = d.skipKey(space(b, i)); err != nil {
-						return err
-					}
-				}
+				key = object
 				break
 			}
 			if object && i < len(b) && b[i] == '}' || !object && i < len(b) && b[i] == ']' {
@@ -420,31 +496,6 @@ func (d *Decoder) skipContainer() error {
 	}
 }
 
-// skipKey checks an object's key and the colon after it, from i, and
-// returns the offset of the member's value.
-func (d *Decoder) skipKey(i int) (int, error) {
-	b := d.b
-	if i == len(b) || b[i] != '"' {
-		d.i = i
-		return i, d.Fail("want a string key")
-	}
-	if end := plainEnd(b, i+1); end >= 0 {
-		i = end + 1
-	} else {
-		d.i = i
-		if _, err := d.scanString(); err != nil {
-			return i, err
-		}
-		i = d.i
-	}
-	i = space(b, i)
-	if i == len(b) || b[i] != ':' {
-		d.i = i
-		return i, d.Fail("want ':'")
-	}
-	return i + 1, nil
-}
-
 // space returns the offset of the first byte at or after i that is not
 // white space.
 func space(b []byte, i int) int {
@@ -457,21 +508,38 @@ func space(b []byte, i int) int {
 // plainEnd returns the offset of the quote that closes the string whose
 // contents start at i, when every byte before it is printable ASCII other
 // than a backslash; else -1, and the caller scans the string in full
-// (scanString). Keys and most values of a message take this path, eight
-// bytes a turn: compiled to WebAssembly each turn of a loop costs a jump
-// through the function's dispatch table, so a byte a turn is slow even for
-// a short key.
+// (scanString). Keys and most values of a message take this path: the
+// first eight bytes, which hold most keys and short values whole, then
+// thirty-two bytes a turn, then eight. Compiled to WebAssembly each turn of
+// a loop costs a jump through the function's dispatch table, about as much
+// as testing two words, so a message's text (hundreds of bytes) is found in
+// a quarter of the turns an eight-byte stride takes.
 func plainEnd(b []byte, i int) int {
-	const highs = 0x8080808080808080
-	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:])
-		// The lowest bit set is that of the first byte that is not plain
-		// ASCII (notPlain's borrows only reach bytes above it).
-		if m := notPlain(w) | w&highs; m != 0 {
-			if j := i + bits.TrailingZeros64(m)>>3; b[j] == '"' {
-				return j
+	if i+8 <= len(b) {
+		if m := stopMask(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return quoteAt(b, i, m)
+		}
+		i += 8
+	}
+	for ; i+32 <= len(b); i += 32 {
+		w := b[i : i+32 : i+32]
+		m0, m1 := stopMask(binary.LittleEndian.Uint64(w)), stopMask(binary.LittleEndian.Uint64(w[8:]))
+		m2, m3 := stopMask(binary.LittleEndian.Uint64(w[16:])), stopMask(binary.LittleEndian.Uint64(w[24:]))
+		if m0|m1|m2|m3 != 0 {
+			switch {
+			case m0 != 0:
+				return quoteAt(b, i, m0)
+			case m1 != 0:
+				return quoteAt(b, i+8, m1)
+			case m2 != 0:
+				return quoteAt(b, i+16, m2)
 			}
-			return -1
+			return quoteAt(b, i+24, m3)
+		}
+	}
+	for ; i+8 <= len(b); i += 8 {
+		if m := stopMask(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return quoteAt(b, i, m)
 		}
 	}
 	for ; i < len(b); i++ {
@@ -483,6 +551,29 @@ func plainEnd(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// quoteAt is plainEnd's answer for the word at i whose stopMask is m (not
+// zero): the offset of its first byte that is not plain, if that byte is
+// the closing quote, else -1.
+func quoteAt(b []byte, i int, m uint64) int {
+	if j := i + bits.TrailingZeros64(m)>>3; b[j] == '"' {
+		return j
+	}
+	return -1
+}
+
+// stopMask has the high bit set of each byte of w that ends a plain run in
+// plainEnd (a quote, a backslash, a control character or a byte outside
+// ASCII), and possibly of bytes above such a one; its lowest set bit is
+// that of the first such byte, and it is zero when there is none. It is
+// notPlain with the bytes outside ASCII folded in, in ten operations: a
+// byte's subtraction borrows only when the byte is below what is
+// subtracted (a control character, or a quote or backslash after the
+// xor), and a byte that sets its high bit otherwise is outside ASCII.
+func stopMask(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	return ((w - ones*0x20) | ((w ^ ones*'"') - ones) | ((w ^ ones*'\\') - ones) | w) & highs
 }
 
 // literal moves past lit (true, false or null) at the current offset.

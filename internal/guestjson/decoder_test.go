@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -316,6 +317,49 @@ func TestPlainWord(t *testing.T) {
 	}
 }
 
+// TestStopMask: stopMask's lowest set bit is that of the first byte that
+// ends plainEnd's run (a quote, a backslash, a control character or a byte
+// outside ASCII), and it is zero when there is none, for every byte value
+// at every position, among plain and among other bytes, and on random words.
+func TestStopMask(t *testing.T) {
+	word := func(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+	stops := func(c byte) bool { return c < 0x20 || c >= 0x80 || c == '"' || c == '\\' }
+	first := func(b []byte) int {
+		for i, c := range b {
+			if stops(c) {
+				return i
+			}
+		}
+		return -1
+	}
+	got := func(m uint64) int {
+		if m == 0 {
+			return -1
+		}
+		return bits.TrailingZeros64(m) >> 3
+	}
+	for _, fill := range []byte{'a', 0x80, 0xff, 0x1f, '"', '\\', 0x21, 0x7f} {
+		for c := range 256 {
+			for p := range 8 {
+				b := bytes.Repeat([]byte{fill}, 8)
+				b[p] = byte(c)
+				require.Equal(t, first(b), got(stopMask(word(b))), "byte %#x at %d among %#x", c, p, fill)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 100000 {
+		var b [8]byte
+		for i := range b {
+			// Mostly plain bytes, so that the first stop falls anywhere.
+			if b[i] = byte(0x20 + r.IntN(0x60)); r.IntN(8) == 0 {
+				b[i] = byte(r.Uint32())
+			}
+		}
+		require.Equal(t, first(b[:]), got(stopMask(word(b[:]))), "%x", b)
+	}
+}
+
 // TestScanStringStrides: a byte that ends a run of plain bytes is found at
 // every position of a long string, whichever stride (32, 8 or 1 bytes)
 // reaches it: the string ends there, or its escape or control character is
@@ -399,12 +443,39 @@ func TestPlainEnd(t *testing.T) {
 		return -1
 	}
 	for _, stop := range []string{`"`, `\`, "\x00", "\x1f", "\x7f", "\x80", "é", "\xff", ""} {
-		for n := 0; n <= 40; n++ {
+		for n := 0; n <= 100; n++ {
 			for _, tail := range []string{``, `"`, `abc"def`, "\x01\""} {
 				b := []byte(`"` + strings.Repeat("k", n) + stop + tail)
 				name := strconv.Quote(string(b))
 				require.Equal(t, reference(b, 1), plainEnd(b, 1), name)
 			}
 		}
+	}
+}
+
+// TestSkipIf: SkipIf moves past a value equal to the one given, after
+// white space, and otherwise consumes only the white space.
+func TestSkipIf(t *testing.T) {
+	tests := []struct {
+		name, doc, value string
+		want             bool
+		offset           int
+	}{
+		{name: "same object", doc: ` {"a":"b"},1`, value: `{"a":"b"}`, want: true, offset: 10},
+		{name: "another object", doc: ` {"a":"c"},1`, value: `{"a":"b"}`, offset: 1},
+		{name: "the document ends inside it", doc: ` {"a":"b"`, value: `{"a":"b"}`, offset: 1},
+		{name: "nothing to compare", doc: `{}`, value: ``, offset: 0},
+		{name: "short, same", doc: `"ab"`, value: `"ab"`, want: true, offset: 4},
+		{name: "short, another", doc: `"ac"`, value: `"ab"`, offset: 0},
+		{name: "differs in its last byte", doc: `{"session_id":"bench","state_key":"historz"}`, value: `{"session_id":"bench","state_key":"history"}`, offset: 0},
+		{name: "differs in its first word", doc: `{"sessiom_id":"bench","state_key":"history"}`, value: `{"session_id":"bench","state_key":"history"}`, offset: 0},
+		{name: "long, same", doc: `{"session_id":"bench","state_key":"history"}`, value: `{"session_id":"bench","state_key":"history"}`, want: true, offset: 44},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDecoder([]byte(tt.doc))
+			require.Equal(t, tt.want, d.SkipIf([]byte(tt.value)))
+			require.Equal(t, tt.offset, d.Offset())
+		})
 	}
 }
