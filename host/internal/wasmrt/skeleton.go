@@ -255,6 +255,7 @@ func (c *Cache) fromSkeleton(ctx context.Context, funcs []capability.Func, sum [
 	if err != nil {
 		return nil, false
 	}
+	c.readThrough(cc, sub) // maps the code rather than read it (codemapread_linux.go)
 	comp, err := compileWith(ctx, cc, funcs, skel, pages, false, false)
 	after, serr := os.Stat(linked)
 	if err != nil || serr != nil || !os.SameFile(before, after) || before.Size() != after.Size() {
