@@ -225,14 +225,16 @@ func (c *Cache) fromSkeleton(ctx context.Context, funcs []capability.Func, sum [
 		return nil, false
 	}
 	skel, tail := f[:len(f)-crcSize], f[len(f)-crcSize:]
-	if crc32.Checksum(skel, castagnoli) != binary.BigEndian.Uint32(tail) {
+	crc := crc32.Checksum(skel, castagnoli)
+	if crc != binary.BigEndian.Uint32(tail) {
 		return nil, false
 	}
 	dir := c.codeDir()
 	if dir == "" {
 		return nil, false
 	}
-	shared, ok := entry(dir, codeID(skel))
+	id := c.skeletonID(sum, skel, crc) // skeletonid.go
+	shared, ok := entry(dir, id)
 	if !ok {
 		return nil, false
 	}
@@ -258,6 +260,17 @@ func (c *Cache) fromSkeleton(ctx context.Context, funcs []capability.Func, sum [
 	c.readThrough(cc, sub) // maps the code rather than read it (codemapread_linux.go)
 	comp, err := compileWith(ctx, cc, funcs, skel, pages, false, false)
 	after, serr := os.Stat(linked)
+	if err == nil {
+		// Compiled under the id the link is named by, or not kept.
+		got, ok := moduleID(comp.module)
+		if !ok {
+			got = codeID(skel)
+		}
+		if got != id {
+			os.Remove(c.skeletonIDPath(sum))
+			serr = errNotWasm
+		}
+	}
 	if err != nil || serr != nil || !os.SameFile(before, after) || before.Size() != after.Size() {
 		// wazero compiled the stubs: never keep them.
 		if err == nil {
