@@ -292,19 +292,29 @@ func (c *Cache) recordPath(entry string) string {
 
 const recordFormat = "codemap v1 %s %d %d %d %d %d %d %d\n"
 
-func readRecord(path string) (codeRecord, bool) {
+// readOwn reads the small file at path (a record), if the process's user
+// owns it and no other user may write it.
+func readOwn(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return codeRecord{}, false
+		return nil, err
 	}
 	defer f.Close()
 	if _, ok := identityOf(f); !ok {
-		return codeRecord{}, false
+		return nil, fmt.Errorf("%s: not the cache's own file", path)
 	}
 	var b [256]byte
 	n, _ := io.ReadFull(f, b[:])
+	return b[:n], nil
+}
+
+func readRecord(path string) (codeRecord, bool) {
+	b, err := readOwn(path)
+	if err != nil {
+		return codeRecord{}, false
+	}
 	var rec codeRecord
-	k, err := fmt.Sscanf(string(b[:n]), recordFormat, &rec.text, &rec.id.dev, &rec.id.ino, &rec.id.size, &rec.id.mtime, &rec.id.ctime, &rec.n, &rec.sum)
+	k, err := fmt.Sscanf(string(b), recordFormat, &rec.text, &rec.id.dev, &rec.id.ino, &rec.id.size, &rec.id.mtime, &rec.id.ctime, &rec.n, &rec.sum)
 	if err != nil || k != 8 || rec.text != filepath.Base(rec.text) || filepath.Ext(rec.text) != ".bin" {
 		return codeRecord{}, false
 	}

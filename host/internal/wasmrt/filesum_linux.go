@@ -114,19 +114,13 @@ func fmtSum(id identity, sum [32]byte) string {
 // readSum returns the sum the record at path holds for a file of identity
 // id.
 func readSum(path string, id identity) (sum [32]byte, ok bool) {
-	f, err := os.Open(path)
+	b, err := readOwn(path)
 	if err != nil {
 		return sum, false
 	}
-	defer f.Close()
-	if _, ok := identityOf(f); !ok {
-		return sum, false
-	}
-	var b [256]byte
-	n, _ := io.ReadFull(f, b[:])
 	var rec identity
 	var s []byte
-	k, err := fmt.Sscanf(string(b[:n]), sumFormat, &rec.dev, &rec.ino, &rec.size, &rec.mtime, &rec.ctime, &s)
+	k, err := fmt.Sscanf(string(b), sumFormat, &rec.dev, &rec.ino, &rec.size, &rec.mtime, &rec.ctime, &s)
 	if err != nil || k != 6 || rec != id || len(s) != len(sum) {
 		return sum, false
 	}
