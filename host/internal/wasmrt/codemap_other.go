@@ -8,5 +8,10 @@ import "github.com/tetratelabs/wazero"
 // not map memory itself.
 func (c *Cache) mapCode(wazero.CompiledModule) int { return 0 }
 
-// readThrough leaves cc's reads to wazero outside Linux.
-func (c *Cache) readThrough(wazero.CompilationCache, string) bool { return false }
+// codeFiles: outside Linux a load from the skeleton links the entry into
+// a directory of its own (fromSkeleton).
+type codeFiles struct{}
+
+func (c *Cache) serveEntry(wazero.CompilationCache, string) *codeFiles { return nil }
+
+func (*codeFiles) hit() bool { return false }

@@ -22,10 +22,13 @@ import (
 // wazero v1.9.0 reads the whole of it (11.3 MB for the in-memory plugin)
 // into fresh anonymous pages, and mapCode then compares it byte for byte
 // with the cache's page-aligned copy ("text") before mapping that copy over
-// it: 8 and 3.5 ms of a `chat -m`'s CPU. So a load's own compilation cache
-// (fromSkeleton) reads wazero's entries through codeFiles: the bytes before
-// the code in one read, and the code itself, when a record in the cache
-// says which text file holds it, mapped from that file instead of read.
+// it: 8 and 3.5 ms of a `chat -m`'s CPU. So a load from the skeleton
+// (fromSkeleton) has wazero read the entry it found through codeFiles: the
+// bytes before the code in one read, and the code itself, when a record in
+// the cache says which text file holds it, mapped from that file instead
+// of read. Serving that one entry from the shared directory, it needs no
+// directory of its own, no link and no removal (1 ms of a `chat -m`: ext4
+// allocates an inode for each directory).
 //
 // The record (text/<entry>.map) is written by mapCode after it compared
 // the text file with the code wazero read from the entry, byte for byte.
@@ -44,65 +47,79 @@ import (
 // as wazero's entries, whose machine code wazero runs unchecked, are
 // trusted in the same directory.
 
-// codeFiles is wazero's filecache.Cache over one directory of entries,
-// which reads the code through records; Add and Delete are wazero's own.
-// The method set is wazero v1.9.0's internal filecache.Cache (its Key is
-// an alias of [32]byte).
+// codeFiles is wazero's filecache.Cache for one load from a skeleton: it
+// serves the one entry the load found (path, named name), and nothing
+// else; what wazero would write or delete, it only notes (wrote), so that
+// the load keeps the module only if wazero compiled nothing. The method set
+// is wazero v1.9.0's internal filecache.Cache (its Key is an alias of
+// [32]byte).
 type codeFiles struct {
-	c       *Cache
-	dir     string
-	wazeros interface {
-		Get([32]byte) (io.ReadCloser, bool, error)
-		Add([32]byte, io.Reader) error
-		Delete([32]byte) error
-	}
+	c          *Cache
+	path, name string
+
+	mu     sync.Mutex
+	served bool // Get served the entry
+	wrote  bool // wazero compiled the module (Add) or found the entry stale (Delete)
 }
 
-// readThrough makes cc, a compilation cache on a directory of wazero
-// entries, read them through codeFiles. It must run before cc compiles
-// anything. A wazero whose internals differ keeps its own reads.
-func (c *Cache) readThrough(cc wazero.CompilationCache, dir string) bool {
+// serveEntry makes cc, a compilation cache of wazero's in memory, read
+// its entries through a codeFiles serving only the entry at path. It
+// returns nil, and leaves cc as it is, for a wazero whose internals
+// differ; it must run before cc compiles anything.
+func (c *Cache) serveEntry(cc wazero.CompilationCache, path string) *codeFiles {
 	v := reflect.ValueOf(cc)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return false
+		return nil
 	}
 	f := v.Elem().FieldByName("fileCache")
-	if !f.IsValid() || f.Kind() != reflect.Interface || f.IsNil() {
-		return false
+	if !f.IsValid() || f.Kind() != reflect.Interface {
+		return nil
 	}
-	cf := &codeFiles{c: c, dir: dir}
+	cf := &codeFiles{c: c, path: path, name: filepath.Base(path)}
 	if !reflect.TypeOf(cf).Implements(f.Type()) {
-		return false
+		return nil
 	}
-	field := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
-	w, ok := field.Interface().(interface {
-		Get([32]byte) (io.ReadCloser, bool, error)
-		Add([32]byte, io.Reader) error
-		Delete([32]byte) error
-	})
-	if !ok {
-		return false
-	}
-	cf.wazeros = w
-	field.Set(reflect.ValueOf(cf))
-	return true
+	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(cf))
+	return cf
 }
 
-func (cf *codeFiles) Add(key [32]byte, content io.Reader) error { return cf.wazeros.Add(key, content) }
-func (cf *codeFiles) Delete(key [32]byte) error                 { return cf.wazeros.Delete(key) }
+func (cf *codeFiles) Add([32]byte, io.Reader) error { cf.note(false); return nil }
+func (cf *codeFiles) Delete([32]byte) error         { cf.note(false); return nil }
 
-// Get opens the entry of key: the bytes before the code are read at once,
-// the code mapped from its text file when a record proves it holds the
-// same bytes, read otherwise.
+func (cf *codeFiles) note(served bool) {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	if served {
+		cf.served = true
+	} else {
+		cf.wrote = true
+	}
+}
+
+// hit reports whether wazero took the module's code from the entry and
+// compiled nothing.
+func (cf *codeFiles) hit() bool {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	return cf.served && !cf.wrote
+}
+
+// Get opens the entry if key names it: the bytes before the code are read
+// at once, the code mapped from its text file when a record proves it
+// holds the same bytes, read otherwise.
 func (cf *codeFiles) Get(key [32]byte) (io.ReadCloser, bool, error) {
 	name := hex.EncodeToString(key[:])
-	f, err := os.Open(filepath.Join(cf.dir, name))
+	if name != cf.name {
+		return nil, false, nil
+	}
+	f, err := os.Open(cf.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
 	}
+	cf.note(true)
 	r, err := newEntryReader(f)
 	if err != nil {
 		// Not an entry this reader knows: wazero reads it, and says why

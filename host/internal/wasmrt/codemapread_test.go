@@ -67,7 +67,7 @@ func newCodeCache(t *testing.T) *codeCache {
 // whether it was mapped from the text file while read (the record held).
 func (cc *codeCache) load(t *testing.T) (code []byte, throughRecord bool) {
 	t.Helper()
-	files := &codeFiles{c: cc.c, dir: cc.dir}
+	files := &codeFiles{c: cc.c, path: filepath.Join(cc.dir, hex.EncodeToString(cc.key[:])), name: hex.EncodeToString(cc.key[:])}
 	r, ok, err := files.Get(cc.key)
 	require.NoError(t, err)
 	require.True(t, ok)

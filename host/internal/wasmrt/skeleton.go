@@ -162,6 +162,16 @@ func entry(dir string, id [32]byte) (string, bool) {
 	return found, found != ""
 }
 
+// compiledAs reports whether wazero compiled skel under id, the id its
+// entry was found by.
+func compiledAs(comp *compiled, skel []byte, id [32]byte) bool {
+	got, ok := moduleID(comp.module)
+	if !ok {
+		got = codeID(skel)
+	}
+	return got == id
+}
+
 // skeletonPath is where the skeleton of the module whose sha256 is sum is
 // kept, for this version of the rewrite.
 func (c *Cache) skeletonPath(sum [32]byte) string {
@@ -238,6 +248,25 @@ func (c *Cache) fromSkeleton(ctx context.Context, funcs []capability.Func, sum [
 	if !ok {
 		return nil, false
 	}
+	// wazero reads the entry, and only it, through the cache (codemapread_linux.go).
+	mem := wazero.NewCompilationCache()
+	if files := c.serveEntry(mem, shared); files != nil {
+		comp, err := compileWith(ctx, mem, funcs, skel, pages, false, false)
+		if err == nil && (!files.hit() || !compiledAs(comp, skel, id)) {
+			// wazero compiled the stubs, or not under the entry's id:
+			// never keep them.
+			comp.Close(ctx)
+			os.Remove(c.skeletonIDPath(sum))
+			err = errNotWasm
+		}
+		if err != nil {
+			mem.Close(ctx)
+			return nil, false
+		}
+		comp.cache = mem
+		return comp, true
+	}
+	mem.Close(ctx)
 	// A directory of this load's own, holding only the entry, linked.
 	own, err := os.MkdirTemp(c.dir, ".skeleton-")
 	if err != nil {
@@ -257,19 +286,12 @@ func (c *Cache) fromSkeleton(ctx context.Context, funcs []capability.Func, sum [
 	if err != nil {
 		return nil, false
 	}
-	c.readThrough(cc, sub) // maps the code rather than read it (codemapread_linux.go)
 	comp, err := compileWith(ctx, cc, funcs, skel, pages, false, false)
 	after, serr := os.Stat(linked)
-	if err == nil {
+	if err == nil && !compiledAs(comp, skel, id) {
 		// Compiled under the id the link is named by, or not kept.
-		got, ok := moduleID(comp.module)
-		if !ok {
-			got = codeID(skel)
-		}
-		if got != id {
-			os.Remove(c.skeletonIDPath(sum))
-			serr = errNotWasm
-		}
+		os.Remove(c.skeletonIDPath(sum))
+		serr = errNotWasm
 	}
 	if err != nil || serr != nil || !os.SameFile(before, after) || before.Size() != after.Size() {
 		// wazero compiled the stubs: never keep them.
