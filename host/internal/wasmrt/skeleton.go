@@ -37,11 +37,17 @@ import (
 //
 // The stubs must never run. If wazero does not find the code (the entry
 // was removed, or is damaged and fails wazero's checksum), it compiles the
-// stubs and writes them to the entry. So the load links the entry into a
-// directory of its own, compiles there, and keeps the result only if the
-// linked file is the one it linked, unchanged (same inode, same size):
-// wazero replaces a file it writes (a temporary file renamed over it), and
-// writes whenever it compiled. Otherwise the load goes the whole way.
+// stubs and writes them to the entry. So the load compiles on a cache of
+// wazero's in memory whose file cache serves the one entry it found and
+// nothing else, and writes nothing (codeFiles, codemapread_linux.go); it
+// keeps the result only if wazero read that entry and would have written
+// nothing, and gave the module the id the entry is named by. Where that
+// cache cannot be set up (outside Linux, or a wazero whose internals
+// differ), the load links the entry into a directory of its own, compiles
+// there, and keeps the result only if the linked file is the one it
+// linked, unchanged (same inode, same size): wazero replaces a file it
+// writes (a temporary file renamed over it), and writes whenever it
+// compiled. Otherwise the load goes the whole way.
 //
 // The skeleton relies on how wazero v1.9.0 names its cache entries and
 // what it reads on a hit (engine_cache.go: fileCacheKey, getCompiledModule);
