@@ -56,7 +56,10 @@ func fingerprint(b []byte) string {
 // compared with wazero's, which wazero checked against its own checksum,
 // before the mapping replaces them; the cache directory is trusted as
 // wazero's files beside it are: the file is only ever replaced whole
-// (writeAtomic), never written in place.
+// (writeAtomic), never written in place. After a comparison it records the
+// file for the entry wazero read the code from (recordText), so that the
+// next load maps the file as wazero reads the entry, without a comparison
+// (codemapread_linux.go); code mapped so has nothing left to map here.
 func (c *Cache) mapCode(m wazero.CompiledModule) int {
 	code, owner := executableOf(m)
 	if len(code) < minMappedCode || len(code)%hugePage == 0 || !firstMapping(code, owner) {
