@@ -99,12 +99,11 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	if err != nil {
 		return nil, err
 	}
-	wasm, err := src.read()
+	wasm, sum, err := src.read(h.cache)
 	if err != nil {
 		return nil, err
 	}
-	sum, err := loader.VerifyPin(wasm, opts.SHA256)
-	if err != nil {
+	if err := loader.CheckPin(sum, opts.SHA256); err != nil {
 		return nil, err
 	}
 	sections, err := loader.ReadSections(wasm)

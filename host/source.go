@@ -1,9 +1,11 @@
 package host
 
 import (
+	"crypto/sha256"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/wasmhist/wasmhist/host/internal/wasmrt"
 )
 
 // PluginSource is where a plugin's WebAssembly bytes come from: File or
@@ -28,12 +30,15 @@ func Bytes(name string, wasm []byte) PluginSource {
 // String names the source.
 func (s PluginSource) String() string { return s.name }
 
-func (s PluginSource) read() ([]byte, error) {
+// read returns the plugin's bytes and their sha256. A file's sum comes
+// from the compilation cache's record of it while the file is unchanged
+// (wasmrt.Cache.ReadFile).
+func (s PluginSource) read(c *wasmrt.Cache) ([]byte, [32]byte, error) {
 	if s.path == "" {
 		if s.bytes == nil {
-			return nil, fmt.Errorf("%w: empty plugin source", ErrInvalidConfig)
+			return nil, [32]byte{}, fmt.Errorf("%w: empty plugin source", ErrInvalidConfig)
 		}
-		return s.bytes, nil
+		return s.bytes, sha256.Sum256(s.bytes), nil
 	}
-	return os.ReadFile(s.path)
+	return c.ReadFile(s.path)
 }

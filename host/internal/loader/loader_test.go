@@ -1,8 +1,10 @@
 package loader
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -136,13 +138,13 @@ func FuzzReadSections(f *testing.F) {
 	})
 }
 
-func TestVerifyPin(t *testing.T) {
-	wasm := []byte("module bytes")
+func TestCheckPin(t *testing.T) {
+	got := sha256.Sum256([]byte("module bytes"))
 	const sum = "2f0b0b3e2c1bb9f5a6b3e0e7d0c64cd1b2f3d5f0f0a1f4c2c0b7e2c7f2c1d0e9"
-	_, err := VerifyPin(wasm, sum)
+	err := CheckPin(got, sum)
 	require.ErrorIs(t, err, hosterr.ErrChecksumMismatch)
-	got, _ := VerifyPin(wasm, "")
-	_, uerr := VerifyPin(wasm, strings.ToUpper(hexOf(got)))
+	require.NoError(t, CheckPin(got, ""))
+	uerr := CheckPin(got, strings.ToUpper(hexOf(got)))
 	require.NoError(t, uerr, "upper-case pin refused")
 	assert.ErrorContains(t, err, "expected "+sum)
 	assert.ErrorContains(t, err, "got "+hexOf(got))
@@ -194,6 +196,19 @@ func TestCheckInfo(t *testing.T) {
 			}
 			require.ErrorIs(t, err, tt.err)
 			assert.ErrorContains(t, err, tt.mentioned)
+		})
+	}
+}
+
+// TestValidName: validName accepts what ^[a-z0-9][a-z0-9_-]{0,63}$ does.
+func TestValidName(t *testing.T) {
+	re := regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	for _, name := range []string{
+		"", "a", "0", "-", "_", "-a", "_a", "a-", "a_", "in-memory", "sqlite_2", "A", "aB", "a b", "a.b", "é",
+		strings.Repeat("a", 64), strings.Repeat("a", 65), "a\x00", "a\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.Equal(t, re.MatchString(name), validName(name))
 		})
 	}
 }

@@ -56,19 +56,40 @@ func fingerprint(b []byte) string {
 // compared with wazero's, which wazero checked against its own checksum,
 // before the mapping replaces them; the cache directory is trusted as
 // wazero's files beside it are: the file is only ever replaced whole
-// (writeAtomic), never written in place.
+// (writeAtomic), never written in place. After a comparison it records the
+// file for the entry wazero read the code from (recordText), so that the
+// next load maps the file as wazero reads the entry, without a comparison
+// (codemapread_linux.go); code mapped so has nothing left to map here.
 func (c *Cache) mapCode(m wazero.CompiledModule) int {
 	code, owner := executableOf(m)
 	if len(code) < minMappedCode || len(code)%hugePage == 0 || !firstMapping(code, owner) {
 		return 0
 	}
-	path := c.textPath(code)
-	if mapText(path, code) {
+	return c.mapExecutable(code)
+}
+
+// mapExecutable is mapCode for code seen for the first time.
+func (c *Cache) mapExecutable(code []byte) int {
+	if _, ok := premapped.LoadAndDelete(uintptr(unsafe.Pointer(&code[0]))); ok {
+		// Mapped from the text file as wazero read it (codeFiles); its
+		// checksum touched every page: they leave the resident set, and
+		// stay in the page cache.
+		syscall.Madvise(code, syscall.MADV_DONTNEED)
 		return len(code)
 	}
-	if writePaged(path, code) != nil || !mapText(path, code) {
+	path := c.textPath(code)
+	if id, ok := mapText(path, code); ok {
+		recordText(code, path, id)
+		return len(code)
+	}
+	if writePaged(path, code) != nil {
 		return 0
 	}
+	id, ok := mapText(path, code)
+	if !ok {
+		return 0
+	}
+	recordText(code, path, id)
 	return len(code)
 }
 
@@ -95,31 +116,33 @@ func firstMapping(code []byte, owner uintptr) bool {
 	return true
 }
 
-// mapText maps the file at path over code if it holds the same bytes.
-func mapText(path string, code []byte) bool {
+// mapText maps the file at path over code if it holds the same bytes, and
+// returns the identity the file had before the comparison.
+func mapText(path string, code []byte) (identity, bool) {
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return identity{}, false
 	}
 	defer f.Close()
-	if info, err := f.Stat(); err != nil || info.Size() != int64(len(code)) {
-		return false
+	id, ok := identityOf(f)
+	if !ok || id.size != int64(len(code)) {
+		return identity{}, false
 	}
 	fd := int(f.Fd())
 	// Executable, so that a file system mounted noexec refuses here.
 	seen, err := syscall.Mmap(fd, 0, len(code), syscall.PROT_READ|syscall.PROT_EXEC, syscall.MAP_PRIVATE)
 	if err != nil {
-		return false
+		return identity{}, false
 	}
 	// Unmapped, the compared pages leave the process's resident set; they
 	// stay in the page cache for the mapping below.
 	defer syscall.Munmap(seen)
 	if !bytes.Equal(seen, code) {
-		return false
+		return identity{}, false
 	}
 	at := uintptr(unsafe.Pointer(&code[0]))
 	if mmapFixed(at, len(code), syscall.PROT_READ|syscall.PROT_EXEC, syscall.MAP_PRIVATE, fd) {
-		return true
+		return id, true
 	}
 	// A failed MAP_FIXED may have unmapped the code already: put an
 	// anonymous copy back, as wazero had it.
@@ -130,7 +153,7 @@ func mapText(path string, code []byte) bool {
 	if syscall.Mprotect(code, syscall.PROT_READ|syscall.PROT_EXEC) != nil {
 		panic("wasmrt: machine code restored but not executable")
 	}
-	return false
+	return identity{}, false
 }
 
 // mmapFixed maps n bytes at address at, replacing what was mapped there.

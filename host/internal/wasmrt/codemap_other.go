@@ -7,3 +7,11 @@ import "github.com/tetratelabs/wazero"
 // mapCode leaves the code in wazero's mapping: outside Linux the host does
 // not map memory itself.
 func (c *Cache) mapCode(wazero.CompiledModule) int { return 0 }
+
+// codeFiles: outside Linux a load from the skeleton links the entry into
+// a directory of its own (fromSkeleton).
+type codeFiles struct{}
+
+func (c *Cache) serveEntry(wazero.CompilationCache, string) *codeFiles { return nil }
+
+func (*codeFiles) hit() bool { return false }

@@ -41,24 +41,34 @@ const opI32Const = 0x41
 // and every data segment is active, at an i32.const offset, and ends
 // within the memory's initial size.
 func dataImage(m wazero.CompiledModule) (img []byte, drop func(), ok bool) {
+	_, build, drop, ok := dataLayout(m)
+	if !ok {
+		return nil, nil, false
+	}
+	return build(), drop, true
+}
+
+// dataLayout is dataImage without the image: its size, and build, which
+// lays it out.
+func dataLayout(m wazero.CompiledModule) (size int, build func() []byte, drop func(), ok bool) {
 	v := reflect.ValueOf(m)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return nil, nil, false
+		return 0, nil, nil, false
 	}
 	mod := v.Elem().FieldByName("module")
 	if !mod.IsValid() || mod.Kind() != reflect.Pointer || mod.IsNil() || mod.Elem().Kind() != reflect.Struct {
-		return nil, nil, false
+		return 0, nil, nil, false
 	}
 	mod = mod.Elem()
 	mem, imported, data := mod.FieldByName("MemorySection"), mod.FieldByName("ImportMemoryCount"), mod.FieldByName("DataSection")
 	if !mem.IsValid() || mem.Kind() != reflect.Pointer || mem.IsNil() || mem.Elem().Kind() != reflect.Struct ||
 		!imported.IsValid() || imported.Kind() != reflect.Uint32 || imported.Uint() != 0 ||
 		!data.IsValid() || data.Kind() != reflect.Slice || data.Type().Elem().Kind() != reflect.Struct || data.Len() == 0 {
-		return nil, nil, false
+		return 0, nil, nil, false
 	}
 	minPages := mem.Elem().FieldByName("Min")
 	if !minPages.IsValid() || minPages.Kind() != reflect.Uint32 {
-		return nil, nil, false
+		return 0, nil, nil, false
 	}
 	type segment struct {
 		offset uint64
@@ -72,16 +82,16 @@ func dataImage(m wazero.CompiledModule) (img []byte, drop func(), ok bool) {
 		expr, init, passive := d.FieldByName("OffsetExpression"), d.FieldByName("Init"), d.FieldByName("Passive")
 		if !expr.IsValid() || expr.Kind() != reflect.Struct || !init.IsValid() || init.Kind() != reflect.Slice ||
 			init.Type().Elem().Kind() != reflect.Uint8 || !passive.IsValid() || passive.Kind() != reflect.Bool || passive.Bool() {
-			return nil, nil, false
+			return 0, nil, nil, false
 		}
 		op, arg := expr.FieldByName("Opcode"), expr.FieldByName("Data")
 		if !op.IsValid() || op.Kind() != reflect.Uint8 || op.Uint() != opI32Const ||
 			!arg.IsValid() || arg.Kind() != reflect.Slice || arg.Type().Elem().Kind() != reflect.Uint8 {
-			return nil, nil, false
+			return 0, nil, nil, false
 		}
 		off, ok := sleb32(unsafe.Slice((*byte)(arg.UnsafePointer()), arg.Len()))
 		if !ok || off < 0 {
-			return nil, nil, false
+			return 0, nil, nil, false
 		}
 		b := unsafe.Slice((*byte)(init.UnsafePointer()), init.Len())
 		segs = append(segs, segment{uint64(off), b, init})
@@ -90,12 +100,15 @@ func dataImage(m wazero.CompiledModule) (img []byte, drop func(), ok bool) {
 	if end > minPages.Uint()*PageSize {
 		// Instantiating fails (the segment is out of bounds): as wazero
 		// says it.
-		return nil, nil, false
+		return 0, nil, nil, false
 	}
-	img = make([]byte, end)
-	for _, s := range segs {
-		// Later segments overwrite earlier ones, as instantiation does.
-		copy(img[s.offset:], s.init)
+	build = func() []byte {
+		img := make([]byte, end)
+		for _, s := range segs {
+			// Later segments overwrite earlier ones, as instantiation does.
+			copy(img[s.offset:], s.init)
+		}
+		return img
 	}
 	drop = func() {
 		for _, s := range segs {
@@ -104,7 +117,7 @@ func dataImage(m wazero.CompiledModule) (img []byte, drop func(), ok bool) {
 			reflect.NewAt(s.field.Type(), unsafe.Pointer(s.field.UnsafeAddr())).Elem().SetZero()
 		}
 	}
-	return img, drop, true
+	return int(end), build, drop, true
 }
 
 // sleb32 reads a signed LEB128 of at most 32 bits, the whole of b.

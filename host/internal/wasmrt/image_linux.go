@@ -4,6 +4,8 @@ package wasmrt
 
 import (
 	"bytes"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -28,49 +30,102 @@ func (c *Cache) imagePath(img []byte) string {
 // and which every instance then maps (memImage.load). It leaves the module
 // as it is when it cannot (dataImage), when the segments are small, or
 // when the file cannot be written or does not hold the same bytes.
+//
+// The image is compared with the segments byte for byte, after which a
+// record (image/<module id>.map) names the file by its stat identity, as
+// the code's record does (codemapread_linux.go): a later load of the same
+// module (wazero's id is a sha256 of its bytes, data segments included)
+// opens the file the record names, unchanged, without laying the image out
+// and comparing it (1.4 MB for the in-memory plugin).
 func (c *Cache) memoryImage(comp *compiled) {
-	img, drop, ok := dataImage(comp.module)
-	if !ok || len(img) < minImage {
+	size, build, drop, ok := dataLayout(comp.module)
+	if !ok || size < minImage {
 		return
 	}
+	id, known := moduleID(comp.module)
+	if known {
+		if f := recordedImage(c.imageRecordPath(id), size); f != nil {
+			comp.image = &memImage{f: f, size: size}
+			drop()
+			return
+		}
+	}
+	clock := fsClock()
+	img := build()
 	path := c.imagePath(img)
-	f := openSame(path, img)
+	f, fid := openSame(path, img)
 	if f == nil {
 		if writePaged(path, img) != nil {
 			return
 		}
-		if f = openSame(path, img); f == nil {
+		if f, fid = openSame(path, img); f == nil {
 			return
 		}
+	}
+	if known && fid.ctime < clock {
+		writeAtomic(c.imageRecordPath(id), []byte(fmt.Sprintf(imageRecordFormat, filepath.Base(path), fid.dev, fid.ino, fid.size, fid.mtime, fid.ctime)))
 	}
 	comp.image = &memImage{f: f, size: len(img)}
 	drop()
 }
 
-// openSame opens the file at path if it holds exactly b. The file is kept
-// open: a file renamed over it later does not change what the instances
-// map.
-func openSame(path string, b []byte) *os.File {
-	f, err := os.Open(path)
+// imageRecordPath is where the cache records which file holds the image
+// of the module whose wazero id is id.
+func (c *Cache) imageRecordPath(id [32]byte) string {
+	return filepath.Join(c.dir, "image", hex.EncodeToString(id[:])+".map")
+}
+
+const imageRecordFormat = "image v1 %s %d %d %d %d %d\n"
+
+// recordedImage opens the image the record at path names, if it is a
+// file of size bytes with the identity recorded.
+func recordedImage(path string, size int) *os.File {
+	b, err := readOwn(path)
 	if err != nil {
 		return nil
 	}
-	if info, err := f.Stat(); err != nil || info.Size() != int64(len(b)) {
+	var name string
+	var rec identity
+	k, err := fmt.Sscanf(string(b), imageRecordFormat, &name, &rec.dev, &rec.ino, &rec.size, &rec.mtime, &rec.ctime)
+	if err != nil || k != 6 || name != filepath.Base(name) || filepath.Ext(name) != ".bin" || rec.size != int64(size) {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(filepath.Dir(path), name))
+	if err != nil {
+		return nil
+	}
+	if id, ok := identityOf(f); !ok || id != rec {
 		f.Close()
 		return nil
+	}
+	return f
+}
+
+// openSame opens the file at path if it holds exactly b, and returns the
+// identity it had before the comparison. The file is kept open: a file
+// renamed over it later does not change what the instances map.
+func openSame(path string, b []byte) (*os.File, identity) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, identity{}
+	}
+	id, ok := identityOf(f)
+	if !ok || id.size != int64(len(b)) {
+		f.Close()
+		return nil, identity{}
 	}
 	seen, err := syscall.Mmap(int(f.Fd()), 0, len(b), syscall.PROT_READ, syscall.MAP_PRIVATE)
 	if err != nil {
 		f.Close()
-		return nil
+		return nil, identity{}
 	}
 	same := bytes.Equal(seen, b)
 	syscall.Munmap(seen)
 	if !same {
 		f.Close()
-		return nil
+		return nil, identity{}
 	}
-	return f
+	return f, id
 }
 
 // load puts the image at the start of a new linear memory b: mapped

@@ -58,7 +58,8 @@ func TestMapCodePinned(t *testing.T) {
 		"executableOf found no machine code: wazero's compiledModule.module.ID or compiledEngine.compiledModules[id].executable moved (the code knows github.com/tetratelabs/wazero v1.9.0)")
 	path := c.textPath(code)
 	require.NoError(t, writePaged(path, code))
-	require.True(t, mapText(path, code))
+	_, ok := mapText(path, code)
+	require.True(t, ok)
 	require.Equal(t, path, mappedFile(t, unsafe.Pointer(&code[0])))
 	for range 2 {
 		in, err := rt.InstantiateModule(ctx, m, wazero.NewModuleConfig().WithName(""))
@@ -88,7 +89,8 @@ func TestMapCodeRefusesOtherBytes(t *testing.T) {
 	other := bytes.Clone(code)
 	other[len(other)/2] ^= 0xff
 	require.NoError(t, writePaged(path, other))
-	require.False(t, mapText(path, code), "a file holding other bytes was mapped")
+	_, ok := mapText(path, code)
+	require.False(t, ok, "a file holding other bytes was mapped")
 	require.Equal(t, "", mappedFile(t, unsafe.Pointer(&code[0])))
 	in, err := rt.InstantiateModule(ctx, m, wazero.NewModuleConfig().WithName(""))
 	require.NoError(t, err)

@@ -37,11 +37,17 @@ import (
 //
 // The stubs must never run. If wazero does not find the code (the entry
 // was removed, or is damaged and fails wazero's checksum), it compiles the
-// stubs and writes them to the entry. So the load links the entry into a
-// directory of its own, compiles there, and keeps the result only if the
-// linked file is the one it linked, unchanged (same inode, same size):
-// wazero replaces a file it writes (a temporary file renamed over it), and
-// writes whenever it compiled. Otherwise the load goes the whole way.
+// stubs and writes them to the entry. So the load compiles on a cache of
+// wazero's in memory whose file cache serves the one entry it found and
+// nothing else, and writes nothing (codeFiles, codemapread_linux.go); it
+// keeps the result only if wazero read that entry and would have written
+// nothing, and gave the module the id the entry is named by. Where that
+// cache cannot be set up (outside Linux, or a wazero whose internals
+// differ), the load links the entry into a directory of its own, compiles
+// there, and keeps the result only if the linked file is the one it
+// linked, unchanged (same inode, same size): wazero replaces a file it
+// writes (a temporary file renamed over it), and writes whenever it
+// compiled. Otherwise the load goes the whole way.
 //
 // The skeleton relies on how wazero v1.9.0 names its cache entries and
 // what it reads on a hit (engine_cache.go: fileCacheKey, getCompiledModule);
@@ -162,6 +168,16 @@ func entry(dir string, id [32]byte) (string, bool) {
 	return found, found != ""
 }
 
+// compiledAs reports whether wazero compiled skel under id, the id its
+// entry was found by.
+func compiledAs(comp *compiled, skel []byte, id [32]byte) bool {
+	got, ok := moduleID(comp.module)
+	if !ok {
+		got = codeID(skel)
+	}
+	return got == id
+}
+
 // skeletonPath is where the skeleton of the module whose sha256 is sum is
 // kept, for this version of the rewrite.
 func (c *Cache) skeletonPath(sum [32]byte) string {
@@ -225,17 +241,38 @@ func (c *Cache) fromSkeleton(ctx context.Context, funcs []capability.Func, sum [
 		return nil, false
 	}
 	skel, tail := f[:len(f)-crcSize], f[len(f)-crcSize:]
-	if crc32.Checksum(skel, castagnoli) != binary.BigEndian.Uint32(tail) {
+	crc := crc32.Checksum(skel, castagnoli)
+	if crc != binary.BigEndian.Uint32(tail) {
 		return nil, false
 	}
 	dir := c.codeDir()
 	if dir == "" {
 		return nil, false
 	}
-	shared, ok := entry(dir, codeID(skel))
+	id := c.skeletonID(sum, skel, crc) // skeletonid.go
+	shared, ok := entry(dir, id)
 	if !ok {
 		return nil, false
 	}
+	// wazero reads the entry, and only it, through the cache (codemapread_linux.go).
+	mem := wazero.NewCompilationCache()
+	if files := c.serveEntry(mem, shared); files != nil {
+		comp, err := compileWith(ctx, mem, funcs, skel, pages, false, false)
+		if err == nil && (!files.hit() || !compiledAs(comp, skel, id)) {
+			// wazero compiled the stubs, or not under the entry's id:
+			// never keep them.
+			comp.Close(ctx)
+			os.Remove(c.skeletonIDPath(sum))
+			err = errNotWasm
+		}
+		if err != nil {
+			mem.Close(ctx)
+			return nil, false
+		}
+		comp.cache = mem
+		return comp, true
+	}
+	mem.Close(ctx)
 	// A directory of this load's own, holding only the entry, linked.
 	own, err := os.MkdirTemp(c.dir, ".skeleton-")
 	if err != nil {
@@ -257,6 +294,11 @@ func (c *Cache) fromSkeleton(ctx context.Context, funcs []capability.Func, sum [
 	}
 	comp, err := compileWith(ctx, cc, funcs, skel, pages, false, false)
 	after, serr := os.Stat(linked)
+	if err == nil && !compiledAs(comp, skel, id) {
+		// Compiled under the id the link is named by, or not kept.
+		os.Remove(c.skeletonIDPath(sum))
+		serr = errNotWasm
+	}
 	if err != nil || serr != nil || !os.SameFile(before, after) || before.Size() != after.Size() {
 		// wazero compiled the stubs: never keep them.
 		if err == nil {
