@@ -216,8 +216,41 @@ func (c *decodedMessages) setLast(same int, tail []*decodedEntry) {
 
 // cloneMessage is a deep copy of m: nothing of it is shared with m.
 func cloneMessage(m abi.Message) abi.Message {
+	var cs []abi.Content
 	if m.Contents != nil {
-		cs := make([]abi.Content, len(m.Contents))
+		cs = make([]abi.Content, len(m.Contents))
+	}
+	return cloneMessageInto(m, cs)
+}
+
+// contentsChunk is how many contents cloneMessages allocates at once.
+const contentsChunk = 256
+
+// cloneMessages replaces each of msgs with a deep copy (cloneMessage),
+// allocating their contents contentsChunk at a time: one allocation a
+// message was a fifth of a whole-history provide's instructions. Each
+// message's contents are capped at their length, so an append to them
+// reallocates and never writes into the next message's; a caller who keeps
+// one message keeps at most one chunk's memory alive with it.
+func cloneMessages(msgs []abi.Message) {
+	var chunk []abi.Content
+	for i := range msgs {
+		m := &msgs[i]
+		var cs []abi.Content
+		if n := len(m.Contents); m.Contents != nil {
+			if n > len(chunk) || chunk == nil {
+				chunk = make([]abi.Content, max(n, contentsChunk))
+			}
+			cs, chunk = chunk[:n:n], chunk[n:]
+		}
+		*m = cloneMessageInto(*m, cs)
+	}
+}
+
+// cloneMessageInto is cloneMessage with the copy's contents written to cs,
+// of m.Contents' length (nil when m.Contents is nil).
+func cloneMessageInto(m abi.Message, cs []abi.Content) abi.Message {
+	if m.Contents != nil {
 		for i, c := range m.Contents {
 			c.Arguments = clonedRaw(c.Arguments)
 			c.Result = clonedRaw(c.Result)

@@ -240,3 +240,40 @@ func checkRole(m *abi.Message) error {
 	}
 	return errBadRole
 }
+
+// TestCloneMessagesOwnContents: the copies cloneMessages makes share
+// their contents' memory, but none can reach another's: an append to one
+// message's contents leaves the next one as it was, and contents that were
+// empty stay empty, not absent.
+func TestCloneMessagesOwnContents(t *testing.T) {
+	raws := []json.RawMessage{
+		json.RawMessage(`{"role":"user","contents":[]}`),
+		json.RawMessage(`{"role":"user","contents":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}`),
+		json.RawMessage(`{"role":"assistant","contents":[{"type":"function_call","call_id":"c","name":"f","arguments":{"a":1}}]}`),
+		json.RawMessage(`{"role":"user"}`),
+	}
+	for n := range contentsChunk + 3 { // past a chunk
+		raws = append(raws, orderMsg(n%1000))
+	}
+	var c decodedMessages
+	shared := make([]abi.Message, len(raws))
+	_, err := c.decode(raws, shared, true, nil, nil)
+	require.NoError(t, err)
+	got := slices.Clone(shared)
+	cloneMessages(got)
+	want := scratchDecode(t, raws)
+	require.Equal(t, want, got)
+	require.NotNil(t, got[0].Contents)
+	require.Nil(t, got[3].Contents)
+	for i := range got {
+		got[i].Contents = append(got[i].Contents, abi.Content{Type: abi.ContentText, Text: "appended"})
+		if len(got[i].Contents) > 1 {
+			got[i].Contents[0].Text = "edited"
+		}
+		if i+1 < len(got) {
+			require.Equal(t, want[i+1], got[i+1], "message %d after an append to message %d", i+1, i)
+		}
+	}
+	require.Equal(t, want, scratchDecode(t, raws))
+	require.Equal(t, want, shared, "the remembered messages are untouched")
+}
