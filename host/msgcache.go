@@ -30,7 +30,9 @@ const maxDecodedBytes = 8 << 20
 // caches. Where the expectation fails (an edited, reordered or other
 // history) the map finds the message by its bytes, and the expectation
 // resumes after it. Every message is matched by an exact compare of all its
-// bytes, so nothing a plugin returns can make it answer a stale message.
+// bytes, so nothing a plugin returns can make it answer a stale message
+// (RATIONALE: "Why does provide find a history's messages in the order of
+// the last one?").
 //
 // Every message handed out is a deep copy: callers own what they get and
 // may edit it (RATIONALE: "Why does provide remember decoded messages?").
@@ -45,7 +47,8 @@ type decodedMessages struct {
 	largest int
 	// last is the entries of the last history decoded, in its order; an
 	// entry of a message it did not remember is nil. Every entry in last
-	// is in m, so last adds a pointer per message to the bound on bytes.
+	// is in m, and last is dropped when its pointers alone would pass the
+	// bound on bytes (setLast).
 	last []*decodedEntry
 	// gen counts the changes of last.
 	gen uint64
