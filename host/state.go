@@ -150,9 +150,7 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.
 	kept := applyWindow(msgs, w)
 	// msgs share the host's memory of decoded messages: the caller gets
 	// copies of the ones kept, and only of those.
-	for i := range kept {
-		kept[i] = cloneMessage(kept[i])
-	}
+	cloneMessages(kept)
 	if !raw {
 		return nil, kept, nil
 	}
