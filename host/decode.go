@@ -135,14 +135,14 @@ var errNotPlain = errors.New("not a plain response")
 // string belongs. The caller then decodes it with unmarshalOutput, which
 // accepts or refuses it and says why as it always has: this decoder never
 // accepts what that refuses, and whatever it accepts it decodes to the
-// same value (FuzzDecodeOutputFast). The raw values it returns alias one
-// copy of out, which is the plugin's memory.
+// same value (FuzzDecodeOutputFast). The raw values it returns alias out,
+// which the caller gives up: invoke hands every decoder an output of its
+// own, never a plugin's memory.
 func decodeOutputFast(out []byte, provide bool) (r abi.ProvideResponse, ok bool) {
 	if !utf8.Valid(out) {
 		return r, false
 	}
-	b := bytes.Clone(out)
-	d := guestjson.NewDecoder(b)
+	d := guestjson.NewDecoder(out)
 	if d.Peek() != '{' {
 		return r, false
 	}
