@@ -170,7 +170,8 @@ func decodeOutputFast(out []byte, provide bool) (r abi.ProvideResponse, ok bool)
 			if err := once(1, '['); err != nil {
 				return err
 			}
-			r.Messages = []json.RawMessage{}
+			// Room for a database plugin's usual window at once.
+			r.Messages = make([]json.RawMessage, 0, 32)
 			return d.Array(func() error {
 				v, err := d.ReadValue()
 				r.Messages = append(r.Messages, v)

@@ -241,8 +241,11 @@ func (r *run) loadHistory(ctx context.Context) ([]abi.Message, error) {
 		return nil, err
 	}
 	out := make([]abi.Message, len(h))
+	// Each message's Source of its own, all made in one allocation.
+	srcs := make([]abi.Source, len(h))
 	for i, m := range h {
-		m.Source = &abi.Source{Type: abi.SourceChatHistory, ID: pc.Provider.StateKey()}
+		srcs[i] = abi.Source{Type: abi.SourceChatHistory, ID: pc.Provider.StateKey()}
+		m.Source = &srcs[i]
 		out[i] = m
 	}
 	return out, nil
