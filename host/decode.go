@@ -135,14 +135,14 @@ var errNotPlain = errors.New("not a plain response")
 // string belongs. The caller then decodes it with unmarshalOutput, which
 // accepts or refuses it and says why as it always has: this decoder never
 // accepts what that refuses, and whatever it accepts it decodes to the
-// same value (FuzzDecodeOutputFast). The raw values it returns alias one
-// copy of out, which is the plugin's memory.
+// same value (FuzzDecodeOutputFast). The raw values it returns alias out,
+// which the caller gives up: invoke hands every decoder an output of its
+// own, never a plugin's memory.
 func decodeOutputFast(out []byte, provide bool) (r abi.ProvideResponse, ok bool) {
 	if !utf8.Valid(out) {
 		return r, false
 	}
-	b := bytes.Clone(out)
-	d := guestjson.NewDecoder(b)
+	d := guestjson.NewDecoder(out)
 	if d.Peek() != '{' {
 		return r, false
 	}
@@ -170,7 +170,8 @@ func decodeOutputFast(out []byte, provide bool) (r abi.ProvideResponse, ok bool)
 			if err := once(1, '['); err != nil {
 				return err
 			}
-			r.Messages = []json.RawMessage{}
+			// Room for a database plugin's usual window at once.
+			r.Messages = make([]json.RawMessage, 0, 32)
 			return d.Array(func() error {
 				v, err := d.ReadValue()
 				r.Messages = append(r.Messages, v)
@@ -299,10 +300,9 @@ func decodeMessages(export, field string, raws []json.RawMessage) ([]abi.Message
 // decodeMessagesAt is decodeMessages of raws that start at index first of
 // field, so that errors name the index in field.
 func decodeMessagesAt(export, field string, first int, raws []json.RawMessage) ([]abi.Message, error) {
-	ms := schema.Project(schemas.Message)
 	msgs := make([]abi.Message, len(raws))
 	for i, raw := range raws {
-		if err := ms.Validate(raw); err != nil {
+		if err := validateMessage(raw); err != nil {
 			return nil, invalidOutput(export, "%s[%d]: %v", field, first+i, err)
 		}
 		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
@@ -320,9 +320,8 @@ func decodeMessagesAt(export, field string, first int, raws []json.RawMessage) (
 // such a turn (RATIONALE: "Why does the host remember messages a plugin
 // returned by value?").
 func decodeValueMessages(cache *decodedMessages, export, field string, raws []json.RawMessage) ([]abi.Message, error) {
-	ms := schema.Project(schemas.Message)
 	msgs := make([]abi.Message, len(raws))
-	if i, err := cache.decode(raws, msgs, false, ms.Validate, nil); err != nil {
+	if i, err := cache.decode(raws, msgs, false, validateMessage, nil); err != nil {
 		return nil, invalidOutput(export, "%s[%d]: %v", field, i, err)
 	}
 	return msgs, nil
@@ -354,3 +353,124 @@ func decodeStoredMessages(cache *decodedMessages, export, at string, raws []json
 }
 
 var errBadRole = errors.New("not a message role")
+
+// validateMessage checks a message a plugin returned by value against the
+// message schema: a plain message (plainMessage) without the schema
+// library, which allocated 13.6 kB and 249 objects to accept a one-line
+// text message (its if/then branches each build a failure they discard),
+// and any other through the library, which says what is wrong.
+func validateMessage(raw json.RawMessage) error {
+	if plainMessage(raw) {
+		return nil
+	}
+	return schema.Project(schemas.Message).Validate(raw)
+}
+
+// plainMessage reports whether raw is a message of the plainest shape,
+// which the message schema accepts without a doubt: one JSON object with
+// "role" (one of the four roles, written without escapes), "contents" (an
+// array of objects with "type" "text" or "reasoning" and optionally a
+// string "text"), and optionally "source" (an object with "type" one of
+// the three sources and optionally a string "id") and the strings
+// "message_id" and "author_name", each member once. Anything else, and
+// anything it is unsure of, it leaves to the schema (false):
+// FuzzPlainMessage checks that the schema accepts whatever it accepts.
+func plainMessage(raw []byte) bool {
+	d := guestjson.NewDecoder(raw)
+	if d.Peek() != '{' {
+		return false
+	}
+	var seen uint8
+	once := func(bit uint8, want byte) error {
+		if seen&bit != 0 || d.Peek() != want {
+			return errNotPlain
+		}
+		seen |= bit
+		return nil
+	}
+	err := d.Object(func(key []byte) error {
+		switch string(key) {
+		case "role":
+			if err := once(1, '"'); err != nil {
+				return err
+			}
+			return readOneOf(&d, `"system"`, `"user"`, `"assistant"`, `"tool"`)
+		case "contents":
+			if err := once(2, '['); err != nil {
+				return err
+			}
+			return d.Array(func() error { return plainContent(&d) })
+		case "source":
+			if err := once(4, '{'); err != nil {
+				return err
+			}
+			var sseen uint8
+			err := d.Object(func(key []byte) error {
+				switch {
+				case string(key) == "type" && sseen&1 == 0 && d.Peek() == '"':
+					sseen |= 1
+					return readOneOf(&d, `"external"`, `"chat_history"`, `"context_provider"`)
+				case string(key) == "id" && sseen&2 == 0 && d.Peek() == '"':
+					sseen |= 2
+					return d.Skip()
+				}
+				return errNotPlain
+			})
+			if err == nil && sseen&1 == 0 {
+				return errNotPlain
+			}
+			return err
+		case "message_id":
+			if err := once(8, '"'); err != nil {
+				return err
+			}
+			return d.Skip()
+		case "author_name":
+			if err := once(16, '"'); err != nil {
+				return err
+			}
+			return d.Skip()
+		}
+		return errNotPlain
+	})
+	return err == nil && seen&3 == 3 && d.End() == nil
+}
+
+// plainContent reads one content part of a plain message: {"type":"text"}
+// or {"type":"reasoning"}, written without escapes, with optionally a
+// string "text", each once.
+func plainContent(d *guestjson.Decoder) error {
+	if d.Peek() != '{' {
+		return errNotPlain
+	}
+	var seen uint8
+	err := d.Object(func(key []byte) error {
+		switch {
+		case string(key) == "type" && seen&1 == 0 && d.Peek() == '"':
+			seen |= 1
+			return readOneOf(d, `"text"`, `"reasoning"`)
+		case string(key) == "text" && seen&2 == 0 && d.Peek() == '"':
+			seen |= 2
+			return d.Skip()
+		}
+		return errNotPlain
+	})
+	if err == nil && seen&1 == 0 {
+		return errNotPlain
+	}
+	return err
+}
+
+// readOneOf reads a value whose exact bytes are one of want.
+func readOneOf(d *guestjson.Decoder, want ...string) error {
+	v, err := d.ReadValue()
+	if err != nil {
+		return err
+	}
+	for _, w := range want {
+		if string(v) == w {
+			return nil
+		}
+	}
+	return errNotPlain
+}

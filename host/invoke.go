@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,6 +81,12 @@ func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode
 	}
 	call := capability.NewCall(ctx, p.name, p.grants, p.host.backends)
 	out, err := r.run(capability.WithCall(ctx, call), export, input)
+	if _, native := r.(nativeBackend); native && err == nil {
+		// decode may keep slices of out (a state, say): a WebAssembly
+		// instance's output is already a copy out of its memory, but a
+		// native handler may reuse the buffer it returned.
+		out = bytes.Clone(out)
+	}
 	outLen = len(out)
 	if err == nil && len(out) > p.limits.MaxOutputBytes {
 		err = fmt.Errorf("%w: %d bytes, limit %d", ErrOutputTooLarge, len(out), p.limits.MaxOutputBytes)

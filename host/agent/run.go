@@ -241,8 +241,11 @@ func (r *run) loadHistory(ctx context.Context) ([]abi.Message, error) {
 		return nil, err
 	}
 	out := make([]abi.Message, len(h))
+	// Each message's Source of its own, all made in one allocation.
+	srcs := make([]abi.Source, len(h))
 	for i, m := range h {
-		m.Source = &abi.Source{Type: abi.SourceChatHistory, ID: pc.Provider.StateKey()}
+		srcs[i] = abi.Source{Type: abi.SourceChatHistory, ID: pc.Provider.StateKey()}
+		m.Source = &srcs[i]
 		out[i] = m
 	}
 	return out, nil
@@ -253,7 +256,9 @@ func (r *run) compose(convID string, produced, results []abi.Message) []abi.Mess
 	var out []abi.Message
 	switch {
 	case convID == "":
-		// Nothing keeps the conversation: send all of it.
+		// Nothing keeps the conversation: send all of it, built in one
+		// allocation.
+		out = make([]abi.Message, 0, len(r.ctxMsgs)+len(r.history)+len(r.resumed)+len(r.input)+len(produced))
 		out = append(out, r.ctxMsgs...)
 		if r.sentinel() {
 			// The middleware puts the history in and pairs it with the
@@ -262,7 +267,9 @@ func (r *run) compose(convID string, produced, results []abi.Message) []abi.Mess
 			out = append(out, r.resumed...)
 			out = append(out, r.input...)
 		} else {
-			out = append(out, reducer.StripOrphans(concat(r.history, r.resumed, r.input))...)
+			n := len(out)
+			out = append(append(append(out, r.history...), r.resumed...), r.input...)
+			out = reducer.AppendStripOrphans(out[:n], out[n:])
 		}
 		out = append(out, produced...)
 	case r.calls == 0:
@@ -620,7 +627,14 @@ func addUsage(sum *abi.Usage, u *abi.Usage) {
 }
 
 func concat(parts ...[]abi.Message) []abi.Message {
-	var out []abi.Message
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]abi.Message, 0, n)
 	for _, p := range parts {
 		out = append(out, p...)
 	}

@@ -11,14 +11,27 @@ import "github.com/wasmhist/wasmhist/abi"
 // since it carries nothing a later turn needs. A tool message left with no
 // result is dropped. Messages that need no change are returned as they are;
 // msgs itself is never modified.
-func StripOrphans(msgs []abi.Message) []abi.Message { return strip(msgs, true) }
+func StripOrphans(msgs []abi.Message) []abi.Message {
+	return strip(make([]abi.Message, 0, len(msgs)), msgs, true)
+}
+
+// AppendStripOrphans appends what StripOrphans returns for msgs to dst.
+// msgs may start where dst ends, in dst's own array (dst[:n] and
+// dst[n:m]): the messages are then stripped in place, which is how a
+// caller builds a model request's messages in one allocation.
+func AppendStripOrphans(dst, msgs []abi.Message) []abi.Message { return strip(dst, msgs, true) }
 
 // StripOrphanCalls is StripOrphans for calls only: tool results whose call
 // is not in msgs are kept. It suits a batch of new messages to store, whose
 // first tool results may answer a call stored by an earlier run.
-func StripOrphanCalls(msgs []abi.Message) []abi.Message { return strip(msgs, false) }
+func StripOrphanCalls(msgs []abi.Message) []abi.Message {
+	return strip(make([]abi.Message, 0, len(msgs)), msgs, false)
+}
 
-func strip(msgs []abi.Message, results bool) []abi.Message {
+// strip appends msgs without their orphans to out. The i-th message is
+// read before anything is written past out's first len(out)+i elements,
+// so msgs may be out's own continuation.
+func strip(out, msgs []abi.Message, results bool) []abi.Message {
 	calls, answered := map[string]bool{}, map[string]bool{}
 	for _, m := range msgs {
 		for _, c := range m.Contents {
@@ -30,7 +43,6 @@ func strip(msgs []abi.Message, results bool) []abi.Message {
 			}
 		}
 	}
-	out := make([]abi.Message, 0, len(msgs))
 	for _, m := range msgs {
 		orphan := func(c abi.Content) bool {
 			return (c.Type == abi.ContentFunctionCall && !answered[c.CallID]) ||

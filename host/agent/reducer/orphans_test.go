@@ -44,6 +44,13 @@ func TestStripOrphans(t *testing.T) {
 			got := StripOrphans(tc.in)
 			require.Equal(t, tc.want, got)
 			require.Equal(t, before, names(tc.in), "input modified")
+
+			// Appended after a message, and in place: the messages
+			// continue the destination in its own array.
+			lead := sys("lead")
+			require.Equal(t, append([]abi.Message{lead}, tc.want...), AppendStripOrphans([]abi.Message{lead}, tc.in))
+			buf := append(append(make([]abi.Message, 0, 1+len(tc.in)), lead), tc.in...)
+			require.Equal(t, append([]abi.Message{lead}, tc.want...), AppendStripOrphans(buf[:1], buf[1:]))
 		})
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"modernc.org/libc"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/wasmhist/wasmhist/host/internal/capability"
@@ -99,9 +98,7 @@ func (s *session) changes(ctx context.Context) *changeMark {
 	var m changeMark
 	err := s.conn.Raw(func(dc any) error {
 		c := dc.(*conn)
-		tls := libc.NewTLS()
-		m.rows = sqlite3.Xsqlite3_total_changes64(tls, c.handle)
-		tls.Close()
+		m.rows = sqlite3.Xsqlite3_total_changes64(c.callTLS(), c.handle)
 		rows, err := c.query(ctx, `SELECT (SELECT schema_version FROM pragma_schema_version), (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id)`, nil, false)
 		if err != nil {
 			return err
@@ -142,9 +139,8 @@ func (s *session) unchanged(ctx context.Context) bool {
 func (s *session) wrote() bool {
 	state := int32(sqlite3.SQLITE_TXN_WRITE)
 	s.conn.Raw(func(dc any) error {
-		tls := libc.NewTLS()
-		state = sqlite3.Xsqlite3_txn_state(tls, dc.(*conn).handle, 0)
-		tls.Close()
+		c := dc.(*conn)
+		state = sqlite3.Xsqlite3_txn_state(c.callTLS(), c.handle, 0)
 		return nil
 	})
 	return state == sqlite3.SQLITE_TXN_WRITE

@@ -115,5 +115,10 @@ func (c *conn) closePrepared() {
 // keeps a connection with statements open until they are finalized.
 func (c *conn) Close() error {
 	c.closePrepared()
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	if c.tls != nil {
+		c.tls.Close()
+		c.tls = nil
+	}
+	return err
 }

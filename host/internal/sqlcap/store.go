@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"modernc.org/libc"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -264,6 +265,20 @@ type conn struct {
 	handle uintptr // the sqlite3* of the connection, for interrupts
 	// prepared are the statements the connection keeps (prepared.go).
 	prepared map[preparedKey]preparedStmt
+	// tls is the C thread state of the host's own calls into SQLite on
+	// this connection (callTLS), made once: one per call was a malloc, two
+	// maps and a registry entry, twice a plugin call.
+	tls *libc.TLS
+}
+
+// callTLS returns the connection's C thread state for a call into SQLite
+// from the goroutine that holds the connection (under sql.Conn.Raw, which
+// holds it alone); an interrupt from another goroutine makes its own.
+func (c *conn) callTLS() *libc.TLS {
+	if c.tls == nil {
+		c.tls = libc.NewTLS()
+	}
+	return c.tls
 }
 
 func (c *conn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {

@@ -3,6 +3,7 @@ package sqlwire
 import (
 	"encoding/json"
 	"errors"
+	"sync"
 
 	"github.com/wasmhist/wasmhist/internal/guestjson"
 )
@@ -84,7 +85,7 @@ func decodeStatement(d *guestjson.Decoder) (st WireStatement, err error) {
 				return errNotPlain
 			}
 			var err error
-			st.SQL, err = d.ReadString()
+			st.SQL, err = readSQL(d)
 			return err
 		case string(key) == "args" && seen&2 == 0:
 			seen |= 2
@@ -129,4 +130,54 @@ func decodeStringArg(raw []byte) (s string, ok bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// sqlTexts are the statements' SQL texts decoded so far, by their JSON
+// string exactly as a request wrote it: a plugin sends the same few
+// statements on every call, each a string of some hundred bytes with
+// escaped newlines, and decoding them again was an unescaping buffer and
+// a string per statement, 2.8 kB of a sqlite turn. The same bytes decode
+// to the same text, so a remembered text is what decoding would give. It
+// holds at most maxSQLTexts texts of at most maxSQLTextBytes in all, and
+// starts over when full, so a plugin that sends ever new statements costs
+// what it did before and holds no more memory.
+var sqlTexts struct {
+	mu    sync.Mutex
+	m     map[string]string
+	bytes int
+}
+
+const (
+	maxSQLTexts     = 256
+	maxSQLTextBytes = 256 << 10
+)
+
+// readSQL reads a statement's SQL string, from sqlTexts when it has it.
+func readSQL(d *guestjson.Decoder) (string, error) {
+	raw, err := d.ReadValue()
+	if err != nil {
+		return "", err
+	}
+	sqlTexts.mu.Lock()
+	s, ok := sqlTexts.m[string(raw)]
+	sqlTexts.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	sd := guestjson.NewDecoder(raw)
+	if s, err = sd.ReadString(); err != nil {
+		return "", err
+	}
+	if size := len(raw) + len(s); size <= maxSQLTextBytes/16 {
+		sqlTexts.mu.Lock()
+		if sqlTexts.m == nil || len(sqlTexts.m) >= maxSQLTexts || sqlTexts.bytes+size > maxSQLTextBytes {
+			sqlTexts.m, sqlTexts.bytes = make(map[string]string), 0
+		}
+		if _, dup := sqlTexts.m[string(raw)]; !dup {
+			sqlTexts.m[string(raw)] = s
+			sqlTexts.bytes += size
+		}
+		sqlTexts.mu.Unlock()
+	}
+	return s, nil
 }

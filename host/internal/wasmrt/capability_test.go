@@ -92,6 +92,16 @@ func TestEncodeResponseIsWhatJSONMarshalWrites(t *testing.T) {
 			enc.SetEscapeHTML(false)
 			require.NoError(t, enc.Encode(tc.resp))
 			got := encodeResponse(tc.resp)
+			// A response written into kernel memory is the same bytes,
+			// in a block of its own, between blocks left as they were.
+			k := newKernel(1<<20, nil)
+			before := k.write([]byte("before"))
+			off := k.writeResponse(tc.resp)
+			after := k.write([]byte("after"))
+			require.NotZero(t, off)
+			assert.Equal(t, string(got), string(k.bytes(off, k.length(off))))
+			assert.Equal(t, "before", string(k.bytes(before, k.length(before))))
+			assert.Equal(t, "after", string(k.bytes(after, k.length(after))))
 			want, err := json.Marshal(tc.resp)
 			require.NoError(t, err)
 			assert.JSONEq(t, string(want), string(got))

@@ -205,8 +205,9 @@ func (in *Instance) Close(ctx context.Context) error {
 //   - hosterr.ErrTrap for any other trap (a Go guest's panic included),
 //     with what the guest wrote to stderr.
 //
-// Output is not limited here beyond the kernel memory cap; the caller
-// checks its size before decoding.
+// The output is a copy the caller owns: nothing of the instance's memory
+// shows through it. Output is not limited here beyond the kernel memory
+// cap; the caller checks its size before decoding.
 func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
 	// A deadline already past never starts a call, even before its
 	// context's timer has fired (a 1 ns timeout would otherwise let a
