@@ -101,7 +101,7 @@ func (it *interrupter) watch(ctx context.Context, tls *libc.TLS) (stop func()) {
 func (it *interrupter) interrupt() {
 	it.mu.Lock()
 	defer it.mu.Unlock()
-	if !it.active {
+	if !it.active || it.stopped.Load() {
 		return
 	}
 	it.stopped.Store(true)
