@@ -89,6 +89,7 @@ type session struct {
 	// End rolls back even when the export call succeeded.
 	failed error
 
+	dc    *conn     // the driver connection of conn, once a request asked
 	calls txn.Calls // of the txn.Txn the session joined (join.go)
 	ended bool
 	// mark is what the connection had changed when the call that began

@@ -115,6 +115,9 @@ func (c *conn) closePrepared() {
 // keeps a connection with statements open until they are finalized.
 func (c *conn) Close() error {
 	c.closePrepared()
+	// Before the handle is freed, and so before SQLite can hand its
+	// address to another connection.
+	c.intr.close()
 	err := c.Conn.Close()
 	if c.tls != nil {
 		c.tls.Close()

@@ -42,16 +42,25 @@ func (s *session) run(ctx context.Context, request []byte) ([]byte, error) {
 	}
 	// The time limit starts once the transaction holds what it waited
 	// for: the wait is the host's (see begin).
-	ctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
+	rctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
 	defer cancel()
+	c, err := s.driverConn()
+	if err != nil {
+		return nil, s.fail(rctx, err)
+	}
+	// The statements run with a context that never ends: the interrupter
+	// stops them at rctx's end instead of the driver (interrupt.go).
+	stop := c.intr.watch(rctx, c.callTLS())
+	defer stop()
+	sctx := context.WithoutCancel(rctx)
 	out := newResultWriter(s.limits)
 	for i, st := range stmts {
-		if err := s.exec(ctx, st, out); err != nil {
+		if err := s.exec(sctx, c, st, out); err != nil {
 			var ae *abi.Error
 			if errors.As(err, &ae) && len(stmts) > 1 {
 				err = sqlwire.InStatement(ae, i)
 			}
-			return nil, s.fail(ctx, err)
+			return nil, s.fail(rctx, err)
 		}
 	}
 	return out.finish(), nil
@@ -65,7 +74,9 @@ func (s *session) run(ctx context.Context, request []byte) ([]byte, error) {
 // Options.BusyTimeout, past which the request fails with a busyError.
 func (s *session) begin(ctx context.Context, write bool) error {
 	if !write {
-		if err := s.hostExec(ctx, "BEGIN"); err != nil {
+		// A deferred BEGIN takes no lock, so it cannot wait: a context
+		// that never ends spares the driver's watcher goroutine.
+		if err := s.hostExec(context.WithoutCancel(ctx), "BEGIN"); err != nil {
 			return err
 		}
 		s.began = true
@@ -184,9 +195,27 @@ func (s *session) fail(ctx context.Context, err error) error {
 	return out
 }
 
-func (s *session) exec(ctx context.Context, st statement, out *resultWriter) error {
-	return s.conn.Raw(func(dc any) error {
-		c := dc.(*conn)
+// driverConn is the session's driver connection, which the session holds
+// alone until End.
+func (s *session) driverConn() (*conn, error) {
+	if s.dc == nil {
+		if err := s.conn.Raw(func(dc any) error {
+			s.dc = dc.(*conn)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return s.dc, nil
+}
+
+// exec runs a plugin's statement on c, the session's connection, with a
+// context that never ends: c's interrupter bounds it (see run).
+func (s *session) exec(ctx context.Context, c *conn, st statement, out *resultWriter) error {
+	return s.conn.Raw(func(any) error {
+		if err := c.intr.check(); err != nil {
+			return err
+		}
 		var before map[string]bool
 		if mayAlter(st.SQL) {
 			var err error
@@ -207,9 +236,7 @@ func (s *session) exec(ctx context.Context, st statement, out *resultWriter) err
 			}
 			return s.withDenial(c, err)
 		}
-		stop := interruptWhenDone(ctx, c.handle)
-		err = out.statement(rows, st.JSON)
-		stop()
+		err = out.statement(rows, st.JSON, c.intr)
 		c.policy.plugin.Store(false)
 		if cerr := rows.Close(); err == nil {
 			err = cerr
@@ -334,7 +361,7 @@ func (s *session) mapError(ctx context.Context, err error) (*abi.Error, bool) {
 	if errors.As(err, &d) {
 		return abi.Errorf(abi.CodePermissionDenied, "sql: %s", d.reason), d.ran
 	}
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if ctx.Err() != nil || errors.Is(err, errInterrupted) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return abi.Errorf(abi.CodeResourceExhausted, "sql: request exceeded its time limit of %s and was interrupted", s.limits.Timeout), true
 	}
 	msg := "sql: " + err.Error()
@@ -407,7 +434,7 @@ func newResultWriter(l Limits) *resultWriter {
 
 func (w *resultWriter) hadColumns() bool { return w.columns }
 
-func (w *resultWriter) statement(rows driver.Rows, jsonCols map[string]bool) error {
+func (w *resultWriter) statement(rows driver.Rows, jsonCols map[string]bool, intr *interrupter) error {
 	w.Begin()
 	cols := rows.Columns()
 	w.columns = len(cols) > 0
@@ -430,6 +457,11 @@ func (w *resultWriter) statement(rows driver.Rows, jsonCols map[string]bool) err
 	}
 	dest := w.dest[:len(cols)]
 	for r := 0; ; r++ {
+		// The request may have been interrupted between two steps, while
+		// no statement ran for SQLite to stop.
+		if err := intr.check(); err != nil {
+			return err
+		}
 		err := rows.Next(dest)
 		if err == io.EOF {
 			break

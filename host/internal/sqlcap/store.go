@@ -253,7 +253,7 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 			return nil, fmt.Errorf("sqlcap: %s: %w", q, err)
 		}
 	}
-	return &conn{Conn: dc, inner: inner, policy: p, handle: handle}, nil
+	return &conn{Conn: dc, inner: inner, policy: p, handle: handle, intr: newInterrupter(handle, c.opts.BusyTimeout)}, nil
 }
 
 // conn is a driver connection with its authorizer policy. database/sql only
@@ -262,7 +262,9 @@ type conn struct {
 	driver.Conn
 	inner  sqlite.ExecQuerierContext
 	policy *policy
-	handle uintptr // the sqlite3* of the connection, for interrupts
+	handle uintptr // the sqlite3* of the connection
+	// intr interrupts the plugin's statements (interrupt.go).
+	intr *interrupter
 	// prepared are the statements the connection keeps (prepared.go).
 	prepared map[preparedKey]preparedStmt
 	// tls is the C thread state of the host's own calls into SQLite on
