@@ -58,14 +58,6 @@ func (c *Cache) take(raw []byte) *Doc {
 	return nil
 }
 
-// Contains reports whether a cached Doc's document is raw. Every Doc the
-// host puts back holds a state that passed the state schema, so this
-// answers "was raw validated?" without validating it.
-func (c *Cache) Contains(raw []byte) bool {
-	_, ok := c.Claim(raw)
-	return ok
-}
-
 // A Claim is the record that a cached Doc's document was found equal to
 // some bytes: the Doc and its count of edits then. While the Doc's count
 // is unchanged its document is still those bytes, so TakeClaimed can hand
@@ -75,9 +67,11 @@ type Claim struct {
 	edits uint64
 }
 
-// Claim is Contains, and returns the Claim of the Doc found: one compare
-// of raw serves both the check that raw was validated and the Take of its
-// Doc later in the same call (TakeClaimed).
+// Claim reports whether a cached Doc's document is raw, and returns the
+// Claim of the Doc found. Every Doc the host puts back holds a state that
+// passed the state schema, so this answers "was raw validated?" without
+// validating it; and the one compare serves the Take of the Doc later in
+// the same call too (TakeClaimed).
 func (c *Cache) Claim(raw []byte) (Claim, bool) {
 	if len(raw) == 0 {
 		return Claim{}, false

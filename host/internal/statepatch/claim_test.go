@@ -141,4 +141,3 @@ func FuzzTakeClaimed(f *testing.F) {
 		}
 	})
 }
-
