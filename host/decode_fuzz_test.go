@@ -53,7 +53,7 @@ func FuzzDecodeProvide(f *testing.F) {
 			return
 		}
 		if r.FromState != nil {
-			_, _, err = p.selectFromState(abi.ExportProvide, state, r.FromState, true)
+			_, _, err = p.selectFromState(abi.ExportProvide, state, statepatch.Claim{}, r.FromState, true)
 			checkDecodeErr(t, err)
 		}
 		_, err = decodeMessages(abi.ExportProvide, "messages", r.Messages)
@@ -73,7 +73,7 @@ func FuzzDecodeStoreAndClear(f *testing.F) {
 			c, err := decodeChange(export, b)
 			checkDecodeErr(t, err)
 			if err == nil {
-				_, _, err = p.applyChange(export, json.RawMessage(`{"a":[1]}`), c)
+				_, _, _, err = p.applyChange(export, json.RawMessage(`{"a":[1]}`), statepatch.Claim{}, c)
 				checkDecodeErr(t, err)
 			}
 		}
@@ -124,7 +124,7 @@ func FuzzSelectPointer(f *testing.F) {
 	f.Add([]byte(`"s"`), "/x")
 	p := &Plugin{docs: statepatch.NewCache(4)}
 	f.Fuzz(func(t *testing.T, doc []byte, ptr string) {
-		_, _, err := p.selectFromState(abi.ExportProvide, doc, &abi.StateSelection{Pointer: ptr}, true)
+		_, _, err := p.selectFromState(abi.ExportProvide, doc, statepatch.Claim{}, &abi.StateSelection{Pointer: ptr}, true)
 		checkDecodeErr(t, err)
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/statepatch"
 )
 
 // The state-level operations below take the state to call with (already
@@ -24,7 +25,10 @@ type provided struct {
 // provide runs the provide export. raw says whether the caller wants the
 // selected history as the plugin stored it too (provided.raw): a copy of
 // the history's bytes, which Provider.Provide does without.
-func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request []json.RawMessage, raw bool) (*provided, error) {
+//
+// cl is the Claim of state's cached Doc (checkState), as every export below
+// takes it: the Doc is found without comparing the state again.
+func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, cl statepatch.Claim, request []json.RawMessage, raw bool) (*provided, error) {
 	r := newRequest(p.stateSize(abi.ExportProvide, state) + rawSize(request))
 	p.common(r, abi.ExportProvide, facts, state)
 	if len(request) > 0 {
@@ -36,13 +40,13 @@ func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json
 		if err != nil {
 			return err
 		}
-		next, changed, err := p.applyChange(abi.ExportProvide, state, &resp.StateChange)
+		next, ncl, changed, err := p.applyChange(abi.ExportProvide, state, cl, &resp.StateChange)
 		if err != nil {
 			return err
 		}
 		switch {
 		case resp.FromState != nil:
-			res.raw, res.msgs, err = p.selectFromState(abi.ExportProvide, next, resp.FromState, raw)
+			res.raw, res.msgs, err = p.selectFromState(abi.ExportProvide, next, ncl, resp.FromState, raw)
 		case len(resp.Messages) > 0:
 			res.raw = resp.Messages
 			res.msgs, err = decodeValueMessages(&p.provided, abi.ExportProvide, "messages", resp.Messages)
@@ -59,32 +63,32 @@ func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json
 	return &res, nil
 }
 
-func (p *Plugin) store(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request, response []json.RawMessage) (json.RawMessage, bool, error) {
+func (p *Plugin) store(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, cl statepatch.Claim, request, response []json.RawMessage) (json.RawMessage, bool, error) {
 	r := newRequest(p.stateSize(abi.ExportStore, state) + rawSize(request, response))
 	p.common(r, abi.ExportStore, facts, state)
 	r.array("request_messages", request)
 	r.array("response_messages", response)
-	return p.change(ctx, abi.ExportStore, state, r.bytes())
+	return p.change(ctx, abi.ExportStore, state, cl, r.bytes())
 }
 
-func (p *Plugin) clear(ctx context.Context, facts abi.SessionFacts, state json.RawMessage) (json.RawMessage, bool, error) {
+func (p *Plugin) clear(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, cl statepatch.Claim) (json.RawMessage, bool, error) {
 	if !p.has(abi.ExportClear) {
 		return nil, false, p.unsupported(abi.ExportClear)
 	}
 	r := newRequest(p.stateSize(abi.ExportClear, state))
 	p.common(r, abi.ExportClear, facts, state)
-	next, changed, err := p.change(ctx, abi.ExportClear, state, r.bytes())
+	next, changed, err := p.change(ctx, abi.ExportClear, state, cl, r.bytes())
 	return next, changed, p.unimplemented(abi.ExportClear, err)
 }
 
 // change runs an export whose response is a state change.
-func (p *Plugin) change(ctx context.Context, export string, state json.RawMessage, req []byte) (next json.RawMessage, changed bool, err error) {
+func (p *Plugin) change(ctx context.Context, export string, state json.RawMessage, cl statepatch.Claim, req []byte) (next json.RawMessage, changed bool, err error) {
 	err = p.invoke(ctx, export, req, func(out []byte) error {
 		c, err := decodeChange(export, out)
 		if err != nil {
 			return err
 		}
-		next, changed, err = p.applyChange(export, state, c)
+		next, _, changed, err = p.applyChange(export, state, cl, c)
 		return err
 	})
 	if err != nil {
@@ -97,7 +101,7 @@ func (p *Plugin) change(ctx context.Context, export string, state json.RawMessag
 // state, and may answer by reference (from_state): the host then serves the
 // page from the array in the state itself, with a cursor of its own, so the
 // call costs the plugin nothing and the host the page (SPEC section 4.4.1).
-func (p *Plugin) list(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, cursor string, limit int) ([]abi.Message, string, error) {
+func (p *Plugin) list(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, cl statepatch.Claim, cursor string, limit int) ([]abi.Message, string, error) {
 	if !p.has(abi.ExportList) {
 		return nil, "", p.unsupported(abi.ExportList)
 	}
@@ -117,7 +121,7 @@ func (p *Plugin) list(ctx context.Context, facts abi.SessionFacts, state json.Ra
 			return err
 		}
 		if resp.FromState != nil {
-			msgs, next, err = p.pageFromState(state, resp.FromState.Pointer, cursor, limit)
+			msgs, next, err = p.pageFromState(state, cl, resp.FromState.Pointer, cursor, limit)
 			return err
 		}
 		msgs, err = decodeMessages(abi.ExportList, "messages", resp.Messages)

@@ -7,6 +7,7 @@ import (
 	"github.com/wasmhist/wasmhist/host/session"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/statepatch"
 )
 
 // Provider returns the plugin as the history provider of one state key.
@@ -43,7 +44,7 @@ func (pp *Provider) StateKey() string { return pp.key }
 // Provide runs the plugin's provide export on the session's slot and
 // returns the history to put before the request messages.
 func (pp *Provider) Provide(ctx context.Context, s *session.Session, request []abi.Message) ([]abi.Message, error) {
-	facts, state, err := pp.p.session(ctx, s, pp.key)
+	facts, state, cl, err := pp.p.session(ctx, s, pp.key)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +52,7 @@ func (pp *Provider) Provide(ctx context.Context, s *session.Session, request []a
 	if err != nil {
 		return nil, err
 	}
-	res, err := pp.p.provide(ctx, facts, state, raws, false)
+	res, err := pp.p.provide(ctx, facts, state, cl, raws, false)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func (pp *Provider) Provide(ctx context.Context, s *session.Session, request []a
 // Store runs the plugin's store export with the new messages of a run
 // (or of one model call) and records the slot's new state in s.
 func (pp *Provider) Store(ctx context.Context, s *session.Session, request, response []abi.Message) error {
-	facts, state, err := pp.p.session(ctx, s, pp.key)
+	facts, state, cl, err := pp.p.session(ctx, s, pp.key)
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func (pp *Provider) Store(ctx context.Context, s *session.Session, request, resp
 	if err != nil {
 		return err
 	}
-	next, _, err := pp.p.store(ctx, facts, state, req, resp)
+	next, _, err := pp.p.store(ctx, facts, state, cl, req, resp)
 	if err != nil {
 		return err
 	}
@@ -95,11 +96,11 @@ func (p *Plugin) List(ctx context.Context, s *session.Session, key, cursor strin
 	if !p.has(abi.ExportList) {
 		return nil, "", p.unsupported(abi.ExportList)
 	}
-	facts, state, err := p.session(ctx, s, key)
+	facts, state, cl, err := p.session(ctx, s, key)
 	if err != nil {
 		return nil, "", err
 	}
-	return p.list(ctx, facts, state, cursor, limit)
+	return p.list(ctx, facts, state, cl, cursor, limit)
 }
 
 // Clear forgets everything the plugin stored under key. ErrUnsupported when
@@ -108,11 +109,11 @@ func (p *Plugin) Clear(ctx context.Context, s *session.Session, key string) erro
 	if !p.has(abi.ExportClear) {
 		return p.unsupported(abi.ExportClear)
 	}
-	facts, state, err := p.session(ctx, s, key)
+	facts, state, cl, err := p.session(ctx, s, key)
 	if err != nil {
 		return err
 	}
-	next, _, err := p.clear(ctx, facts, state)
+	next, _, err := p.clear(ctx, facts, state, cl)
 	if err != nil {
 		return err
 	}
@@ -120,24 +121,27 @@ func (p *Plugin) Clear(ctx context.Context, s *session.Session, key string) erro
 	return nil
 }
 
-// session returns the facts and the (migrated, validated) state of a slot.
-func (p *Plugin) session(ctx context.Context, s *session.Session, key string) (abi.SessionFacts, json.RawMessage, error) {
+// session returns the facts and the (migrated, validated) state of a slot,
+// with the Claim of its cached Doc (checkState). The state is the session's
+// bytes, which the host never writes: they stay what the Claim compared
+// for the whole call.
+func (p *Plugin) session(ctx context.Context, s *session.Session, key string) (abi.SessionFacts, json.RawMessage, statepatch.Claim, error) {
 	if s == nil {
-		return abi.SessionFacts{}, nil, &PluginError{Plugin: p.name, Export: "session", Err: fmt.Errorf("%w: nil session", ErrInvalidSession)}
+		return abi.SessionFacts{}, nil, statepatch.Claim{}, &PluginError{Plugin: p.name, Export: "session", Err: fmt.Errorf("%w: nil session", ErrInvalidSession)}
 	}
 	facts := abi.SessionFacts{SessionID: s.SessionID, StateKey: key, ServiceSessionID: s.ServiceSessionID}
 	var slot *session.ProviderState
 	if ps, ok := s.State[key]; ok {
 		slot = &ps
 	}
-	state, err := p.slotState(ctx, facts, slot)
+	state, cl, err := p.slotState(ctx, facts, slot)
 	if err != nil {
 		if _, ok := err.(*PluginError); !ok {
 			err = &PluginError{Plugin: p.name, Export: "session", Err: err}
 		}
-		return facts, nil, err
+		return facts, nil, statepatch.Claim{}, err
 	}
-	return facts, state, nil
+	return facts, state, cl, nil
 }
 
 // commit records a slot's state after a successful call, in a new State

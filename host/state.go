@@ -25,45 +25,61 @@ var applyWindow = window.Apply
 // Doc the host keeps holds a validated state) or one p.valid
 // remembers.
 func (p *Plugin) validateState(state json.RawMessage) error {
-	if p.docs.Contains(state) || p.valid.Contains(state) {
-		return nil
+	_, err := p.checkState(state)
+	return err
+}
+
+// checkState is validateState, and returns the Claim of the cached Doc
+// whose document state is, when there is one: the call that holds state
+// then takes that Doc (applyChange, selectFromState, pageFromState)
+// without comparing the state with it a second time, a pass over the
+// whole state that at 100,000 messages (54 MB) no longer fits the
+// processor's caches.
+func (p *Plugin) checkState(state json.RawMessage) (statepatch.Claim, error) {
+	if cl, ok := p.docs.Claim(state); ok {
+		return cl, nil
+	}
+	if p.valid.Contains(state) {
+		return statepatch.Claim{}, nil
 	}
 	if err := p.stateSchema.Validate(state); err != nil {
-		return err
+		return statepatch.Claim{}, err
 	}
 	p.valid.Add(state)
-	return nil
+	return statepatch.Claim{}, nil
 }
 
 // slotState returns the state to call the plugin with for a session slot
-// (nil: the slot does not exist yet), migrating an older state first.
-func (p *Plugin) slotState(ctx context.Context, facts abi.SessionFacts, slot *session.ProviderState) (json.RawMessage, error) {
+// (nil: the slot does not exist yet), migrating an older state first, and
+// the Claim of its cached Doc (checkState).
+func (p *Plugin) slotState(ctx context.Context, facts abi.SessionFacts, slot *session.ProviderState) (json.RawMessage, statepatch.Claim, error) {
 	if slot == nil {
-		return p.initialState(), nil
+		return p.initialState(), statepatch.Claim{}, nil
 	}
 	key := facts.StateKey
 	if slot.Provider != p.info.Name {
-		return nil, fmt.Errorf("%w: state key %q belongs to plugin %q, not %q", ErrInvalidSession, key, slot.Provider, p.info.Name)
+		return nil, statepatch.Claim{}, fmt.Errorf("%w: state key %q belongs to plugin %q, not %q", ErrInvalidSession, key, slot.Provider, p.info.Name)
 	}
 	state := slot.Data
 	switch {
 	case slot.StateVersion > p.info.StateVersion:
-		return nil, fmt.Errorf("%w: state key %q was written by state version %d of %s, which is newer than the loaded plugin's %d: load a newer build of the plugin",
+		return nil, statepatch.Claim{}, fmt.Errorf("%w: state key %q was written by state version %d of %s, which is newer than the loaded plugin's %d: load a newer build of the plugin",
 			ErrInvalidState, key, slot.StateVersion, p.info.Name, p.info.StateVersion)
 	case slot.StateVersion < p.info.StateVersion:
 		migrated, err := p.migrate(ctx, key, slot.StateVersion, state)
 		if err != nil {
-			return nil, err
+			return nil, statepatch.Claim{}, err
 		}
 		state = migrated
 	}
 	if isNull(state) {
-		return nil, fmt.Errorf("%w: state key %q has no data", ErrInvalidState, key)
+		return nil, statepatch.Claim{}, fmt.Errorf("%w: state key %q has no data", ErrInvalidState, key)
 	}
-	if err := p.validateState(state); err != nil {
-		return nil, fmt.Errorf("%w: state key %q: %w", ErrInvalidState, key, err)
+	cl, err := p.checkState(state)
+	if err != nil {
+		return nil, statepatch.Claim{}, fmt.Errorf("%w: state key %q: %w", ErrInvalidState, key, err)
 	}
-	return state, nil
+	return state, cl, nil
 }
 
 func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.RawMessage) (json.RawMessage, error) {
@@ -90,44 +106,50 @@ func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.R
 	return out, err
 }
 
-// applyChange returns the state after a change, validated; changed is false
-// when the response left the state alone.
+// applyChange returns the state after a change, validated, and the Claim of
+// the cached Doc of it (the zero Claim when none is known); changed is false
+// when the response left the state alone. cl is the Claim of state's Doc.
 //
 // A patch is applied by package statepatch to the indexed Doc of state,
 // which edits its own buffer in place (that is what makes an append cost
 // O(appended)) and hands out a copy: the returned state is new bytes, and
 // state itself is never written, so a failed call, or a caller who kept
 // the old state, sees it as it was.
-func (p *Plugin) applyChange(export string, state json.RawMessage, c *abi.StateChange) (json.RawMessage, bool, error) {
+func (p *Plugin) applyChange(export string, state json.RawMessage, cl statepatch.Claim, c *abi.StateChange) (json.RawMessage, statepatch.Claim, bool, error) {
 	switch {
 	case c.State != nil:
-		if err := p.validateState(c.State); err != nil {
-			return nil, false, invalidOutput(export, "state: %v", err)
-		}
-		return c.State, true, nil
-	case len(c.Patch) > 0:
-		doc, err := p.docs.Take(state)
+		// The plugin's bytes: compared with the cache here, and the Claim
+		// holds while the call holds them (nothing writes a decoded output).
+		ncl, err := p.checkState(c.State)
 		if err != nil {
-			return nil, false, invalidOutput(export, "state_patch: current state: %v", err)
+			return nil, statepatch.Claim{}, false, invalidOutput(export, "state: %v", err)
+		}
+		return c.State, ncl, true, nil
+	case len(c.Patch) > 0:
+		doc, err := p.docs.TakeClaimed(state, cl)
+		if err != nil {
+			return nil, statepatch.Claim{}, false, invalidOutput(export, "state_patch: current state: %v", err)
 		}
 		defer p.docs.Put(doc) // unchanged if Apply fails: Apply is atomic
 		if err := doc.Apply(c.Patch, p.stateSchema); err != nil {
-			return nil, false, invalidOutput(export, "state_patch: %v", err)
+			return nil, statepatch.Claim{}, false, invalidOutput(export, "state_patch: %v", err)
 		}
-		return doc.Bytes(), true, nil
+		// next is a copy of the Doc's document, which it stays until the
+		// Doc's next edit: its Claim is that.
+		return doc.Bytes(), statepatch.ClaimOf(doc), true, nil
 	}
-	return state, false, nil
+	return state, cl, false, nil
 }
 
 // selectFromState resolves a from_state selection against state: the
 // messages at the pointer, reduced by the window. It returns them decoded
 // and, when raw is set, as the plugin stored them too.
-func (p *Plugin) selectFromState(export string, state json.RawMessage, sel *abi.StateSelection, raw bool) ([]json.RawMessage, []abi.Message, error) {
+func (p *Plugin) selectFromState(export string, state json.RawMessage, cl statepatch.Claim, sel *abi.StateSelection, raw bool) ([]json.RawMessage, []abi.Message, error) {
 	// The indexed document the last patch left in the cache finds the
 	// array's elements without scanning the state. Its views stay valid
 	// while this call holds the Doc. A missing member or null selects no
 	// history.
-	doc, err := p.docs.Take(state)
+	doc, err := p.docs.TakeClaimed(state, cl)
 	if err != nil {
 		return nil, nil, invalidOutput(export, "from_state: state: %v", err)
 	}
@@ -183,7 +205,7 @@ const DefaultListPage = 100
 // the next one is issued while elements remain. Through the indexed
 // document this costs the page, not the history: the Doc the last store
 // left in the cache already knows where every element is.
-func (p *Plugin) pageFromState(state json.RawMessage, pointer, cursor string, limit int) ([]abi.Message, string, error) {
+func (p *Plugin) pageFromState(state json.RawMessage, cl statepatch.Claim, pointer, cursor string, limit int) ([]abi.Message, string, error) {
 	start := 0
 	if cursor != "" {
 		n, err := strconv.Atoi(cursor)
@@ -199,7 +221,7 @@ func (p *Plugin) pageFromState(state json.RawMessage, pointer, cursor string, li
 	if _, err := statepatch.ParsePointer(pointer); err != nil {
 		return nil, "", invalidOutput(abi.ExportList, "from_state pointer %q: %v", pointer, err)
 	}
-	doc, err := p.docs.Take(state)
+	doc, err := p.docs.TakeClaimed(state, cl)
 	if err != nil {
 		return nil, "", invalidOutput(abi.ExportList, "from_state: state: %v", err)
 	}

@@ -30,7 +30,7 @@ func TestSelectFromState(t *testing.T) {
 	p := &Plugin{docs: statepatch.NewCache(4)}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			raws, msgs, err := p.selectFromState(abi.ExportProvide, json.RawMessage(tt.state), &abi.StateSelection{Pointer: tt.pointer}, true)
+			raws, msgs, err := p.selectFromState(abi.ExportProvide, json.RawMessage(tt.state), statepatch.Claim{}, &abi.StateSelection{Pointer: tt.pointer}, true)
 			if tt.wantErr {
 				require.ErrorIs(t, err, ErrInvalidOutput)
 				return
@@ -63,13 +63,13 @@ func TestSelectFromStateHandsOutCopies(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &Plugin{docs: statepatch.NewCache(4)}
 			sel := &abi.StateSelection{Pointer: "/messages", Window: tt.window}
-			_, want, err := p.selectFromState(abi.ExportProvide, state, sel, false)
+			_, want, err := p.selectFromState(abi.ExportProvide, state, statepatch.Claim{}, sel, false)
 			require.NoError(t, err)
 			require.Len(t, want, tt.want)
 			wantJSON, err := json.Marshal(want)
 			require.NoError(t, err)
 			for range 2 { // the second round is served from memory
-				_, got, err := p.selectFromState(abi.ExportProvide, state, sel, false)
+				_, got, err := p.selectFromState(abi.ExportProvide, state, statepatch.Claim{}, sel, false)
 				require.NoError(t, err)
 				gotJSON, err := json.Marshal(got)
 				require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/statepatch"
 )
 
 // The methods in this file drive a plugin at the level of one raw state,
@@ -17,11 +18,11 @@ import (
 // ProvideState runs provide and returns the selected history (state
 // references resolved) and the state after the call.
 func (p *Plugin) ProvideState(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request []json.RawMessage) ([]json.RawMessage, json.RawMessage, error) {
-	state, err := p.rawState(state)
+	state, cl, err := p.rawState(state)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := p.provide(ctx, facts, state, request, true)
+	res, err := p.provide(ctx, facts, state, cl, request, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -30,11 +31,11 @@ func (p *Plugin) ProvideState(ctx context.Context, facts abi.SessionFacts, state
 
 // StoreState runs store and returns the state after the call.
 func (p *Plugin) StoreState(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request, response []json.RawMessage) (json.RawMessage, error) {
-	state, err := p.rawState(state)
+	state, cl, err := p.rawState(state)
 	if err != nil {
 		return nil, err
 	}
-	next, _, err := p.store(ctx, facts, state, request, response)
+	next, _, err := p.store(ctx, facts, state, cl, request, response)
 	if err != nil {
 		return nil, err
 	}
@@ -52,12 +53,15 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 	return out, err
 }
 
-func (p *Plugin) rawState(state json.RawMessage) (json.RawMessage, error) {
+// rawState is the state to call with and the Claim of its cached Doc
+// (checkState); the caller's bytes are not written during the call.
+func (p *Plugin) rawState(state json.RawMessage) (json.RawMessage, statepatch.Claim, error) {
 	if isNull(state) {
-		return p.initialState(), nil
+		return p.initialState(), statepatch.Claim{}, nil
 	}
-	if err := p.validateState(state); err != nil {
-		return nil, &PluginError{Plugin: p.name, Export: "state", Err: wrapInvalidState(err)}
+	cl, err := p.checkState(state)
+	if err != nil {
+		return nil, statepatch.Claim{}, &PluginError{Plugin: p.name, Export: "state", Err: wrapInvalidState(err)}
 	}
-	return state, nil
+	return state, cl, nil
 }

@@ -58,22 +58,73 @@ func (c *Cache) take(raw []byte) *Doc {
 	return nil
 }
 
-// Contains reports whether a cached Doc's document is raw. Every Doc the
-// host puts back holds a state that passed the state schema, so this
-// answers "was raw validated?" without validating it.
-func (c *Cache) Contains(raw []byte) bool {
+// A Claim is the record that a cached Doc's document was found equal to
+// some bytes: the Doc and its count of edits then. While the Doc's count
+// is unchanged its document is still those bytes, so TakeClaimed can hand
+// it out for them without comparing again. The zero Claim claims nothing.
+type Claim struct {
+	d     *Doc
+	edits uint64
+}
+
+// Claim reports whether a cached Doc's document is raw, and returns the
+// Claim of the Doc found. Every Doc the host puts back holds a state that
+// passed the state schema, so this answers "was raw validated?" without
+// validating it; and the one compare serves the Take of the Doc later in
+// the same call too (TakeClaimed).
+func (c *Cache) Claim(raw []byte) (Claim, bool) {
 	if len(raw) == 0 {
-		return false
+		return Claim{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for e := c.order.Front(); e != nil; e = e.Next() {
-		if e.Value.(*Doc).Equal(raw) {
-			return true
+		if d := e.Value.(*Doc); d.Equal(raw) {
+			return Claim{d: d, edits: d.edits}, true
 		}
 	}
-	return false
+	return Claim{}, false
 }
+
+// TakeClaimed is Take(raw) for bytes cl was made for: those bytes, unchanged
+// since. When cl's Doc is still in the cache and has not been edited since
+// cl was made, it is taken without comparing raw with it; otherwise (the
+// Doc was dropped, or is out with another caller, or was edited) raw is
+// found by content as Take finds it. The Doc's own count of edits is the
+// proof, never the length or the position of raw: a Doc edited and edited
+// back is compared again.
+//
+// The caller must hold raw unchanged from the Claim on: the bytes the
+// Claim compared are the bytes TakeClaimed stands for.
+func (c *Cache) TakeClaimed(raw []byte, cl Claim) (*Doc, error) {
+	if d := c.takeClaimed(raw, cl); d != nil {
+		return d, nil
+	}
+	return c.Take(raw)
+}
+
+func (c *Cache) takeClaimed(raw []byte, cl Claim) *Doc {
+	if cl.d == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for e := c.order.Front(); e != nil; e = e.Next() {
+		if d := e.Value.(*Doc); d == cl.d {
+			if d.edits != cl.edits || len(d.buf) != len(raw) {
+				return nil
+			}
+			c.order.Remove(e)
+			return d
+		}
+	}
+	return nil
+}
+
+// ClaimOf returns the Claim that d's document is what d.Bytes returns now,
+// for a caller that holds d (taken from the cache) and the bytes it copied
+// out of it, to take d again for them after Put.
+func ClaimOf(d *Doc) Claim { return Claim{d: d, edits: d.edits} }
 
 // Put keeps d for a later Take of its current document. The caller must
 // not use d, or any view it returned, after Put.

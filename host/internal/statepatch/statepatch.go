@@ -51,6 +51,10 @@ type Doc struct {
 	root    node // root.off is the absolute offset of the root value
 	logging bool
 	undo    []undoRec
+	// edits counts the splices of buf: a Doc whose count is what it was
+	// when its document was found equal to some bytes still holds them
+	// (Cache.Claim).
+	edits uint64
 }
 
 type undoRec struct {
@@ -499,6 +503,7 @@ func (d *Doc) splice(a, b int, pieces ...[]byte) {
 	if d.logging {
 		d.undo = append(d.undo, undoRec{a: a, n: ins, old: append([]byte(nil), d.buf[a:b]...)})
 	}
+	d.edits++
 	oldLen := len(d.buf)
 	newLen := oldLen - (b - a) + ins
 	var buf []byte
