@@ -106,11 +106,12 @@ type totals struct {
 	Messages int64 `json:"messages"`
 }
 
-var versionPattern = regexp.MustCompile(`^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$`)
+// Compiled on first use, not by every process that links the package.
+var versionPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$`) })
 
 // checkVersion accepts any MAJOR.MINOR whose major is FormatMajor.
 func checkVersion(v string) error {
-	m := versionPattern.FindStringSubmatch(v)
+	m := versionPattern().FindStringSubmatch(v)
 	if m == nil {
 		return fmt.Errorf("%w: format_version %q is not MAJOR.MINOR", ErrMalformed, v)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,55 @@ func TestCompileNoteOnTerminal(t *testing.T) {
 	}
 	assert.Contains(t, run(), "first use of inmemory.wasm: compiling it for this machine")
 	assert.NotContains(t, run(), "compiling", "a warm load says nothing")
+}
+
+// TestCompileNoteTrustsFileIdentity: once a plugin file loaded, a later
+// run on a terminal knows it by its path and stat identity, without
+// reading and hashing it again (the marker by sum is not even consulted);
+// the file written anew is a first use again.
+func TestCompileNoteTrustsFileIdentity(t *testing.T) {
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	require.NoError(t, os.MkdirAll(filepath.Join(cache, host.CacheSubdir()), 0o700))
+	plugin := filepath.Join(dir, "p.wasm")
+	require.NoError(t, os.WriteFile(plugin, []byte("the first build"), 0o600))
+	master, tty := openPTY(t)
+	scr := newScreen(master)
+	e := &env{stderr: tty, getenv: func(k string) string {
+		if k == cacheDirEnv {
+			return cache
+		}
+		return ""
+	}}
+	runs := 0
+	note := func() bool {
+		t.Helper()
+		before := len(scr.String())
+		compileNote(e, "chat", plugin)(true)
+		runs++
+		end := fmt.Sprintf("end of run %d", runs)
+		fmt.Fprintln(tty, end)
+		scr.waitFor(t, end, 1)
+		return strings.Contains(scr.String()[before:], "first use of p.wasm")
+	}
+	sums := func() []string {
+		m, err := filepath.Glob(filepath.Join(cache, host.CacheSubdir(), "*.loaded"))
+		require.NoError(t, err)
+		return m
+	}
+
+	require.True(t, note(), "the first use is announced")
+	require.Len(t, sums(), 1)
+	require.False(t, note(), "a warm load says nothing")
+
+	for _, m := range sums() {
+		require.NoError(t, os.Remove(m))
+	}
+	assert.False(t, note(), "the file's identity alone says it loaded before")
+
+	require.NoError(t, os.WriteFile(plugin, []byte("the second build"), 0o600))
+	assert.True(t, note(), "a file written anew is a first use")
+	assert.False(t, note())
 }
 
 // TestUnusableCacheDir: without a usable default cache location (a HOME

@@ -1,7 +1,6 @@
 package offline
 
 import (
-	"regexp"
 	"strings"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -27,16 +26,18 @@ type fact struct {
 }
 
 var (
-	reLike      = regexp.MustCompile(`(?i)^i (?:really |also |do |still )?(like|love|enjoy|adore|prefer) (.+)$`)
-	reName      = regexp.MustCompile(`(?i)^(?:my name is|my name's|call me) ([\p{L}][\p{L}'\- ]*)$`)
-	reFavourite = regexp.MustCompile(`(?i)^my favou?rite ([\p{L} ]+?) is (.+)$`)
-	reMemo      = regexp.MustCompile(`(?i)^(?:please )?remember ((?:that )?.+)$`)
+	reLike      = lazy(`(?i)^i (?:really |also |do |still )?(like|love|enjoy|adore|prefer) (.+)$`, startsFold("i"))
+	reName      = lazy(`(?i)^(?:my name is|my name's|call me) ([\p{L}][\p{L}'\- ]*)$`, startsFold("mc"))
+	reFavourite = lazy(`(?i)^my favou?rite ([\p{L} ]+?) is (.+)$`, startsFold("m"))
+	reMemo      = lazy(`(?i)^(?:please )?remember ((?:that )?.+)$`, startsFold("pr"))
 	// reFiller is spoken filler before a statement ("Hi, my name is Ada").
-	reFiller = regexp.MustCompile(`(?i)^(?:(?:hi|hello|hey|well|ok|okay|so|also|and|but|oh)\b[,!]?\s*)+`)
+	reFiller = lazy(`(?i)^(?:(?:hi|hello|hey|well|ok|okay|so|also|and|but|oh)\b[,!]?\s*)+`, startsFold("hwosab"))
 	// clauseSep splits a message into clauses: at sentence ends (a dot
 	// inside a number is not one), and where " and I"/" and my" starts a
 	// new statement ("I like jazz and I love tea").
-	clauseSep = regexp.MustCompile(`[.!?;]+(?:\s+|$)|\n+|,? and (?i:(?:i|my) )`)
+	clauseSep = lazy(`[.!?;]+(?:\s+|$)|\n+|,? and (?i:(?:i|my) )`, func(s string) bool {
+		return strings.ContainsAny(s, ".!?;\n") || strings.Contains(s, " and ")
+	})
 )
 
 // clauses splits text into trimmed clauses. A separator that swallowed the

@@ -3,7 +3,6 @@ package offline
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -27,21 +26,25 @@ const Help = `I'm the offline model, so my skills are small: I can tell the time
 	`do arithmetic, and remember what you tell me about yourself ` +
 	`(try "I like Italian food", then later "what food do I like?").`
 
+// The model's expressions, each compiled on its first use (see pattern).
 var (
-	reTime = regexp.MustCompile(`(?i)\b(what(?:'s| is) the time|what time is it|time is it|current time|the time now|` +
-		`what(?:'s| is) the date|what date is it|what day is (?:it|today)|today'?s date)\b`)
+	reTime = lazy(`(?i)\b(what(?:'s| is) the time|what time is it|time is it|current time|the time now|`+
+		`what(?:'s| is) the date|what date is it|what day is (?:it|today)|today'?s date)\b`,
+		containsFold("time", "date", "day"))
 	// reExpr finds an arithmetic expression: numbers joined by at least
 	// one operator, with parentheses.
-	reExpr      = regexp.MustCompile(`[-(]*\s*\d[\d.]*(?:\s*\)*\s*(?:[-+*/%^×÷x]|\*\*)\s*[-(]*\s*\d[\d.]*)+\s*\)*`)
-	reLikesQ    = regexp.MustCompile(`(?i)^(?:what|which) (?:(?:kind of |sort of |type of )?([\p{L} ]+?) )?do i (?:like|love|enjoy|adore|prefer)$`)
-	reNameQ     = regexp.MustCompile(`(?i)^(?:what(?:'s| is) my name|who am i|do you (?:know|remember) my name)$`)
-	reFavQ      = regexp.MustCompile(`(?i)^what(?:'s| is) my favou?rite ([\p{L} ]+)$`)
-	reMemoQ     = regexp.MustCompile(`(?i)^what (?:did i ask you to|should you|must you|do you need to) remember$`)
-	reSummaryQ  = regexp.MustCompile(`(?i)^(?:what did i (?:tell|say to) you|what have i told you|what do you (?:know|remember)(?: about me)?|what do you remember)$`)
-	reSummarise = regexp.MustCompile(`(?i)^summari[sz]e (?:the|this) conversation(?: above| so far)?$`)
-	reGreeting  = regexp.MustCompile(`(?i)^(?:hi|hello|hey|good (?:morning|afternoon|evening))\b`)
-	reThanks    = regexp.MustCompile(`(?i)^(?:thanks|thank you|cheers)\b`)
+	reExpr      = lazy(`[-(]*\s*\d[\d.]*(?:\s*\)*\s*(?:[-+*/%^×÷x]|\*\*)\s*[-(]*\s*\d[\d.]*)+\s*\)*`, hasDigit)
+	reLikesQ    = lazy(`(?i)^(?:what|which) (?:(?:kind of |sort of |type of )?([\p{L} ]+?) )?do i (?:like|love|enjoy|adore|prefer)$`, startsFold("w"))
+	reNameQ     = lazy(`(?i)^(?:what(?:'s| is) my name|who am i|do you (?:know|remember) my name)$`, startsFold("wd"))
+	reFavQ      = lazy(`(?i)^what(?:'s| is) my favou?rite ([\p{L} ]+)$`, startsFold("w"))
+	reMemoQ     = lazy(`(?i)^what (?:did i ask you to|should you|must you|do you need to) remember$`, startsFold("w"))
+	reSummaryQ  = lazy(`(?i)^(?:what did i (?:tell|say to) you|what have i told you|what do you (?:know|remember)(?: about me)?|what do you remember)$`, startsFold("w"))
+	reSummarise = lazy(`(?i)^summari[sz]e (?:the|this) conversation(?: above| so far)?$`, startsFold("s"))
+	reGreeting  = lazy(`(?i)^(?:hi|hello|hey|good (?:morning|afternoon|evening))\b`, startsFold("hg"))
+	reThanks    = lazy(`(?i)^(?:thanks|thank you|cheers)\b`, startsFold("tc"))
 )
+
+func hasDigit(s string) bool { return strings.ContainsAny(s, "0123456789") }
 
 // answer decides the model's turn from the request alone.
 func answer(req model.Request) turn {
