@@ -418,6 +418,7 @@ func (e *Engine) firstUse(ctx context.Context, key moduleKey, f *flight, wasm []
 		e.cache.markRefused(key.sum, err)
 	}
 	e.mu.Lock()
+	switched := false
 	switch {
 	case err != nil:
 		m.compileErr = err
@@ -426,9 +427,14 @@ func (e *Engine) firstUse(ctx context.Context, key moduleKey, f *flight, wasm []
 		defer c.Close(ctx)
 	default:
 		m.cur.Store(c)
-		defer m.interp.retire(ctx)
+		switched = true
 	}
 	e.mu.Unlock()
+	if switched {
+		// Before done: whoever waits on Compiled finds the interpreter's
+		// code retired, closing with its last instance.
+		m.interp.retire(ctx)
+	}
 	close(m.done)
 }
 
