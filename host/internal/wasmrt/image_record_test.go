@@ -20,9 +20,9 @@ func imageRecordCache(t *testing.T) (c *Cache, want []byte, path, record string)
 	c, err := NewCache(t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close(context.Background()) })
-	comp, want, path := compileImage(t, c, nil) // writes the image
+	_, want, path = compileImage(t, c, nil) // writes the image
 	passTick(t, path)
-	comp, _, _ = compileImage(t, c, nil) // compares it, and records it
+	comp, _, _ := compileImage(t, c, nil) // compares it, and records it
 	id, ok := moduleID(comp.module)
 	require.True(t, ok)
 	record = c.imageRecordPath(id)
