@@ -79,32 +79,20 @@ func TestMemoryImageRecordRefused(t *testing.T) {
 		change: func(t *testing.T, path, _ string) {
 			info, err := os.Stat(path)
 			require.NoError(t, err)
-			f, err := os.OpenFile(path, os.O_WRONLY, 0)
-			require.NoError(t, err)
-			_, err = f.WriteAt([]byte{0xff}, 1500)
-			require.NoError(t, err)
-			require.NoError(t, f.Close())
+			changeByte(t, path)
 			require.NoError(t, os.Chtimes(path, info.ModTime(), info.ModTime()))
 		},
 	}, {
 		name: "record writable by others",
 		change: func(t *testing.T, path, record string) {
-			f, err := os.OpenFile(path, os.O_WRONLY, 0)
-			require.NoError(t, err)
-			_, err = f.WriteAt([]byte{0xff}, 1500)
-			require.NoError(t, err)
-			require.NoError(t, f.Close())
+			changeByte(t, path)
 			forgeImage(t, record, path)
 			require.NoError(t, os.Chmod(record, 0o666))
 		},
 	}, {
 		name: "image writable by others",
 		change: func(t *testing.T, path, record string) {
-			f, err := os.OpenFile(path, os.O_WRONLY, 0)
-			require.NoError(t, err)
-			_, err = f.WriteAt([]byte{0xff}, 1500)
-			require.NoError(t, err)
-			require.NoError(t, f.Close())
+			changeByte(t, path)
 			require.NoError(t, os.Chmod(path, 0o666))
 			forgeImage(t, record, path)
 		},
@@ -133,4 +121,15 @@ func TestMemoryImageRecordRacy(t *testing.T) {
 	id, ok := moduleID(comp.module)
 	require.True(t, ok)
 	require.NoFileExists(t, c.imageRecordPath(id))
+}
+
+// changeByte changes one byte of the file at path in place, keeping its
+// size.
+func changeByte(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{0xff}, 1500)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
 }
