@@ -113,3 +113,46 @@ func TestEncodeResponseIsWhatJSONMarshalWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestDirectCapabilityCalls: a plugin that exports the buffer of direct
+// capability calls (SPEC section 2.6) gets its requests read from it and
+// its responses written into it when they fit, and through the kernel
+// otherwise; a buffer outside its memory is never used.
+func TestDirectCapabilityCalls(t *testing.T) {
+	for _, kind := range engineKinds {
+		t.Run(kind, func(t *testing.T) {
+			m := compileOn(t, kind, hostileWasm(t, "capdirect"), testPages)
+			ctx := context.Background()
+			var began int
+			long := `{"pad":"` + strings.Repeat("x", 80) + `"}`
+			tests := []struct {
+				name  string
+				input []string // calls on one instance
+				want  string   // the last call's output
+			}{
+				{"both ways direct", []string{`{"x":1}`}, `{"direct":true,"response":{"result":{"plugin":"capdirect","request":{"x":1}}}}`},
+				{"error answer direct", []string{`"fail"`}, `{"direct":true,"response":{"error":{"code":"unavailable","message":"asked to fail"}}}`},
+				{"buffer asked for once", []string{`{"x":1}`, `{"y":2}`}, `{"direct":true,"response":{"result":{"plugin":"capdirect","request":{"y":2}}}}`},
+				{"too large: the kernel", []string{long}, `{"direct":false,"response":{"result":{"plugin":"capdirect","request":` + long + `}}}`},
+				{"small request, response too large", []string{`{"z":"` + strings.Repeat("z", 20) + `"}`},
+					`{"direct":false,"response":{"result":{"plugin":"capdirect","request":{"z":"` + strings.Repeat("z", 20) + `"}}}}`},
+				{"buffer outside memory", []string{`"outside"`}, `{"direct":false,"response":{"result":{"plugin":"capdirect","request":null}}}`},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					in, err := m.NewInstance(ctx, testPages)
+					require.NoError(t, err)
+					defer in.Close(ctx)
+					var out []byte
+					for _, input := range tt.input {
+						call := capability.NewCall(context.Background(), "capdirect", []capability.Grant{echoGrant{&began}}, echoBackends)
+						out, err = in.Call(capability.WithCall(ctx, call), abi.ExportProvide, []byte(input))
+						require.NoError(t, err)
+						require.NoError(t, call.End(ctx, true))
+					}
+					assert.Equal(t, tt.want, string(out))
+				})
+			}
+		})
+	}
+}
