@@ -3,6 +3,7 @@ package wasmrt
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -152,6 +153,55 @@ func TestDirectCapabilityCalls(t *testing.T) {
 					}
 					assert.Equal(t, tt.want, string(out))
 				})
+			}
+		})
+	}
+}
+
+// TestSDKGuestCapabilityCallsAreDirect: a plugin built with the Go SDK
+// passes a capability call that fits its buffer without a kernel block
+// (kernel memory ends where the call's input does), and one that does not
+// through the kernel, with the same answer.
+func TestSDKGuestCapabilityCallsAreDirect(t *testing.T) {
+	ctx := context.Background()
+	e := NewEngine(userCache(t), []capability.Func{
+		{Capability: "echo", Name: "test_echo", Call: echoCall},
+		{Capability: "echo", Name: abi.SQLFunction, Call: echoCall},
+	})
+	t.Cleanup(func() { e.Close(ctx) })
+	e.interpretFirst = false
+	wasm := buildWasm(t, "../../../sdk/testdata/guest")
+	m, err := e.Compile(ctx, sha256.Sum256(wasm), wasm, testPages)
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Release(ctx) })
+	var began int
+	tests := []struct {
+		name   string
+		pad    int
+		direct bool
+	}{
+		{"fits the buffer", 100, true},
+		{"larger than the buffer", 70 << 10, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in, err := m.NewInstance(ctx, testPages)
+			require.NoError(t, err)
+			defer in.Close(ctx)
+			msg := `{"do":"capability","pad":"` + strings.Repeat("p", tt.pad) + `"}`
+			input := []byte(`{"request_messages":[` + msg + `]}`)
+			for range 2 { // the buffer is asked for on the first call
+				call := capability.NewCall(context.Background(), "guest", []capability.Grant{echoGrant{&began}}, echoBackends)
+				out, err := in.Call(capability.WithCall(ctx, call), abi.ExportProvide, input)
+				require.NoError(t, err)
+				require.NoError(t, call.End(ctx, true))
+				assert.Equal(t, `{"messages":[{"plugin":"guest","request":`+msg+`}]}`, string(out))
+				inputEnd := uint64(kernelAlign) + (uint64(len(input))+kernelAlign-1)&^(kernelAlign-1)
+				if tt.direct {
+					assert.Equal(t, inputEnd, in.kern.top, "kernel memory holds the input only")
+				} else {
+					assert.Greater(t, in.kern.top, inputEnd, "the request went through the kernel")
+				}
 			}
 		})
 	}
