@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/hosterr"
 )
 
 type echoGrant struct{ began *int }
@@ -203,6 +205,30 @@ func TestSDKGuestCapabilityCallsAreDirect(t *testing.T) {
 					assert.Greater(t, in.kern.top, inputEnd, "the request went through the kernel")
 				}
 			}
+		})
+	}
+}
+
+// TestCapabilityBufferUnderTheDeadline: asking a plugin for its buffer of
+// direct capability calls runs within the first call's deadline, on the
+// compiler's code and the interpreter's: a plugin that never answers is
+// stopped, and its call fails as a timeout.
+func TestCapabilityBufferUnderTheDeadline(t *testing.T) {
+	for _, kind := range engineKinds {
+		t.Run(kind, func(t *testing.T) {
+			m := compileOn(t, kind, hostileWasm(t, "capdirect"), testPages)
+			ctx := context.Background()
+			in, err := m.NewInstance(ctx, testPages)
+			require.NoError(t, err)
+			defer in.Close(ctx)
+			cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			var began int
+			call := capability.NewCall(context.Background(), "capdirect", []capability.Grant{echoGrant{&began}}, echoBackends)
+			_, err = in.Call(capability.WithCall(cctx, call), abi.ExportProvide, []byte(`"loop"`))
+			// Only the buffer's export loops: provide answers "loop" at once.
+			require.ErrorIs(t, err, hosterr.ErrTimeout)
+			require.NoError(t, call.End(ctx, false))
 		})
 	}
 }

@@ -6,7 +6,8 @@
 // "response": the response}. Its buffer is 64 bytes; a larger request goes
 // through the kernel. On an instance's first call the input chooses the
 // buffer the host is given: "outside" names one past the end of memory,
-// and the guest then still passes its requests as direct ones.
+// and the guest then still passes its requests as direct ones; "loop"
+// never answers.
 package main
 
 import (
@@ -47,12 +48,18 @@ const directCall = 1 << 63
 var (
 	buf     []byte
 	outside bool
+	spin    int
 )
 
 //go:wasmexport wasmhist_capability_buffer
 func capabilityBuffer() uint64 {
 	buf = make([]byte, 64)
-	if string(guest.Input()) == `"outside"` {
+	switch string(guest.Input()) {
+	case `"loop"`:
+		for {
+			spin++
+		}
+	case `"outside"`:
 		outside = true
 		return 0xffff_fff0<<32 | 64
 	}
