@@ -84,6 +84,29 @@ func exportOutput() uint64 {
 	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(directOutput))))<<32 | uint64(len(directOutput))
 }
 
+// capabilityBufferSize is the size of the buffer of direct capability
+// calls: a sqlite plugin's window of 50 messages of a few hundred bytes
+// fits; a larger request or response goes through the kernel.
+const capabilityBufferSize = 64 << 10
+
+// capabilityBuffer is the buffer of direct capability calls (SPEC section
+// 2.6), nil until the host asks for it: a host that does knows direct
+// capability calls. It lives as long as the instance.
+var capabilityBuffer []byte
+
+// exportCapabilityBuffer returns the buffer of direct capability calls as
+// address<<32 | length. A host that asks for it passes capability requests
+// and responses through it when they fit, instead of the plugin moving
+// them through the kernel 8 bytes per call.
+//
+//go:wasmexport wasmhist_capability_buffer
+func exportCapabilityBuffer() uint64 {
+	if capabilityBuffer == nil {
+		capabilityBuffer = make([]byte, capabilityBufferSize)
+	}
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(capabilityBuffer))))<<32 | uint64(len(capabilityBuffer))
+}
+
 // run serves one export call: input from the host's buffer or the kernel,
 // dispatch, and either the output (return 0) or the JSON of an abi.Error
 // through error_set (return 1).

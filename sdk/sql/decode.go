@@ -42,7 +42,7 @@ func decodeResponse(b []byte, valueLast bool, statements int) (abi.SQLResponse, 
 		if d.Peek() == 'n' {
 			return d.ReadNull()
 		}
-		resp.Results = []abi.SQLResult{}
+		resp.Results = make([]abi.SQLResult, 0, statements)
 		return d.Array(func() error {
 			if valueLast && len(resp.Results) == statements-1 && d.Peek() == '{' {
 				if r, dialect, ok := sliceValue(b[d.Offset():]); ok {
@@ -136,9 +136,19 @@ func sliceValue(rest []byte) (abi.SQLResult, string, bool) {
 	}
 	for _, t := range valueTails {
 		if len(rest) > len(valueHead)+len(t.tail) && bytes.HasSuffix(rest, []byte(t.tail)) {
-			v := rest[len(valueHead) : len(rest)-len(t.tail) : len(rest)-len(t.tail)]
-			return abi.SQLResult{Columns: []string{valueColumn}, Rows: [][]json.RawMessage{{v}}}, t.dialect, true
+			// One allocation for the columns and the row, rather than three.
+			r := &valueResult{columns: [1]string{valueColumn}}
+			r.row[0] = rest[len(valueHead) : len(rest)-len(t.tail) : len(rest)-len(t.tail)]
+			r.rows[0] = r.row[:]
+			return abi.SQLResult{Columns: r.columns[:], Rows: r.rows[:]}, t.dialect, true
 		}
 	}
 	return abi.SQLResult{}, "", false
+}
+
+// valueResult holds the columns and the one row of a sliced value.
+type valueResult struct {
+	columns [1]string
+	row     [1]json.RawMessage
+	rows    [1][]json.RawMessage
 }

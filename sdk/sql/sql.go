@@ -237,6 +237,9 @@ func (b *Batch) QueryJSONValue(query string, args ...any) {
 
 var valueColumns = []string{valueColumn}
 
+// valueJSON is Rows.json of a QueryJSONValue result: its one column is JSON.
+var valueJSON = []bool{true}
+
 // valueQuery returns SELECT (query) AS v, the same string for the same
 // query, so that appendSQL finds its literal.
 func valueQuery(query string) string {
@@ -314,7 +317,9 @@ func (b *Batch) Run() ([]StatementResult, error) {
 	res := make([]StatementResult, len(resp.Results))
 	for i, r := range resp.Results {
 		rows := &Rows{Columns: r.Columns, rows: r.Rows}
-		if jc := b.req.Statements[i].JSONColumns; len(jc) > 0 {
+		if jc := b.req.Statements[i].JSONColumns; b.value == i+1 && len(r.Columns) == 1 && r.Columns[0] == valueColumn {
+			rows.json = valueJSON // never written to
+		} else if len(jc) > 0 {
 			rows.json = make([]bool, len(r.Columns))
 			for c, name := range r.Columns {
 				rows.json[c] = slices.Contains(jc, name)

@@ -391,3 +391,48 @@ func TestDialect(t *testing.T) {
 	d, _ = Dialect()
 	assert.Equal(t, abi.DialectSQLite, d)
 }
+
+// TestRunAllocations bounds what a batch allocates in the guest, where each
+// allocation costs thousands of instructions: a store's two statements and
+// a provide's one value, as plugins/sqlite sends them, with the host's
+// answer canned (and the test's own arguments): the results of a request
+// are allocated once for all its statements, a value's columns and row are
+// one allocation, and its JSON flags are shared (13 and 11 before).
+func TestRunAllocations(t *testing.T) {
+	msg := json.RawMessage(`{"role":"user","contents":[]}`)
+	key := any("0123456789abcdef0123456789abcdef")
+	tests := []struct {
+		name string
+		resp string
+		max  float64
+		run  func() error
+	}{
+		{"two statements", `{"results":[{"rows_affected":1},{"rows_affected":1}],"dialect":"sqlite"}`, 12, func() error {
+			var b Batch
+			b.Exec("INSERT INTO s VALUES (?1, ?2)", key, 1)
+			b.Exec("INSERT INTO m VALUES (?1, ?2, ?3)", key, "user", msg)
+			_, err := b.Run()
+			return err
+		}},
+		{"a value", `{"results":[{"columns":["v"],"rows":[[[1,2]]]}],"dialect":"sqlite"}`, 8, func() error {
+			var b Batch
+			b.QueryJSONValue("SELECT json_group_array(x) FROM t WHERE k = ?1 LIMIT ?2", key, 20)
+			res, err := b.Run()
+			if err == nil {
+				var v json.RawMessage
+				err = res[0].Rows.Row(0).Scan(&v)
+			}
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old := call
+			t.Cleanup(func() { call = old })
+			resp := []byte(tt.resp)
+			call = func([]byte) ([]byte, error) { return resp, nil }
+			require.NoError(t, tt.run())
+			assert.LessOrEqual(t, testing.AllocsPerRun(100, func() { _ = tt.run() }), tt.max)
+		})
+	}
+}

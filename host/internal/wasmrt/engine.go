@@ -21,6 +21,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
 	"github.com/wasmhist/wasmhist/host/internal/instrument"
@@ -195,6 +196,10 @@ type compiled struct {
 	// direct: the module has the direct transport's exports (SPEC section
 	// 2.5), with their signatures.
 	direct bool
+	// capabilityBuffer: the module has the direct transport, imports a
+	// capability function and exports the buffer of direct capability
+	// calls (SPEC section 2.6).
+	capabilityBuffer bool
 	// interruptible: the module was rewritten by package instrument and
 	// exports its interrupt flag.
 	interruptible bool
@@ -631,5 +636,19 @@ func compileWith(ctx context.Context, cc wazero.CompilationCache, funcs []capabi
 		slices.Equal(in.ResultTypes(), []api.ValueType{api.ValueTypeI32}) &&
 		len(out.ParamTypes()) == 0 &&
 		slices.Equal(out.ResultTypes(), []api.ValueType{api.ValueTypeI64})
+	if buf := exports[capabilityBufferExport]; c.direct && buf != nil && importsCapability(m) {
+		c.capabilityBuffer = len(buf.ParamTypes()) == 0 && slices.Equal(buf.ResultTypes(), []api.ValueType{api.ValueTypeI64})
+	}
 	return c, nil
+}
+
+// importsCapability reports whether m imports a capability function: only
+// then does an instance need the buffer of direct capability calls.
+func importsCapability(m wazero.CompiledModule) bool {
+	for _, f := range m.ImportedFunctions() {
+		if module, _, _ := f.Import(); module == abi.CapabilityModule {
+			return true
+		}
+	}
+	return false
 }

@@ -28,11 +28,20 @@ func instantiateCapabilities(ctx context.Context, rt wazero.Runtime, fs []capabi
 	}
 	b := rt.NewHostModuleBuilder(abi.CapabilityModule)
 	for _, f := range fs {
-		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, stack []uint64) {
+		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
 			k := callKernel(ctx)
+			var mem api.Memory
+			if k.capLen > 0 {
+				mem = mod.Memory()
+			}
+			resp := serve(ctx, f, k, mem, stack[0])
+			if at, ok := k.writeDirect(mem, resp); ok {
+				stack[0] = at
+				return
+			}
 			// 0 when kernel memory is exhausted: the null offset the
 			// guest sees as "no response".
-			stack[0] = k.writeResponse(serve(ctx, f, k, stack[0]))
+			stack[0] = k.writeResponse(resp)
 		}), []api.ValueType{i64}, []api.ValueType{i64}).Export(f.Name)
 	}
 	_, err := b.Instantiate(ctx)
@@ -84,8 +93,66 @@ func (k *kernel) writeResponse(resp capabilityResponse) uint64 {
 	return off
 }
 
-func serve(ctx context.Context, f capability.Func, k *kernel, off uint64) capabilityResponse {
-	req := k.blockCopy(off) // nil, as an empty request, if no block starts at off
+// directCall marks a request or response of a direct capability call (SPEC
+// section 2.6): directCall | n is n bytes at the start of the guest's
+// buffer. No kernel offset has the bit: kernel memory is bounded by the
+// instance's memory limit.
+const directCall = 1 << 63
+
+// writeDirect writes resp into the guest's buffer of direct capability
+// calls and returns directCall | its length; false if the guest has no
+// buffer, resp does not fit, or the buffer is not in memory, and the
+// response then goes into a kernel block.
+func (k *kernel) writeDirect(mem api.Memory, resp capabilityResponse) (uint64, bool) {
+	if mem == nil {
+		return 0, false
+	}
+	const head = `{"result":`
+	var n uint64
+	if resp.Error == nil && len(resp.Result) > 0 {
+		n = uint64(len(head) + len(resp.Result) + 1)
+	} else {
+		b := encodeResponse(resp)
+		n = uint64(len(b))
+		if n > uint64(k.capLen) {
+			return 0, false
+		}
+		return directCall | n, mem.Write(k.capAddr, b)
+	}
+	if n > uint64(k.capLen) {
+		return 0, false
+	}
+	// One copy, straight into the guest's memory, around the envelope.
+	b, ok := mem.Read(k.capAddr, uint32(n))
+	if !ok {
+		return 0, false
+	}
+	i := copy(b, head)
+	i += copy(b[i:], resp.Result)
+	b[i] = '}'
+	return directCall | n, true
+}
+
+// request returns a copy of the capability request at off: directCall | n
+// for the first n bytes of the guest's buffer, else a kernel block (nil,
+// as an empty request, if neither is there).
+func (k *kernel) request(mem api.Memory, off uint64) []byte {
+	if off&directCall == 0 || mem == nil {
+		return k.blockCopy(off)
+	}
+	n := off &^ directCall
+	if n > uint64(k.capLen) {
+		return nil
+	}
+	b, ok := mem.Read(k.capAddr, uint32(n))
+	if !ok {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+func serve(ctx context.Context, f capability.Func, k *kernel, mem api.Memory, off uint64) capabilityResponse {
+	req := k.request(mem, off)
 	call := capability.FromContext(ctx)
 	if call == nil {
 		return capabilityResponse{Error: abi.Errorf(abi.CodePermissionDenied, "%s: no capability call in progress", f.Name)}

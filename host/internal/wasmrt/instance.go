@@ -54,6 +54,10 @@ type Instance struct {
 	// directIn and directOut are the direct transport's exports (SPEC
 	// section 2.5), nil if the module has none.
 	directIn, directOut api.Function
+	// capabilityBuffer is the export that names the buffer of direct
+	// capability calls (SPEC section 2.6); nil if the module has none, and
+	// once it has been asked.
+	capabilityBuffer api.Function
 
 	// interrupt is the flag of a module rewritten by package instrument
 	// for the compiler (nil otherwise): set, it stops the guest at its
@@ -78,6 +82,9 @@ type Instance struct {
 const (
 	directInputExport  = "wasmhist_input_buffer"
 	directOutputExport = "wasmhist_output"
+	// capabilityBufferExport names the buffer of direct capability calls
+	// (SPEC section 2.6).
+	capabilityBufferExport = "wasmhist_capability_buffer"
 )
 
 // NewInstance instantiates the module with each linear memory, and kernel
@@ -153,6 +160,9 @@ func (c *compiled) newInstance(ctx context.Context, limitPages uint32) (*Instanc
 	}
 	if c.direct {
 		in.directIn, in.directOut = mod.ExportedFunction(directInputExport), mod.ExportedFunction(directOutputExport)
+	}
+	if c.capabilityBuffer {
+		in.capabilityBuffer = mod.ExportedFunction(capabilityBufferExport)
 	}
 	switch {
 	case c.hasMemory && mem.Count() < 1:
@@ -266,6 +276,17 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 			return nil, in.failure(ctx, fmt.Errorf("initialize guest runtime: %w", err))
 		}
 		in.mem.settle()
+	}
+	if buf := in.capabilityBuffer; buf != nil {
+		// Once per instance, after the runtime's initialisation: the
+		// buffer lives as long as the instance. One outside memory is
+		// never used (capabilityBuffer checks each call's bytes).
+		in.capabilityBuffer = nil
+		in.stack[0] = 0
+		if err := in.run(kctx, buf); err != nil {
+			return nil, in.failure(ctx, fmt.Errorf("%s: %w", capabilityBufferExport, err))
+		}
+		in.kern.capAddr, in.kern.capLen = uint32(in.stack[0]>>32), uint32(in.stack[0])
 	}
 	direct := in.directIn != nil && uint64(len(input)) <= math.MaxUint32
 	if direct {

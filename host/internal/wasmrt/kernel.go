@@ -53,6 +53,11 @@ type kernel struct {
 
 	vars     map[string][]byte
 	varBytes int
+
+	// capAddr and capLen are the buffer of direct capability calls in the
+	// guest's memory (SPEC section 2.6), capLen 0 for none. They live as
+	// long as the instance.
+	capAddr, capLen uint32
 }
 
 type block struct{ off, n uint64 }

@@ -165,19 +165,23 @@ func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreRespo
 			return nil, err
 		}
 	}
+	// The key is put in an interface once, and a role known by name is a
+	// constant's: each conversion of another string allocates, which in a
+	// WebAssembly guest costs thousands of instructions.
+	key := any(st.SessionKey)
 	store := func(d string) (*sql.Rows, error) {
 		var b sql.Batch
 		// The counter moves first: a write, so the call holds the write
 		// lock before anything reads, and the inserts below take their
 		// numbers from it.
-		b.Exec(sql.Rebind(d, bumpSequence), st.SessionKey, len(msgs))
+		b.Exec(sql.Rebind(d, bumpSequence), key, len(msgs))
 		for start := 0; start < len(msgs); start += rowsPerInsert {
 			end := min(start+rowsPerInsert, len(msgs))
 			args := make([]any, 0, 1+5*(end-start))
-			args = append(args, st.SessionKey)
+			args = append(args, key)
 			for i := start; i < end; i++ {
 				h := headers[i]
-				args = append(args, len(msgs)-i, h.Role, h.calls, h.results, msgs[i])
+				args = append(args, len(msgs)-i, roleArg(h.Role), h.calls, h.results, msgs[i])
 			}
 			b.Exec(sql.Rebind(d, insertRows(end-start)), args...)
 		}
@@ -363,6 +367,22 @@ func newKey(facts abi.SessionFacts) (string, error) {
 	h.Write([]byte{0})
 	h.Write([]byte(facts.StateKey))
 	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// roleArg returns role as a statement argument, without an allocation for
+// the roles of ABI section 6.
+func roleArg(role string) any {
+	switch role {
+	case string(abi.RoleUser):
+		return string(abi.RoleUser)
+	case string(abi.RoleAssistant):
+		return string(abi.RoleAssistant)
+	case string(abi.RoleSystem):
+		return string(abi.RoleSystem)
+	case string(abi.RoleTool):
+		return string(abi.RoleTool)
+	}
+	return role
 }
 
 // header is the part of a message stored in columns: its role, and the
