@@ -16,8 +16,9 @@ import (
 	"github.com/wasmhist/wasmhist/host/internal/window"
 )
 
-// applyWindow is the host's window over messages a plugin selects from its
-// state; a variable so that tests can observe it.
+// applyWindow is the host's window over a whole history a plugin selects
+// from its state (a window decided by the newest messages alone goes
+// through window.Newest); a variable so that tests can observe it.
 var applyWindow = window.Apply
 
 // validateState checks a state against the plugin's state_schema, skipping
