@@ -334,7 +334,12 @@ func decodeValueMessages(cache *decodedMessages, export, field string, raws []js
 // With shared set, messages served from memory are the memory's own: the
 // caller must hand out only cloneMessage copies of them, and may copy just
 // the ones it keeps (a window over a long history keeps few).
-func decodeStoredMessages(cache *decodedMessages, export, at string, raws []json.RawMessage, shared bool) ([]abi.Message, error) {
+//
+// skip names the elements in errors: raws[0] is element 0, and raws[i]
+// for i > 0 is element i+skip (the first element and the newest ones
+// decode together when a window is chosen from the newest; skip 0 is the
+// whole array).
+func decodeStoredMessages(cache *decodedMessages, export, at string, raws []json.RawMessage, shared bool, skip int) ([]abi.Message, error) {
 	msgs := make([]abi.Message, len(raws))
 	i, err := cache.decode(raws, msgs, shared, nil, func(m *abi.Message) error {
 		switch m.Role {
@@ -343,11 +348,15 @@ func decodeStoredMessages(cache *decodedMessages, export, at string, raws []json
 		}
 		return errBadRole
 	})
+	index := i
+	if i > 0 {
+		index += skip
+	}
 	switch {
 	case errors.Is(err, errBadRole):
-		return nil, invalidOutput(export, "from_state %s/%d: role %q is not a message role", at, i, msgs[i].Role)
+		return nil, invalidOutput(export, "from_state %s/%d: role %q is not a message role", at, index, msgs[i].Role)
 	case err != nil:
-		return nil, invalidOutput(export, "from_state %s/%d: not a message: %v", at, i, err)
+		return nil, invalidOutput(export, "from_state %s/%d: not a message: %v", at, index, err)
 	}
 	return msgs, nil
 }

@@ -32,7 +32,7 @@ func TestDecodedMessages(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var c decodedMessages
 			for range 2 { // the second pass is served from memory
-				msgs, err := decodeStoredMessages(&c, "provide", "/h", tt.raws, false)
+				msgs, err := decodeStoredMessages(&c, "provide", "/h", tt.raws, false, 0)
 				if tt.want != "" {
 					require.ErrorIs(t, err, ErrInvalidOutput)
 					assert.Contains(t, err.Error(), tt.want)
@@ -61,7 +61,7 @@ func TestDecodedMessagesBounded(t *testing.T) {
 	for i := range 20 {
 		raw := append(json.RawMessage{}, big...)
 		raw[len(raw)-5] = byte('a' + i)
-		_, err := decodeStoredMessages(&c, "provide", "/h", []json.RawMessage{raw}, false)
+		_, err := decodeStoredMessages(&c, "provide", "/h", []json.RawMessage{raw}, false, 0)
 		require.NoError(t, err)
 		require.LessOrEqual(t, c.bytes, maxDecodedBytes)
 	}
@@ -90,7 +90,7 @@ func TestDecodedMessagesRemembersWholeHistory(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := decodeStoredMessages(&c, "provide", "/h", tt.raws, false)
+			_, err := decodeStoredMessages(&c, "provide", "/h", tt.raws, false, 0)
 			require.NoError(t, err)
 			for i, raw := range tt.raws {
 				require.Contains(t, c.m, string(raw), "message %d of %d is not remembered", i, len(tt.raws))

@@ -16,8 +16,9 @@ import (
 	"github.com/wasmhist/wasmhist/host/internal/window"
 )
 
-// applyWindow is the host's window over messages a plugin selects from its
-// state; a variable so that tests can observe it.
+// applyWindow is the host's window over a whole history a plugin selects
+// from its state (a window decided by the newest messages alone goes
+// through window.Newest); a variable so that tests can observe it.
 var applyWindow = window.Apply
 
 // validateState checks a state against the plugin's state_schema, skipping
@@ -154,22 +155,67 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, cl statep
 		return nil, nil, invalidOutput(export, "from_state: state: %v", err)
 	}
 	defer p.docs.Put(doc)
-	raws, err := doc.Elements(sel.Pointer)
+	var w abi.Window
+	if sel.Window != nil {
+		w = *sel.Window
+	}
+	first, n, err := doc.ElementRange(sel.Pointer, 0, 1)
 	if errors.Is(err, statepatch.ErrNotFound) {
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, invalidOutput(export, "from_state pointer %q: %v", sel.Pointer, err)
 	}
-	msgs, err := decodeStoredMessages(&p.decoded, export, sel.Pointer, raws, true)
-	if err != nil {
-		return nil, nil, err
+	// A window is chosen from the newest messages backwards, decoding
+	// only those it needs (window.Newest): the first message, which may
+	// be the system message it keeps, and the newest, read back from the
+	// end until the window is decided, twice as many each time. A
+	// window over 100,000 messages then costs about its own size, where
+	// decoding the whole history compared each message's bytes with the
+	// remembered ones, a pass over the state (RATIONALE: "Why is a window
+	// over a plugin's state chosen from the newest message backwards?").
+	var raws []json.RawMessage // the elements from n-len(raws) on
+	var kept []abi.Message
+	head := 0
+	for k := windowReach(w); ; k *= 2 {
+		if k <= 0 || k >= n-1 {
+			// The whole history: every element decoded, as without a
+			// window.
+			if raws, err = doc.Elements(sel.Pointer); err != nil {
+				return nil, nil, invalidOutput(export, "from_state pointer %q: %v", sel.Pointer, err)
+			}
+			msgs, err := decodeStoredMessages(&p.decoded, export, sel.Pointer, raws, true, 0)
+			if err != nil {
+				return nil, nil, err
+			}
+			if len(msgs) > 0 && msgs[0].Role == abi.RoleSystem {
+				head = 1
+			}
+			kept = applyWindow(msgs, w)
+			break
+		}
+		if raws, _, err = doc.ElementRange(sel.Pointer, n-k, n); err != nil {
+			return nil, nil, invalidOutput(export, "from_state pointer %q: %v", sel.Pointer, err)
+		}
+		// The first element and the newest k, in one decode, so that the
+		// memory of decoded messages remembers them in this order and
+		// finds them by it next time.
+		both := make([]json.RawMessage, 0, 1+k)
+		msgs, err := decodeStoredMessages(&p.decoded, export, sel.Pointer, append(append(both, first...), raws...), true, n-k-1)
+		if err != nil {
+			return nil, nil, err
+		}
+		var h []abi.Message
+		if msgs[0].Role == abi.RoleSystem {
+			h, head = msgs[:1], 1
+		}
+		// n-k > 1: the first element is never among the newest k, so the
+		// history's body goes on before them (whole is false).
+		var ok bool
+		if kept, ok = window.Newest(h, msgs[1:], false, w); ok {
+			break
+		}
 	}
-	var w abi.Window
-	if sel.Window != nil {
-		w = *sel.Window
-	}
-	kept := applyWindow(msgs, w)
 	// msgs share the host's memory of decoded messages: the caller gets
 	// copies of the ones kept, and only of those.
 	cloneMessages(kept)
@@ -179,13 +225,10 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, cl statep
 	// A window keeps a leading system message and a contiguous run of the
 	// newest messages (package reducer), so the raw messages kept are the
 	// same head and tail.
-	head := 0
-	if len(msgs) > 0 && msgs[0].Role == abi.RoleSystem && len(kept) > 0 {
-		head = 1
-	}
+	head = min(head, len(kept))
 	tail := len(kept) - head
 	keptRaw := make([]json.RawMessage, 0, len(kept))
-	keptRaw = append(keptRaw, raws[:head]...)
+	keptRaw = append(keptRaw, first[:head]...)
 	keptRaw = append(keptRaw, raws[len(raws)-tail:]...)
 	// Elements are views into the Doc, which the next patch edits in
 	// place once it is back in the cache: the caller gets its own copy.
@@ -193,6 +236,20 @@ func (p *Plugin) selectFromState(export string, state json.RawMessage, cl statep
 		keptRaw[i] = append(json.RawMessage(nil), r...)
 	}
 	return keptRaw, kept, nil
+}
+
+// windowReach is how many of the newest messages window.Newest is first
+// given for w: enough to decide a window of max_messages over a history
+// without tool calls (the message past the window included), and for a
+// window of tokens alone, 64; 0 (the whole history) for no window.
+func windowReach(w abi.Window) int {
+	switch {
+	case w.MaxMessages > 0:
+		return w.MaxMessages + 1
+	case w.MaxTokens > 0:
+		return 64
+	}
+	return 0
 }
 
 // DefaultListPage is how many messages the host puts in a page of list it

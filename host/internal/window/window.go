@@ -14,6 +14,95 @@ func Apply(msgs []abi.Message, w abi.Window) []abi.Message {
 	return Keep(msgs, w.MaxMessages, w.MaxTokens, EstimateTokens)
 }
 
+// Newest is Apply of a history known only by its newest messages: head is
+// the history's leading system message (nil when its first message is not
+// one), tail the newest messages after it, and whole reports whether tail
+// is every message after head. It returns what Apply returns for head
+// followed by the whole rest of the history, and true, when tail decides
+// that; false when it does not: the window may reach past tail, or a tool
+// result in tail may answer a call before it (or none at all, which only
+// the whole history can tell). The caller then calls it again with more of
+// the history; with whole set it always decides.
+//
+// It walks tail from its newest message backwards, as Keep walks groups: a
+// message at i starts a group exactly when every tool result from i on
+// answers a call from i on (every call id seen walking back is then
+// answered), and a group that passes a bound ends the window whatever its
+// oldest message is, since a group only grows towards the past and every
+// message costs at least one message and a positive estimate. So a window
+// over a long history costs the messages it keeps, and the one past them,
+// not the history (RATIONALE: "Why is a window over a plugin's state chosen
+// from the newest message backwards?").
+func Newest(head, tail []abi.Message, whole bool, w abi.Window) ([]abi.Message, bool) {
+	if whole {
+		msgs := make([]abi.Message, 0, len(head)+len(tail))
+		return Apply(append(append(msgs, head...), tail...), w), true
+	}
+	maxMsgs, maxTokens := w.MaxMessages, w.MaxTokens
+	if maxMsgs <= 0 && maxTokens <= 0 {
+		return nil, false // everything is kept: only the whole history says what
+	}
+	usedMsgs, usedTokens := len(head), 0
+	if maxTokens > 0 {
+		for _, m := range head {
+			usedTokens += EstimateTokens(m)
+		}
+	}
+	// unanswered holds the call ids of the tool results from i on whose
+	// call is not from i on; past, once the group after keepFrom passed a
+	// bound, those of them whose call is still to be found.
+	var unanswered, past map[string]struct{}
+	keepFrom, groupTokens := len(tail), 0
+	for i := len(tail) - 1; i >= 0; i-- {
+		m := tail[i]
+		// A message's results answer calls before it, never its own: its
+		// calls answer what is newer first.
+		for _, c := range m.Contents {
+			if c.Type == abi.ContentFunctionCall {
+				delete(unanswered, c.CallID)
+				delete(past, c.CallID)
+			}
+		}
+		if past != nil {
+			if len(past) == 0 {
+				// Every result of the group is answered from i on: the
+				// group reaches back past where it passed the bound.
+				return dropLeadingOrphans(head, tail[keepFrom:]), true
+			}
+			continue
+		}
+		for _, c := range m.Contents {
+			if c.Type == abi.ContentFunctionResult {
+				if unanswered == nil {
+					unanswered = map[string]struct{}{}
+				}
+				unanswered[c.CallID] = struct{}{}
+			}
+		}
+		if maxTokens > 0 {
+			groupTokens += EstimateTokens(m)
+		}
+		n := keepFrom - i
+		if (maxMsgs > 0 && usedMsgs+n > maxMsgs) || (maxTokens > 0 && usedTokens+groupTokens > maxTokens) {
+			if len(unanswered) == 0 {
+				// i starts the group, which passes a bound.
+				return dropLeadingOrphans(head, tail[keepFrom:]), true
+			}
+			// The group starts before i if each of these results answers
+			// a call before i, and later if one answers none at all:
+			// which, only finding their calls tells.
+			past = unanswered
+			continue
+		}
+		if len(unanswered) == 0 {
+			usedMsgs += n
+			usedTokens += groupTokens
+			keepFrom, groupTokens = i, 0
+		}
+	}
+	return nil, false
+}
+
 // Per-message overhead of EstimateTokens: roughly what chat formats spend on
 // role and separators.
 const messageOverheadTokens = 4
