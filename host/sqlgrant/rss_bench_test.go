@@ -17,7 +17,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
@@ -32,6 +34,10 @@ import (
 // the pages of files the host maps (a build's machine code, its initial
 // memory) once per mapping, as distinct builds would; anonymous memory is
 // what only the process holds and the kernel cannot reclaim without swap.
+// Then each build serves one turn (provide and store, on a session of its
+// own), and the resident set's growth per build is reported again
+// (MiB-RSS/build-turned): a build's code leaves the resident set once its
+// guest runtime has started, and what a turn runs comes back.
 //
 // Besides the two sample Go plugins: the AssemblyScript sample (a 26 KB
 // module), and host/testdata/minimal, the least Go plugin (the Go runtime
@@ -62,19 +68,36 @@ func BenchmarkBuildRSS(b *testing.B) {
 				ctx := context.Background()
 				h, err := host.New(ctx, host.Config{})
 				require.NoError(b, err)
+				var loaded []*host.Plugin
 				load := func(i int) {
-					_, err := h.Load(ctx, host.Bytes(fmt.Sprintf("%s-%d", pl.name, i), withBuildSection(wasm, i)), host.LoadOptions{Grants: pl.grants(dir)})
+					p, err := h.Load(ctx, host.Bytes(fmt.Sprintf("%s-%d", pl.name, i), withBuildSection(wasm, i)), host.LoadOptions{Grants: pl.grants(dir)})
 					require.NoError(b, err)
+					loaded = append(loaded, p)
+				}
+				turn := func(i int) {
+					s := session.New()
+					s.SessionID = fmt.Sprintf("rss-%d", i)
+					prov := loaded[i].Provider("history")
+					user := []abi.Message{abi.NewMessage(abi.RoleUser, "hello")}
+					_, err := prov.Provide(ctx, s, user)
+					require.NoError(b, err)
+					require.NoError(b, prov.Store(ctx, s, user, []abi.Message{abi.NewMessage(abi.RoleAssistant, "hi")}))
 				}
 				load(0)
+				turn(0)
 				m0 := memoryInUse(b)
 				for i := 1; i <= builds; i++ {
 					load(i)
 				}
 				m1 := memoryInUse(b)
+				for i := 1; i <= builds; i++ {
+					turn(i)
+				}
+				m2 := memoryInUse(b)
 				b.ReportMetric(float64(m1.rss-m0.rss)/builds/(1<<20), "MiB-RSS/build")
 				b.ReportMetric(float64(m1.anon-m0.anon)/builds/(1<<20), "MiB-anon/build")
 				b.ReportMetric(float64(m1.heap-m0.heap)/builds/(1<<20), "MiB-heap/build")
+				b.ReportMetric(float64(m2.rss-m0.rss)/builds/(1<<20), "MiB-RSS/build-turned")
 				require.NoError(b, h.Close(ctx))
 			}
 		})

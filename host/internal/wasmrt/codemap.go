@@ -28,7 +28,7 @@ import (
 // copy of into files of the cache, mapped: its machine code (mapCode) and
 // its data segments (memoryImage). It runs before comp's first instance.
 func (c *Cache) share(comp *compiled) {
-	c.mapCode(comp.module)
+	comp.text = c.mapCode(comp.module)
 	c.memoryImage(comp)
 }
 

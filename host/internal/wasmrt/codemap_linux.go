@@ -48,7 +48,7 @@ func fingerprint(b []byte) string {
 // mapCode replaces wazero's anonymous copy of m's machine code with a
 // private, read-only, executable mapping of the same bytes in the cache's
 // text file, which it writes first if the cache does not hold it. It
-// returns how many bytes it mapped, 0 when it left the code as it was (an
+// returns the code it mapped, nil when it left the code as it was (an
 // interpreter's module, code too small, a wazero whose internals differ,
 // or a file it could not write or that does not hold the same bytes).
 //
@@ -60,12 +60,29 @@ func fingerprint(b []byte) string {
 // file for the entry wazero read the code from (recordText), so that the
 // next load maps the file as wazero reads the entry, without a comparison
 // (codemapread_linux.go); code mapped so has nothing left to map here.
-func (c *Cache) mapCode(m wazero.CompiledModule) int {
+func (c *Cache) mapCode(m wazero.CompiledModule) []byte {
 	code, owner := executableOf(m)
 	if len(code) < minMappedCode || len(code)%hugePage == 0 || !firstMapping(code, owner) {
-		return 0
+		return nil
 	}
-	return c.mapExecutable(code)
+	if c.mapExecutable(code) == 0 {
+		return nil
+	}
+	return code
+}
+
+// dropText gives the resident pages of the module's mapped code back,
+// once an instance's guest runtime has initialised: most of what a
+// runtime's start runs, it never runs again (RATIONALE: "Why does an
+// instance give back its module's code once its guest has started?").
+// The mapping is private, of a file, read-only and executable: no page of
+// it was ever written, so none is lost; a page runs again from the page
+// cache after a minor fault. The instance that calls it keeps the module,
+// so its mapping, open.
+func (c *compiled) dropText() {
+	if c.text != nil {
+		syscall.Madvise(c.text, syscall.MADV_DONTNEED)
+	}
 }
 
 // mapExecutable is mapCode for code seen for the first time.

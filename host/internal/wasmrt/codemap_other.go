@@ -6,7 +6,10 @@ import "github.com/tetratelabs/wazero"
 
 // mapCode leaves the code in wazero's mapping: outside Linux the host does
 // not map memory itself.
-func (c *Cache) mapCode(wazero.CompiledModule) int { return 0 }
+func (c *Cache) mapCode(wazero.CompiledModule) []byte { return nil }
+
+// dropText has nothing to give back: the code is wazero's.
+func (c *compiled) dropText() {}
 
 // codeFiles: outside Linux a load from the skeleton links the entry into
 // a directory of its own (fromSkeleton).

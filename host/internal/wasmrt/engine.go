@@ -212,7 +212,10 @@ type compiled struct {
 	interpreted bool
 	// image, when set, is the module's initial memory, which its data
 	// segments were moved to (image.go).
-	image     *memImage
+	image *memImage
+	// text, when set, is the module's machine code as mapCode mapped it
+	// from the cache (dropText).
+	text      []byte
 	instances atomic.Uint64
 
 	mu sync.Mutex

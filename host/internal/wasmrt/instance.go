@@ -76,6 +76,9 @@ type Instance struct {
 	// testReturned, when set, runs after the guest returned, before the
 	// call stops watching its context.
 	testReturned func()
+	// testStarted, when set, runs once the guest runtime's initialisation
+	// returned and the instance settled, before the first export runs.
+	testStarted func()
 }
 
 // The direct transport's exports (SPEC section 2.5).
@@ -276,6 +279,10 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 			return nil, in.failure(ctx, fmt.Errorf("initialize guest runtime: %w", err))
 		}
 		in.mem.settle()
+		in.code.dropText()
+		if in.testStarted != nil {
+			in.testStarted()
+		}
 	}
 	if buf := in.capabilityBuffer; buf != nil {
 		// Once per instance, after the runtime's initialisation: the

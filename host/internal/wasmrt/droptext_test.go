@@ -1,0 +1,79 @@
+//go:build linux
+
+package wasmrt
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// mappedPages counts the pages of b (which starts at a page boundary)
+// that the process's page table maps (/proc/self/pagemap): for a mapping
+// of a file, mincore would report the page cache instead.
+func mappedPages(t *testing.T, b []byte) int {
+	t.Helper()
+	page := syscall.Getpagesize()
+	f, err := os.Open("/proc/self/pagemap")
+	require.NoError(t, err)
+	defer f.Close()
+	entries := make([]byte, 8*(len(b)/page))
+	_, err = f.ReadAt(entries, int64(uintptr(unsafe.Pointer(&b[0]))/uintptr(page))*8)
+	require.NoError(t, err)
+	n := 0
+	for i := 0; i < len(entries); i += 8 {
+		if binary.LittleEndian.Uint64(entries[i:])&(1<<63) != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestDropTextAfterInit: once an instance's guest runtime has initialised,
+// none of its module's machine code stays in the process (the pages its
+// start ran, and those wazero's checksum read, stay in the page cache);
+// the code then runs as before, on that instance and on instances started
+// later, also while another instance starts and gives the code back.
+func TestDropTextAfterInit(t *testing.T) {
+	ctx := context.Background()
+	m := compileOn(t, "compiler", pluginWasm(t), testPages)
+	code := m.cur.Load().text
+	require.NotEmpty(t, code, "the module's code is mapped from the cache")
+
+	in, err := m.NewInstance(ctx, testPages)
+	require.NoError(t, err)
+	defer in.Close(ctx)
+	started := -1
+	in.testStarted = func() { started = mappedPages(t, code) }
+	_, err = in.Call(ctx, "describe", nil)
+	require.NoError(t, err)
+	require.Zero(t, started, "pages of the module's code mapped once the guest started, of %d", len(code)/syscall.Getpagesize())
+	assert.NotZero(t, mappedPages(t, code), "describe ran no code")
+
+	store := []byte(`{"session":{"session_id":"s","state_key":"k"},"request_messages":[{"role":"user","contents":[{"type":"text","text":"hello"}]}],"response_messages":[]}`)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 20 {
+			if _, err := in.Call(ctx, "store", store); !assert.NoError(t, err) {
+				return
+			}
+		}
+	}()
+	for range 3 {
+		other, err := m.NewInstance(ctx, testPages)
+		require.NoError(t, err)
+		_, err = other.Call(ctx, "store", store)
+		require.NoError(t, err)
+		require.NoError(t, other.Close(ctx))
+	}
+	wg.Wait()
+}
