@@ -99,16 +99,30 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	if err != nil {
 		return nil, err
 	}
-	wasm, sum, err := src.read(h.cache)
+	sum, wasm, err := src.sum(h.cache)
 	if err != nil {
 		return nil, err
 	}
 	if err := loader.CheckPin(sum, opts.SHA256); err != nil {
 		return nil, err
 	}
-	sections, err := loader.ReadSections(wasm)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidPlugin, err)
+	// The loader's checks of the sections, from the cache's record when
+	// the bytes are not read (wasmrt.Cache.KeepSections).
+	sections, ok := (*loader.Sections)(nil), false
+	if wasm == nil {
+		if sections, ok = h.cache.Sections(sum); !ok {
+			if wasm, err = src.readSum(h.cache, sum); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !ok {
+		if sections, err = loader.ReadSections(wasm); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidPlugin, err)
+		}
+		if src.path != "" {
+			h.cache.KeepSections(sum, sections)
+		}
 	}
 	var capNames []string
 	for _, f := range h.backends.Funcs() {
@@ -118,10 +132,18 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	if err != nil {
 		return nil, err
 	}
-	mod, err := h.engine.Compile(ctx, sum, wasm, limits.MemoryPages)
+	mod, err := h.engine.CompileFrom(ctx, sum, func() ([]byte, error) {
+		if wasm != nil {
+			return wasm, nil
+		}
+		return src.readSum(h.cache, sum)
+	}, limits.MemoryPages)
 	switch {
 	case errors.Is(err, wasmrt.ErrClosed):
 		return nil, ErrClosed
+	case errors.As(err, new(sourceError)):
+		// The file changed or went away; the plugin is not to blame.
+		return nil, err
 	case errors.Is(err, wasmrt.ErrCompileProcess):
 		// The host's environment failed, not the plugin.
 		return nil, err

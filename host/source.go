@@ -30,6 +30,41 @@ func Bytes(name string, wasm []byte) PluginSource {
 // String names the source.
 func (s PluginSource) String() string { return s.name }
 
+// sum returns the plugin's sha256 and, unless the cache's record of the
+// file gives its sum without reading it (wasmrt.Cache.StatSum), its bytes.
+// A warm load needs none of a file's bytes: the cache holds what it
+// compiles and the result of the loader's checks of them, by the sum.
+func (s PluginSource) sum(c *wasmrt.Cache) ([32]byte, []byte, error) {
+	if s.path != "" {
+		if sum, ok := c.StatSum(s.path); ok {
+			return sum, nil, nil
+		}
+	}
+	wasm, sum, err := s.read(c)
+	return sum, wasm, err
+}
+
+// readSum returns the plugin's bytes, which must have the sha256 sum that
+// the load checked: a file changed since fails with ErrChecksumMismatch.
+// Its errors are sourceErrors.
+func (s PluginSource) readSum(c *wasmrt.Cache, sum [32]byte) ([]byte, error) {
+	wasm, got, err := s.read(c)
+	if err != nil {
+		return nil, sourceError{err}
+	}
+	if got != sum {
+		return nil, sourceError{fmt.Errorf("%w: %s changed while it was loading (sha256 %x, now %x): load it again",
+			ErrChecksumMismatch, s.path, sum[:6], got[:6])}
+	}
+	return wasm, nil
+}
+
+// sourceError is a failure to read a plugin's bytes, not the plugin's.
+type sourceError struct{ err error }
+
+func (e sourceError) Error() string { return e.err.Error() }
+func (e sourceError) Unwrap() error { return e.err }
+
 // read returns the plugin's bytes and their sha256. A file's sum comes
 // from the compilation cache's record of it while the file is unchanged
 // (wasmrt.Cache.ReadFile).

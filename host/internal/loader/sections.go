@@ -24,6 +24,12 @@ type Sections struct {
 	Imports []Import
 }
 
+// SectionsVersion names what ReadSections checks: a record of its result
+// (wasmrt.Cache.KeepSections) is trusted only by a host of the same
+// version. Raise it whenever ReadSections may refuse a module it accepted,
+// or read one differently.
+const SectionsVersion = 1
+
 // ReadSections decodes the import and export sections of a WebAssembly
 // binary, after checking that no count or size in it exceeds the bytes that
 // must hold what it counts (see checkBounds). It decodes nothing else (the

@@ -275,7 +275,7 @@ func compileProcess(in io.Reader, out io.Writer) int {
 	}
 	defer cache.Close(ctx)
 	sum := sha256.Sum256(wasm)
-	c, err := compile(ctx, cache, nil, sum, wasm, req.Pages, nil)
+	c, err := compile(ctx, cache, nil, sum, bytesOf(wasm), req.Pages, nil)
 	if err != nil {
 		return answer(err)
 	}

@@ -304,6 +304,14 @@ var ErrClosed = errors.New("wasmrt: engine closed")
 // compilation goes on, bounded by compileTimeout, and its module waits for
 // the next Compile or for Close.
 func (e *Engine) Compile(ctx context.Context, sum [32]byte, wasm []byte, pages uint32) (*Module, error) {
+	return e.CompileFrom(ctx, sum, func() ([]byte, error) { return wasm, nil }, pages)
+}
+
+// CompileFrom is Compile for a module whose bytes read returns when they
+// are needed: never when the module is compiled already, or the cache
+// holds its skeleton (a warm load). read must return the bytes whose
+// sha256 is sum, or fail; a compilation calls it at most once.
+func (e *Engine) CompileFrom(ctx context.Context, sum [32]byte, read func() ([]byte, error), pages uint32) (*Module, error) {
 	key := moduleKey{sum: sum, pages: pages}
 	short := hex.EncodeToString(sum[:])[:12]
 	for {
@@ -322,7 +330,7 @@ func (e *Engine) Compile(ctx context.Context, sum [32]byte, wasm []byte, pages u
 			f = &flight{done: make(chan struct{})}
 			e.flights[key] = f
 			e.inflight.Add(1)
-			go e.compileFlight(context.WithoutCancel(ctx), key, f, wasm)
+			go e.compileFlight(context.WithoutCancel(ctx), key, f, read)
 		}
 		e.mu.Unlock()
 		if joined && e.testJoined != nil {
@@ -341,18 +349,23 @@ func (e *Engine) Compile(ctx context.Context, sum [32]byte, wasm []byte, pages u
 	}
 }
 
-func (e *Engine) compileFlight(ctx context.Context, key moduleKey, f *flight, wasm []byte) {
+func (e *Engine) compileFlight(ctx context.Context, key moduleKey, f *flight, read func() ([]byte, error)) {
 	defer e.inflight.Done()
 	if e.testCompiling != nil {
 		e.testCompiling()
 	}
 	if e.interpretFirst && !e.cache.compiledApart(key.sum) {
+		wasm, err := read()
+		if err != nil {
+			e.register(ctx, key, f, nil, err)
+			return
+		}
 		e.firstUse(ctx, key, f, wasm)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, compileTimeout)
 	defer cancel()
-	c, err := compile(ctx, e.cache, e.funcs, key.sum, wasm, key.pages, func() error {
+	c, err := compile(ctx, e.cache, e.funcs, key.sum, read, key.pages, func(wasm []byte) error {
 		return e.compileApart(ctx, wasm, key.pages)
 	})
 	if err == nil {
@@ -415,7 +428,7 @@ func (e *Engine) firstUse(ctx context.Context, key moduleKey, f *flight, wasm []
 	defer cancel()
 	c, err = nil, errTestHeld
 	if e.testBackground == nil || e.testBackground() {
-		c, err = compile(cctx, e.cache, e.funcs, key.sum, wasm, key.pages, func() error {
+		c, err = compile(cctx, e.cache, e.funcs, key.sum, bytesOf(wasm), key.pages, func(wasm []byte) error {
 			return e.compileApart(cctx, wasm, key.pages)
 		})
 		if err == nil {
@@ -512,16 +525,21 @@ func (e *Engine) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// compile compiles wasm (whose sha256 is sum) rewritten by package
-// instrument, so that a call's context stops it without the cost of the
-// runtime's own preemption. A module the rewrite does not support, or whose
-// rewrite the runtime refuses, is compiled as it is but for its tables'
-// bounds (instrument.BoundTables), with the runtime's preemption.
+// bytesOf is a module's bytes in hand, for compile.
+func bytesOf(wasm []byte) func() ([]byte, error) { return func() ([]byte, error) { return wasm, nil } }
+
+// compile compiles the module read returns (whose sha256 is sum) rewritten
+// by package instrument, so that a call's context stops it without the
+// cost of the runtime's own preemption. A module the rewrite does not
+// support, or whose rewrite the runtime refuses, is compiled as it is but
+// for its tables' bounds (instrument.BoundTables), with the runtime's
+// preemption. read is called only if the cache's skeleton or kept rewrite
+// does not do, at most once.
 //
 // Unless a compile process compiled the module before (Cache.compiledApart),
 // apart first compiles it in one, into the cache (compileApart); apart is
 // nil in that process.
-func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32]byte, wasm []byte, pages uint32, apart func() error) (*compiled, error) {
+func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32]byte, read func() ([]byte, error), pages uint32, apart func(wasm []byte) error) (*compiled, error) {
 	if cache == nil {
 		return nil, errors.New("wasmrt: no compilation cache")
 	}
@@ -531,15 +549,27 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 			return c, nil
 		}
 	}
+	var wasm []byte
+	read = sync.OnceValues(read)
+	need := func() (err error) {
+		wasm, err = read()
+		return err
+	}
 	rewritten, kept := cache.kept(sum)
 	if apart != nil && !cache.compiledApart(sum) {
-		if err := apart(); err != nil && !errors.Is(err, errRefusedApart) {
+		if err := need(); err != nil {
+			return nil, err
+		}
+		if err := apart(wasm); err != nil && !errors.Is(err, errRefusedApart) {
 			return nil, err
 		}
 		rewritten, kept = cache.kept(sum)
 	}
 	var err error
 	if !kept {
+		if err := need(); err != nil {
+			return nil, err
+		}
 		rewritten, err = instrument.Module(wasm)
 	}
 	if err == nil {
@@ -559,6 +589,9 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 		// but is refused is not to be trusted either: rewrite once more.
 		if kept {
 			cache.drop(sum)
+			if err := need(); err != nil {
+				return nil, err
+			}
 			if rewritten, err := instrument.Module(wasm); err == nil {
 				if c, err := compileIn(ctx, cache, funcs, rewritten, pages, false, false); err == nil {
 					cache.keep(sum, rewritten)
@@ -568,6 +601,9 @@ func compile(ctx context.Context, cache *Cache, funcs []capability.Func, sum [32
 				}
 			}
 		}
+	}
+	if err := need(); err != nil {
+		return nil, err
 	}
 	bounded, err := instrument.BoundTables(wasm)
 	if err != nil {

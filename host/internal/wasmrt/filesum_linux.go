@@ -71,6 +71,24 @@ func (c *Cache) ReadFile(path string) ([]byte, [32]byte, error) {
 	return b, sum, nil
 }
 
+// StatSum returns the sum of the file at path from the cache's record of
+// it, without reading the file: ok only while the file keeps the identity
+// the record names, and no user but the process's (or root) may write it,
+// as ReadFile trusts the record. A caller that later reads the bytes checks
+// that they have this sum (the file may change in between).
+func (c *Cache) StatSum(path string) (sum [32]byte, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return sum, false
+	}
+	defer f.Close()
+	st, err := statIdentity(f)
+	if err != nil || !st.private {
+		return sum, false
+	}
+	return readSum(c.sumPath(path), st.id)
+}
+
 // fileState is a file's identity, and whether no user but the process's
 // or root may write it.
 type fileState struct {

@@ -15,3 +15,6 @@ func (c *Cache) ReadFile(path string) ([]byte, [32]byte, error) {
 	}
 	return b, sha256.Sum256(b), nil
 }
+
+// StatSum reports no sum: outside Linux every load reads the file.
+func (c *Cache) StatSum(string) ([32]byte, bool) { return [32]byte{}, false }

@@ -62,6 +62,9 @@ func (sc *sumCache) forge(t *testing.T) [32]byte {
 func TestFileSumTrusted(t *testing.T) {
 	sc := newSumCache(t)
 	forged := sc.forge(t)
+	sum, ok := sc.c.StatSum(sc.path)
+	require.True(t, ok, "StatSum trusts the record as ReadFile does")
+	require.Equal(t, forged, sum)
 	require.Equal(t, forged, sc.read(t))
 }
 
@@ -113,6 +116,8 @@ func TestFileSumRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := newSumCache(t)
 			tc.change(t, sc)
+			_, ok := sc.c.StatSum(sc.path)
+			require.False(t, ok, "StatSum gives no sum without the bytes")
 			b, err := os.ReadFile(sc.path)
 			require.NoError(t, err)
 			require.Equal(t, sha256.Sum256(b), sc.read(t))

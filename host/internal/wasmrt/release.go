@@ -34,18 +34,31 @@ func releaseCodeBodies(m wazero.CompiledModule) int {
 	if !code.IsValid() || code.Kind() != reflect.Slice || code.Type().Elem().Kind() != reflect.Struct {
 		return 0
 	}
+	// The fields are looked up once, by the type: by name on each of the
+	// thousands of functions of a Go plugin (in-memory: 1,855), the lookups
+	// were 3.9 M instructions, 4% of a warm `chat -m`.
+	elem := code.Type().Elem()
+	goFunc, ok := elem.FieldByName("GoFunc")
+	if !ok || goFunc.Type.Kind() != reflect.Interface {
+		return 0
+	}
+	var bytes [][]int
+	for _, name := range []string{"Body", "LocalTypes"} {
+		f, ok := elem.FieldByName(name)
+		if !ok || f.Type.Kind() != reflect.Slice || f.Type.Elem().Kind() != reflect.Uint8 {
+			return 0
+		}
+		bytes = append(bytes, f.Index)
+	}
 	released := 0
 	for i := range code.Len() {
 		c := code.Index(i)
-		if goFunc := c.FieldByName("GoFunc"); !goFunc.IsValid() || !goFunc.IsNil() {
-			// A host function, or a layout this does not know.
+		if !c.FieldByIndex(goFunc.Index).IsNil() {
+			// A host function.
 			return released
 		}
-		for _, name := range []string{"Body", "LocalTypes"} {
-			f := c.FieldByName(name)
-			if !f.IsValid() || f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.Uint8 {
-				return released
-			}
+		for _, index := range bytes {
+			f := c.FieldByIndex(index)
 			released += f.Len()
 			// f is read-only (reached through an unexported field) but
 			// addressable: write it through its address.

@@ -236,8 +236,12 @@ func (c *Cache) keepSkeleton(sum [32]byte, rewritten []byte) {
 // sum, if the cache holds it and the rewrite's code under its entry; ok is
 // false when the load must go the whole way.
 func (c *Cache) fromSkeleton(ctx context.Context, funcs []capability.Func, sum [32]byte, pages uint32) (_ *compiled, ok bool) {
-	f, err := os.ReadFile(c.skeletonPath(sum))
-	if err != nil || len(f) <= crcSize {
+	f, release, err := mapFile(c.skeletonPath(sum))
+	if err != nil {
+		return nil, false
+	}
+	defer release()
+	if len(f) <= crcSize {
 		return nil, false
 	}
 	skel, tail := f[:len(f)-crcSize], f[len(f)-crcSize:]

@@ -3,6 +3,7 @@ package wasmrt
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -240,4 +241,77 @@ func TestSkeletonHammer(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestCompileFromReadsOnlyWhatItNeeds: a load from the skeleton, or from
+// the kept rewrite, never reads the module's bytes; one that compiles them
+// reads them once, and fails with the read's error if the read fails.
+func TestCompileFromReadsOnlyWhatItNeeds(t *testing.T) {
+	ctx := context.Background()
+	sum := sha256.Sum256(adder)
+	errGone := errors.New("the plugin file went away")
+	tests := []struct {
+		name      string
+		change    func(t *testing.T, c *Cache)
+		readFails bool
+		wantReads int
+	}{
+		{"skeleton", func(*testing.T, *Cache) {}, false, 0},
+		{"skeleton, the read failing", func(*testing.T, *Cache) {}, true, 0},
+		{"kept rewrite", func(t *testing.T, c *Cache) { require.NoError(t, os.Remove(c.skeletonPath(sum))) }, false, 0},
+		{"neither", func(t *testing.T, c *Cache) {
+			require.NoError(t, os.Remove(c.skeletonPath(sum)))
+			require.NoError(t, os.Remove(c.rewritePath(sum)))
+		}, false, 1},
+		{"neither, the read failing", func(t *testing.T, c *Cache) {
+			require.NoError(t, os.Remove(c.skeletonPath(sum)))
+			require.NoError(t, os.Remove(c.rewritePath(sum)))
+		}, true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			// A first process compiles the module and keeps its skeleton.
+			c, err := NewCache(dir)
+			require.NoError(t, err)
+			e := newEngine(t, c)
+			m, err := e.Compile(ctx, sum, adder, testPages)
+			require.NoError(t, err)
+			in, err := m.NewInstance(ctx, testPages)
+			require.NoError(t, err)
+			in.code.returned() // what Instance.Call reports: the compilation follows
+			<-m.Compiled()
+			require.NoError(t, m.CompileErr())
+			require.NoError(t, in.Close(ctx))
+			require.NoError(t, e.Close(ctx))
+			require.NoError(t, c.Close(ctx))
+			require.FileExists(t, c.skeletonPath(sum))
+			tt.change(t, c)
+
+			c, err = NewCache(dir)
+			require.NoError(t, err)
+			t.Cleanup(func() { c.Close(ctx) })
+			reads := 0
+			m, err = newEngine(t, c).CompileFrom(ctx, sum, func() ([]byte, error) {
+				reads++
+				if tt.readFails {
+					return nil, errGone
+				}
+				return adder, nil
+			}, testPages)
+			require.Equal(t, tt.wantReads, reads)
+			if tt.readFails && tt.wantReads > 0 {
+				require.ErrorIs(t, err, errGone)
+				return
+			}
+			require.NoError(t, err)
+			defer m.Release(ctx)
+			in, err = m.NewInstance(ctx, testPages)
+			require.NoError(t, err)
+			defer in.Close(ctx)
+			got, err := in.mod.ExportedFunction("add").Call(ctx, 2, 3)
+			require.NoError(t, err)
+			require.Equal(t, []uint64{5}, got)
+		})
+	}
 }
