@@ -49,6 +49,7 @@ type interrupter struct {
 
 	mu     sync.Mutex
 	active bool          // a request's watcher may interrupt
+	req    uint64        // the request being watched: a watcher of an earlier one never interrupts it
 	done   chan struct{} // closed once interrupted; the busy handler's wake-up
 }
 
@@ -73,6 +74,8 @@ func (it *interrupter) close() { interrupters.CompareAndDelete(it.handle, it) }
 func (it *interrupter) watch(ctx context.Context, tls *libc.TLS) (stop func()) {
 	it.stopped.Store(false)
 	it.mu.Lock()
+	it.req++
+	req := it.req
 	it.active = true
 	it.done = make(chan struct{})
 	it.mu.Unlock()
@@ -81,9 +84,12 @@ func (it *interrupter) watch(ctx context.Context, tls *libc.TLS) (stop func()) {
 	if ctx.Err() != nil {
 		// A request that starts past its deadline is refused at once,
 		// not once the watcher's goroutine runs.
-		it.interrupt()
+		it.interrupt(req)
 	}
-	cancel := context.AfterFunc(ctx, it.interrupt)
+	// The watcher's goroutine may run after stop, even after the next
+	// request was armed (cancel does not wait for a goroutine that has
+	// started): it names its request, so it never stops a later one.
+	cancel := context.AfterFunc(ctx, func() { it.interrupt(req) })
 	return func() {
 		cancel()
 		// An interrupt that is running holds mu: wait for it, so that it
@@ -96,12 +102,13 @@ func (it *interrupter) watch(ctx context.Context, tls *libc.TLS) (stop func()) {
 	}
 }
 
-// interrupt stops the request's statements: the one running now, through
-// SQLite, and any that would start, through the flag.
-func (it *interrupter) interrupt() {
+// interrupt stops request req's statements: the one running now, through
+// SQLite, and any that would start, through the flag. It does nothing once
+// req is over.
+func (it *interrupter) interrupt(req uint64) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
-	if !it.active || it.stopped.Load() {
+	if !it.active || it.req != req || it.stopped.Load() {
 		return
 	}
 	it.stopped.Store(true)

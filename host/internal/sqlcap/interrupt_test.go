@@ -107,3 +107,27 @@ func TestRequestPastItsDeadline(t *testing.T) {
 	got := oneCall(t, s, p, "SELECT count(*) FROM t").Results[0].Rows[0][0]
 	assert.Equal(t, "0", string(got))
 }
+
+// TestLateWatcherSparesTheNextRequest: the watcher of a request whose
+// deadline passed as it ended may run after the next request on the
+// connection was armed (context.AfterFunc's cancel does not wait for a
+// goroutine that started); it must not stop that request, whose call would
+// then be charged resource_exhausted for a deadline it never had.
+func TestLateWatcherSparesTheNextRequest(t *testing.T) {
+	s := newStore(t, Limits{})
+	p := dbPath(t, "late.db")
+	oneCall(t, s, p, "CREATE TABLE t(x)")
+	sess, c, _, cancel := requestOn(t, s, p, false)
+	c.intr.mu.Lock()
+	first := c.intr.req
+	c.intr.mu.Unlock()
+	cancel() // the first request's deadline: its watcher starts
+	<-c.intr.done
+
+	stop := c.intr.watch(context.Background(), c.callTLS()) // the next request
+	defer stop()
+	c.intr.interrupt(first) // the first request's watcher, run late
+	require.NoError(t, c.intr.check(), "a late watcher stopped the next request")
+	out := newResultWriter(sess.limits)
+	require.NoError(t, sess.exec(context.Background(), c, statement{SQL: "SELECT count(*) FROM t"}, out))
+}
