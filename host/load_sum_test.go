@@ -8,10 +8,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
-	"runtime"
-	"syscall"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -29,7 +26,7 @@ func TestLoadPinnedFileChangedInPlace(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, wasm, 0o644))
 	sum := sha256.Sum256(wasm)
 	pin := hex.EncodeToString(sum[:])
-	pastChange(t, path) // a read from now on records the file's sum
+	host.PastChange(t, path) // a read from now on records the file's sum
 	h := newHost(t, host.Config{CacheDir: t.TempDir()})
 	_, err = h.Load(ctx, host.File(path), host.LoadOptions{SHA256: pin})
 	require.NoError(t, err)
@@ -49,22 +46,4 @@ func TestLoadPinnedFileChangedInPlace(t *testing.T) {
 
 	_, err = h.Load(ctx, host.File(path), host.LoadOptions{SHA256: pin})
 	require.ErrorIs(t, err, host.ErrChecksumMismatch)
-}
-
-// pastChange waits until the file system's clock (the coarse real-time
-// clock, which stamps files) is past the change time of the file at path.
-func pastChange(t *testing.T, path string) {
-	t.Helper()
-	var st syscall.Stat_t
-	require.NoError(t, syscall.Stat(path, &st))
-	for {
-		const clockRealtimeCoarse = 5
-		var ts syscall.Timespec
-		_, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockRealtimeCoarse, uintptr(unsafe.Pointer(&ts)), 0)
-		require.Zero(t, errno)
-		if ts.Nano() > st.Ctim.Nano() {
-			return
-		}
-		runtime.Gosched()
-	}
 }

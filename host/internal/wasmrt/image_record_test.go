@@ -125,11 +125,15 @@ func TestMemoryImageRecordRacy(t *testing.T) {
 
 // changeByte changes one byte of the file at path in place, keeping its
 // size.
-func changeByte(t *testing.T, path string) {
+func changeByte(t *testing.T, path string) { overwrite(t, path, 1500, []byte{0xff}) }
+
+// overwrite writes b at offset at of the file at path, in place, as damage
+// does: every link to the file sees the change.
+func overwrite(t *testing.T, path string, at int64, b []byte) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	require.NoError(t, err)
-	_, err = f.WriteAt([]byte{0xff}, 1500)
+	_, err = f.WriteAt(b, at)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 }

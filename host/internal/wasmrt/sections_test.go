@@ -25,13 +25,6 @@ func TestSectionsRecord(t *testing.T) {
 		Exports: []string{"wasmhist_abi_v1", "describe", "", "\xff\n name"},
 		Imports: []loader.Import{{Module: "extism:host/env", Name: "alloc", Kind: "func"}, {Module: "env", Name: "m", Kind: "memory"}},
 	}
-	overwrite := func(t *testing.T, path string, at int64, b []byte) {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		require.NoError(t, err)
-		_, err = f.WriteAt(b, at)
-		require.NoError(t, err)
-		require.NoError(t, f.Close())
-	}
 	for _, tc := range []struct {
 		name   string
 		change func(t *testing.T, c *Cache)

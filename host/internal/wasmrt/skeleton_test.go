@@ -85,15 +85,6 @@ func TestSkeletonNeverRunsStubs(t *testing.T) {
 		require.True(t, ok, "the skeleton's entry")
 		return p
 	}
-	// overwrite changes a file in place, as damage does: every link to it
-	// (the rewrite's own entry too) sees the change.
-	overwrite := func(t *testing.T, path string, at int64, b []byte) {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		require.NoError(t, err)
-		_, err = f.WriteAt(b, at)
-		require.NoError(t, err)
-		require.NoError(t, f.Close())
-	}
 	tests := []struct {
 		name         string
 		damage       func(t *testing.T, c *Cache)
