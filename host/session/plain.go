@@ -65,7 +65,7 @@ func plainSession(doc []byte) bool {
 			if err := once(16, '{'); err != nil {
 				return err
 			}
-			return plainMap(&d, plainProviderState)
+			return plainMap(&d, false)
 		case "recent_runs":
 			if err := once(32, '['); err != nil {
 				return err
@@ -81,7 +81,7 @@ func plainSession(doc []byte) bool {
 			if err := once(64, '{'); err != nil {
 				return err
 			}
-			return plainMap(&d, plainProvenance)
+			return plainMap(&d, true)
 		}
 		return errNotPlain
 	})
@@ -101,22 +101,35 @@ func readIntIn(d *guestjson.Decoder, lo, hi int64) error {
 	return nil
 }
 
-// plainString reads a string of at least min bytes and at most max (bytes
-// bound characters from above: the schema's maxLength counts characters).
+// plainString reads a string of at least min characters and at most max,
+// by its bytes as written: an escape is never shorter than what it
+// decodes to, and a byte of invalid UTF-8 decodes to one character, so the
+// written length bounds the characters from above; only an empty string is
+// written "" (without allocating, unlike ReadString).
 func plainString(d *guestjson.Decoder, min, max int) error {
-	if d.Peek() != '"' {
-		return errNotPlain
-	}
-	s, err := d.ReadString()
+	s, err := rawString(d)
 	if err != nil || len(s) < min || len(s) > max {
 		return errNotPlain
 	}
 	return nil
 }
 
+// rawString reads a string and returns it as written, between its quotes.
+func rawString(d *guestjson.Decoder) ([]byte, error) {
+	if d.Peek() != '"' {
+		return nil, errNotPlain
+	}
+	v, err := d.ReadValue()
+	if err != nil || len(v) < 2 {
+		return nil, errNotPlain
+	}
+	return v[1 : len(v)-1], nil
+}
+
 // plainMap reads an object whose keys are non-empty and distinct, each
-// value read by value.
-func plainMap(d *guestjson.Decoder, value func(*guestjson.Decoder) error) error {
+// value a provenance entry or, without provenance set, a slot's state.
+// (A function value to read them would move the Decoder to the heap.)
+func plainMap(d *guestjson.Decoder, provenance bool) error {
 	var keys [8][]byte // each aliases the document or is a copy of its own
 	n := 0
 	return d.Object(func(key []byte) error {
@@ -130,7 +143,10 @@ func plainMap(d *guestjson.Decoder, value func(*guestjson.Decoder) error) error 
 		}
 		keys[n] = key
 		n++
-		return value(d)
+		if provenance {
+			return plainProvenance(d)
+		}
+		return plainProviderState(d)
 	})
 }
 
@@ -225,19 +241,16 @@ func plainProvenance(d *guestjson.Decoder) error {
 }
 
 // plainDigest reads a hex sha256 in lower case, or with empty set an
-// empty string too.
+// empty string too, written without escapes.
 func plainDigest(d *guestjson.Decoder, empty bool) error {
-	if d.Peek() != '"' {
-		return errNotPlain
-	}
-	s, err := d.ReadString()
-	if err != nil || !(empty && s == "" || isHexDigest(s)) {
+	s, err := rawString(d)
+	if err != nil || !(empty && len(s) == 0 || isHexDigest(s)) {
 		return errNotPlain
 	}
 	return nil
 }
 
-func isHexDigest(s string) bool {
+func isHexDigest(s []byte) bool {
 	if len(s) != 64 {
 		return false
 	}

@@ -116,3 +116,28 @@ func FuzzPlainSession(f *testing.F) {
 		}
 	})
 }
+
+// TestPlainSessionAllocatesNothing: the one pass exists to spare a turn
+// the schema library's allocations.
+func TestPlainSessionAllocatesNothing(t *testing.T) {
+	b, err := json.Marshal(turnSession(64))
+	require.NoError(t, err)
+	assert.Zero(t, testing.AllocsPerRun(20, func() { plainSession(b) }))
+}
+
+// TestValidateTakesThePlainPath: a session a turn commits, new to the
+// process, is accepted without the schema library (which allocates
+// hundreds of objects for it).
+func TestValidateTakesThePlainPath(t *testing.T) {
+	const runs = 21
+	docs := make([][]byte, runs+1)
+	for i := range docs {
+		docs[i] = []byte(marshal(t, turnSession(10+i))) // a new document each time
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		require.NoError(t, validate(docs[i]))
+		i++
+	})
+	assert.Less(t, allocs, 5.0)
+}
