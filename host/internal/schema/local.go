@@ -213,7 +213,7 @@ func transparent(set []*jsonschema.Schema) bool {
 			len(s.Dependencies) > 0, len(s.DependentSchemas) > 0,
 			s.UnevaluatedProperties != nil, s.UnevaluatedItems != nil,
 			s.Contains != nil, s.UniqueItems,
-			len(s.Extensions) > 0:
+			!onlyHandPatterns(s):
 			return false
 		}
 	}
@@ -267,19 +267,32 @@ func child(set []*jsonschema.Schema, key string, array bool) ([]*jsonschema.Sche
 // localSound reports whether any schema reachable from root uses a dynamic
 // reference; if one does, Local always declines.
 func localSound(root *jsonschema.Schema) bool {
-	seen := map[*jsonschema.Schema]bool{}
 	sound := true
+	walkSchemas(root, func(s *jsonschema.Schema) bool {
+		if s.DynamicRef != nil || s.RecursiveRef != nil {
+			sound = false
+		}
+		return sound
+	})
+	return sound
+}
+
+// walkSchemas calls visit on root and every schema below it, each once,
+// until visit returns false.
+func walkSchemas(root *jsonschema.Schema, visit func(*jsonschema.Schema) bool) {
+	seen := map[*jsonschema.Schema]bool{}
+	stop := false
 	var walk func(s *jsonschema.Schema)
 	walk = func(s *jsonschema.Schema) {
-		if s == nil || seen[s] || !sound {
+		if s == nil || seen[s] || stop {
 			return
 		}
 		seen[s] = true
-		if s.DynamicRef != nil || s.RecursiveRef != nil {
-			sound = false
+		if !visit(s) {
+			stop = true
 			return
 		}
-		for _, c := range []*jsonschema.Schema{s.Ref, s.Not, s.If, s.Then, s.Else, s.PropertyNames,
+		for _, c := range []*jsonschema.Schema{s.Ref, s.RecursiveRef, s.DynamicRef, s.Not, s.If, s.Then, s.Else, s.PropertyNames,
 			s.UnevaluatedProperties, s.Items2020, s.Contains, s.UnevaluatedItems, s.ContentSchema} {
 			walk(c)
 		}
@@ -314,5 +327,4 @@ func localSound(root *jsonschema.Schema) bool {
 		}
 	}
 	walk(root)
-	return sound
 }

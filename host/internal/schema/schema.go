@@ -167,6 +167,7 @@ func Compile(raw json.RawMessage, name string) (*Schema, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %s", ErrBadSchema, name, trimLib(err))
 	}
+	checkPatternsByHand(s)
 	return &Schema{name: name, s: s, local: localSound(s)}, nil
 }
 
@@ -203,6 +204,7 @@ func Project(name string) *Schema {
 	if err != nil {
 		panic(fmt.Sprintf("schema: compiling embedded %s: %v", name, err))
 	}
+	checkPatternsByHand(s)
 	project.schemas[name] = &Schema{name: name, s: s, local: localSound(s)}
 	return project.schemas[name]
 }
