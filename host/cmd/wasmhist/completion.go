@@ -14,7 +14,7 @@ import (
 // completeCommand is the hidden command the completion scripts call with
 // the words typed so far: the command itself says what may come next, from
 // the flag sets its commands build, so that a script never lists a flag
-// the command lacks (see RATIONALE, "Why is completion computed by the
+// the command lacks (see RATIONALE, "Why does completion ask the
 // command?").
 const completeCommand = "__complete"
 
