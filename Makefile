@@ -69,7 +69,8 @@ check:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	$(WASM_ENV) $(GO) build ./abi/... ./sdk/... ./plugins/... ./internal/guestjson/...
-	@# Every `pkg.Name` written in backticks in the Markdown files exists.
+	@# Every `pkg.Name` written in backticks in the Markdown files exists, and
+	@# every RATIONALE entry a Go comment names by its title.
 	$(GO) run ./internal/docnames
 	@# -e: a test-only dependency of modernc.org/sqlite's own tests is not
 	@# served by the module proxy; it is never built into wasmhist.

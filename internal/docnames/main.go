@@ -11,7 +11,8 @@
 // the check needs. Methods and fields promoted through embedding and
 // aliases are followed, within and across packages.
 //
-// It also checks that a file's table of contents (between the lines of
+// It also checks that every RATIONALE.md entry a Go comment names by its
+// title exists, and that a file's table of contents (between the lines of
 // tocStart and tocEnd) lists its headings, and writes it with -toc.
 //
 // Usage, from the module root:
@@ -65,7 +66,8 @@ func main() {
 }
 
 // run checks files (all Markdown under root when empty, and then also that
-// README.md's layout names every package directory) and writes one line per
+// README.md's layout names every package directory and that every
+// RATIONALE entry a Go comment names exists) and writes one line per
 // stale name to out; it returns how many it found.
 func run(root string, files []string, out io.Writer) (int, error) {
 	whole := len(files) == 0
@@ -83,6 +85,13 @@ func run(root string, files []string, out io.Writer) (int, error) {
 	if whole {
 		msgs, err := checkLayout(filepath.Join(root, "README.md"), idx.dirs)
 		if err != nil {
+			return stale, err
+		}
+		for _, m := range msgs {
+			fmt.Fprintln(out, m)
+			stale++
+		}
+		if msgs, err = checkRationale(root); err != nil {
 			return stale, err
 		}
 		for _, m := range msgs {
@@ -122,14 +131,8 @@ func markdownFiles(root string) ([]string, error) {
 			return err
 		}
 		if d.IsDir() {
-			name := d.Name()
-			if path != root && (name == "testdata" || strings.HasPrefix(name, ".") || name == "node_modules") {
+			if path != root && skipDir(path, d.Name()) {
 				return filepath.SkipDir
-			}
-			if path != root {
-				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-					return filepath.SkipDir
-				}
 			}
 			return nil
 		}
@@ -139,6 +142,17 @@ func markdownFiles(root string) ([]string, error) {
 		return nil
 	})
 	return files, err
+}
+
+// skipDir reports whether the walk skips the directory at path, named
+// name: testdata, hidden directories, node_modules and nested modules
+// (bench/peer has a go.mod of its own).
+func skipDir(path, name string) bool {
+	if name == "testdata" || strings.HasPrefix(name, ".") || name == "node_modules" {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(path, "go.mod"))
+	return err == nil
 }
 
 // ref is one name found in a Markdown file.
