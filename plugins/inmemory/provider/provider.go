@@ -80,10 +80,17 @@ var (
 type Provider struct{}
 
 var (
-	_ sdk.Provider = Provider{}
-	_ sdk.Lister   = Provider{}
-	_ sdk.Clearer  = Provider{}
+	_ sdk.Provider  = Provider{}
+	_ sdk.Lister    = Provider{}
+	_ sdk.Clearer   = Provider{}
+	_ sdk.Transient = Provider{}
 )
+
+// Transient implements sdk.Transient: the provider keeps nothing of a
+// request past its call (its answers refer to the request's messages, and
+// are encoded before the call returns), so a WebAssembly guest reuses a
+// request's memory for the next one.
+func (Provider) Transient() {}
 
 // Describe implements sdk.Provider.
 func (Provider) Describe() abi.PluginInfo {
