@@ -379,15 +379,31 @@ func (e *encoder) stateChange(c *abi.StateChange) {
 	if len(c.Patch) > 0 {
 		e.key("state_patch")
 		e.b = append(e.b, '[')
+		// The operations of a store are nearly always adds to one path
+		// (sdk.AppendOps): "add" is written as a constant, and a path
+		// equal to the previous operation's is copied from what was
+		// written for it rather than escaped again.
+		var path string
+		var at, end int
 		for i := range c.Patch {
 			op := &c.Patch[i]
 			if i > 0 {
 				e.b = append(e.b, ',')
 			}
-			e.b = append(e.b, `{"op":`...)
-			e.str(op.Op)
-			e.b = append(e.b, `,"path":`...)
-			e.str(op.Path)
+			if op.Op == abi.PatchAdd {
+				e.b = append(e.b, `{"op":"add","path":`...)
+			} else {
+				e.b = append(e.b, `{"op":`...)
+				e.str(op.Op)
+				e.b = append(e.b, `,"path":`...)
+			}
+			if i > 0 && op.Path == path {
+				e.b = append(e.b, e.b[at:end]...)
+			} else {
+				path, at = op.Path, len(e.b)
+				e.str(op.Path)
+				end = len(e.b)
+			}
 			if len(op.Value) > 0 {
 				e.b = append(e.b, `,"value":`...)
 				e.raw(op.Value)

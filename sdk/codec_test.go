@@ -265,6 +265,14 @@ func TestEncodeResponsesMatchEncodingJSON(t *testing.T) {
 		{},
 		{StateChange: abi.StateChange{State: json.RawMessage(`{"messages":[]}`)}},
 		{StateChange: abi.StateChange{Patch: AppendOps("/messages", msgs)}},
+		{StateChange: abi.StateChange{Patch: AppendOps("/m\"\n", msgs, msgs)}},
+		// A path written once is copied for the next operation only when
+		// equal to it: paths that change back, and other operations.
+		{StateChange: abi.StateChange{Patch: []abi.PatchOp{
+			{Op: abi.PatchAdd, Path: "/a/-", Value: msgs[0]}, {Op: abi.PatchAdd, Path: "/b\t/-", Value: msgs[1]},
+			{Op: abi.PatchAdd, Path: "/a/-", Value: msgs[1]}, {Op: abi.PatchRemove, Path: "/a/-"},
+			{Op: "replace", Path: "/a/-", Value: msgs[0]}, {Op: abi.PatchAdd, Path: "/a/0"}, {Op: abi.PatchAdd, Path: "/a/0", Value: msgs[0]},
+		}}},
 	}
 	for _, r := range stores {
 		want, err := json.Marshal(r)

@@ -36,8 +36,12 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte, kept
 	var err error
 	var dst []byte
 	var guess *sessionGuess
+	var reused *reuse
 	if kept != nil {
 		dst, guess = kept.out, &kept.session
+		if kept.transient {
+			reused = kept
+		}
 	}
 	switch export {
 	case abi.ExportDescribe:
@@ -50,7 +54,7 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte, kept
 		}
 		out = encodePluginInfo(&info)
 	case abi.ExportProvide:
-		c := new(provideCall)
+		c := reused.provideCall()
 		req := &c.req
 		if err = decodeProvideRequest(input, req, c.arena[:0], guess); err != nil {
 			return nil, invalidRequest(export, err)
@@ -63,7 +67,7 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte, kept
 			out = encodeProvideResponse(dst, resp)
 		}
 	case abi.ExportStore:
-		c := new(storeCall)
+		c := reused.storeCall()
 		req := &c.req
 		if err = decodeStoreRequest(input, req, c.arena[:0], guess); err != nil {
 			return nil, invalidRequest(export, err)
@@ -138,9 +142,70 @@ func dispatch(ctx context.Context, p Provider, export string, input []byte, kept
 //   - session, the last request's session member, which the next request
 //     most often repeats byte for byte, and its facts, whose strings it
 //     shares (strings cannot change, so sharing them is safe).
+//   - for a Transient provider only, in, the last input buffer, and the
+//     last provide's and store's request with its message arena, which
+//     the next call overwrites.
 type reuse struct {
 	out     []byte
 	session sessionGuess
+	// transient is set when the provider is Transient.
+	transient bool
+	in        []byte
+	provide   *provideCall
+	store     *storeCall
+}
+
+// maxSpare bounds the output and input buffers a guest keeps between
+// calls. Store and provide answers of a plugin that leaves the state out
+// are a few kilobytes whatever the history's size, and so are their
+// requests; a larger buffer is not kept, so that a pooled instance does
+// not hold on to it.
+const maxSpare = 64 << 10
+
+// input returns a buffer for the next call's input of n bytes: for a
+// Transient provider the last one's if it is large enough, else a new
+// one, which k keeps if it is at most maxSpare.
+// The caller fills all n bytes.
+func (k *reuse) input(n int) []byte {
+	if !k.transient {
+		return make([]byte, n)
+	}
+	if cap(k.in) >= n {
+		return k.in[:n]
+	}
+	b := make([]byte, n)
+	if n <= maxSpare {
+		k.in = b
+	}
+	return b
+}
+
+// provideCall returns the object a provide decodes its request into: the
+// last one's, emptied, when k keeps it (a Transient provider's, k not
+// nil), else a new one.
+func (k *reuse) provideCall() *provideCall {
+	if k == nil {
+		return new(provideCall)
+	}
+	if k.provide == nil {
+		k.provide = new(provideCall)
+	} else {
+		*k.provide = provideCall{}
+	}
+	return k.provide
+}
+
+// storeCall is provideCall for a store.
+func (k *reuse) storeCall() *storeCall {
+	if k == nil {
+		return new(storeCall)
+	}
+	if k.store == nil {
+		k.store = new(storeCall)
+	} else {
+		*k.store = storeCall{}
+	}
+	return k.store
 }
 
 // invalidRequest is the error for a request that does not decode.

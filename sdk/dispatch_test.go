@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -179,6 +181,12 @@ func TestRegister(t *testing.T) {
 	require.Same(t, p, registered)
 	assert.Panics(t, func() { Register(&echoProvider{}) }, "second Register")
 	assert.Same(t, p, registered, "a second Register replaced the provider")
+	assert.False(t, kept.transient, "a provider that is not Transient")
+
+	registered = nil
+	defer func(k reuse) { kept = k }(kept)
+	Register(&transientProvider{})
+	assert.True(t, kept.transient, "a Transient provider")
 }
 
 // factsProvider records the session facts of each call.
@@ -275,4 +283,112 @@ func TestDispatchAllocatesOncePerRequest(t *testing.T) {
 			assert.Equal(t, 1.0, testing.AllocsPerRun(100, call))
 		})
 	}
+}
+
+// transientProvider is a Transient provider that records, within each
+// call, the messages and config it was handed, copied.
+type transientProvider struct {
+	echoProvider
+	seen []string
+}
+
+func (*transientProvider) Transient() {}
+
+func (p *transientProvider) record(config json.RawMessage, lists ...[]json.RawMessage) {
+	var b strings.Builder
+	b.WriteString(string(config))
+	for _, l := range lists {
+		b.WriteString(" |")
+		for _, m := range l {
+			b.WriteString(" " + string(m))
+		}
+	}
+	p.seen = append(p.seen, b.String())
+}
+
+func (p *transientProvider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.ProvideResponse, error) {
+	p.record(req.Config, req.RequestMessages)
+	return staticProvide, nil
+}
+
+func (p *transientProvider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
+	p.record(req.Config, req.RequestMessages, req.ResponseMessages)
+	return staticStore, nil
+}
+
+// TestDispatchReusesForTransient: for a Transient provider a guest writes
+// each request over the last one's (its input buffer, the request and its
+// message arena): a provide or a store allocates nothing once the first has
+// run, and each request is still whole and only its own, whatever the one
+// before held.
+func TestDispatchReusesForTransient(t *testing.T) {
+	p := &transientProvider{}
+	kept := reuse{transient: true}
+	call := func(export, input string) {
+		in := kept.input(len(input))
+		copy(in, input)
+		out, aerr := dispatch(context.Background(), p, export, in, &kept)
+		require.Nil(t, aerr)
+		kept.out = out[:0]
+	}
+	m := func(n int) string { return `{"n":` + strconv.Itoa(n) + `}` }
+	session := `"session":{"session_id":"s","state_key":"k"}`
+	call(abi.ExportStore, `{`+session+`,"config":{"c":1},"request_messages":[`+m(1)+`,`+m(2)+`,`+m(3)+`],"response_messages":[`+m(4)+`]}`)
+	call(abi.ExportStore, `{`+session+`,"request_messages":[`+m(5)+`],"response_messages":[]}`)
+	call(abi.ExportProvide, `{`+session+`,"request_messages":[`+m(6)+`,`+m(7)+`]}`)
+	call(abi.ExportProvide, `{`+session+`}`)
+	call(abi.ExportStore, `{`+session+`,"request_messages":[],"response_messages":[`+m(8)+`,`+m(9)+`]}`)
+	assert.Equal(t, []string{
+		`{"c":1} | {"n":1} {"n":2} {"n":3} | {"n":4}`,
+		` | {"n":5} |`,
+		` | {"n":6} {"n":7}`,
+		` |`,
+		` | | {"n":8} {"n":9}`,
+	}, p.seen)
+
+	static := &staticProvider{}
+	for _, tt := range []struct{ name, export, input string }{
+		{name: "provide", export: abi.ExportProvide, input: `{` + session + `,"request_messages":[` + m(1) + `]}`},
+		{name: "store", export: abi.ExportStore, input: `{` + session + `,"request_messages":[` + m(1) + `],"response_messages":[` + m(2) + `]}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			kept := reuse{transient: true}
+			call := func() {
+				in := kept.input(len(tt.input))
+				copy(in, tt.input)
+				out, aerr := dispatch(context.Background(), transientStatic{static}, tt.export, in, &kept)
+				require.Nil(t, aerr)
+				kept.out = out[:0]
+			}
+			call()
+			assert.Equal(t, 0.0, testing.AllocsPerRun(100, call))
+		})
+	}
+}
+
+// transientStatic is staticProvider, Transient.
+type transientStatic struct{ *staticProvider }
+
+func (transientStatic) Transient() {}
+
+// TestReuseInput: the input buffer is the last one's only for a Transient
+// provider, only when large enough, and one above maxSpare is not kept.
+func TestReuseInput(t *testing.T) {
+	var plain reuse
+	a, b := plain.input(10), plain.input(10)
+	assert.NotSame(t, &a[0], &b[0], "not Transient: a new buffer each call")
+
+	k := reuse{transient: true}
+	first := k.input(100)
+	require.Len(t, first, 100)
+	again := k.input(40)
+	require.Len(t, again, 40)
+	assert.Same(t, &first[0], &again[0], "Transient: the last buffer, resliced")
+	larger := k.input(200)
+	require.Len(t, larger, 200)
+	assert.NotSame(t, &first[0], &larger[0], "a larger input needs a new buffer")
+	assert.Same(t, &larger[0], &k.input(150)[0], "and that one is kept")
+	huge := k.input(maxSpare + 1)
+	require.Len(t, huge, maxSpare+1)
+	assert.Same(t, &larger[0], &k.input(10)[0], "a buffer above maxSpare is not kept")
 }

@@ -53,22 +53,15 @@ var (
 	// directOutput is the last direct call's output, kept reachable until
 	// the host has read it (the next call replaces it).
 	directOutput []byte
-	// kept is what one export call leaves for the next (see reuse).
-	kept reuse
 )
 
-// maxSpare bounds the output buffer a plugin keeps between calls. Store
-// and provide answers of a plugin that leaves the state out are a few
-// kilobytes whatever the history's size; a larger answer is not kept, so
-// that a pooled instance does not hold on to it.
-const maxSpare = 64 << 10
-
-// exportInputBuffer returns the address of a new buffer of n bytes, into
-// which the host writes the input of the export call it makes next.
+// exportInputBuffer returns the address of a buffer of n bytes, into
+// which the host writes the input of the export call it makes next: a new
+// one, or for a Transient provider the last call's (see reuse.input).
 //
 //go:wasmexport wasmhist_input_buffer
 func exportInputBuffer(n uint32) uint32 {
-	directInput, direct, directOutput = make([]byte, n), true, nil
+	directInput, direct, directOutput = kept.input(int(n)), true, nil
 	return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(directInput))))
 }
 

@@ -65,8 +65,45 @@ func AppendOps(pointer string, lists ...[]json.RawMessage) []abi.PatchOp {
 	if n == 0 {
 		return nil
 	}
+	return appendOps(make([]abi.PatchOp, 0, n), pointer, lists)
+}
+
+// AppendStore returns the store response whose patch is AppendOps(pointer,
+// lists...): return sdk.AppendStore("/messages", req.RequestMessages,
+// req.ResponseMessages) stores a turn. A turn's user message and reply
+// take one allocation for the response and its patch rather than two
+// (each costs a WebAssembly guest a few thousand instructions). With no
+// messages the response changes nothing.
+func AppendStore(pointer string, lists ...[]json.RawMessage) *abi.StoreResponse {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	if n == 0 {
+		return &abi.StoreResponse{}
+	}
+	if n > turnOps {
+		return &abi.StoreResponse{StateChange: abi.StateChange{Patch: appendOps(make([]abi.PatchOp, 0, n), pointer, lists)}}
+	}
+	t := new(turnStore)
+	t.resp.Patch = appendOps(t.ops[:0:n], pointer, lists)
+	return &t.resp
+}
+
+// turnOps is how many appended messages AppendStore answers in one
+// allocation: a turn's user message and reply.
+const turnOps = 2
+
+// turnStore is a store response and the patch of a turn, allocated together.
+type turnStore struct {
+	resp abi.StoreResponse
+	ops  [turnOps]abi.PatchOp
+}
+
+// appendOps appends to ops an add operation at pointer's end for each
+// message of lists, in order.
+func appendOps(ops []abi.PatchOp, pointer string, lists [][]json.RawMessage) []abi.PatchOp {
 	path := appendPath(pointer)
-	ops := make([]abi.PatchOp, 0, n)
 	for _, l := range lists {
 		for _, m := range l {
 			ops = append(ops, abi.PatchOp{Op: abi.PatchAdd, Path: path, Value: m})

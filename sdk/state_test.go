@@ -88,3 +88,37 @@ func TestDecodeStateOmittedNamesOmitState(t *testing.T) {
 	assert.Contains(t, err.Error(), "omit_state")
 	assert.Contains(t, abi.AsError(err).Message, "omit_state", "the wire message")
 }
+
+// appendStored keeps TestAppendStore's answers on the heap, as a provider
+// returning them does, whatever the compiler inlines.
+var appendStored *abi.StoreResponse
+
+// TestAppendStore: the response carries AppendOps' patch, and a turn's two
+// messages take one allocation for the response and its patch.
+func TestAppendStore(t *testing.T) {
+	msgs := []json.RawMessage{json.RawMessage(`{"n":1}`), json.RawMessage(`{"n":2}`), json.RawMessage(`{"n":3}`)}
+	tests := []struct {
+		name   string
+		lists  [][]json.RawMessage
+		allocs float64
+	}{
+		{name: "none", lists: nil, allocs: 1},
+		{name: "empty lists", lists: [][]json.RawMessage{nil, {}}, allocs: 1},
+		{name: "one", lists: [][]json.RawMessage{msgs[:1], nil}, allocs: 1},
+		{name: "a turn", lists: [][]json.RawMessage{msgs[:1], msgs[1:2]}, allocs: 1},
+		{name: "more than a turn", lists: [][]json.RawMessage{msgs[:2], msgs[2:]}, allocs: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := AppendStore("/messages", tt.lists...)
+			require.NotNil(t, resp)
+			assert.Nil(t, resp.State)
+			assert.Equal(t, AppendOps("/messages", tt.lists...), resp.Patch)
+			if len(resp.Patch) > 0 {
+				// Appending to the patch must not write past it.
+				assert.Equal(t, len(resp.Patch), cap(resp.Patch))
+			}
+			assert.Equal(t, tt.allocs, testing.AllocsPerRun(100, func() { appendStored = AppendStore("/messages", tt.lists...) }))
+		})
+	}
+}

@@ -372,8 +372,9 @@ var tooDeep = "nested deeper than " + strconv.Itoa(MaxDepth)
 // Go function call costs as much as scanning dozens of bytes (the caller
 // spills what it keeps to the stack and reloads it), and a message is
 // mostly short keys and values (SPEC's messages nest a handful of levels).
-// Keys are read in the same loop as values, and a string's first eight
-// bytes are tested in place, so that a key or value of up to seven bytes
+// Keys are read in the same loop as values, and a string's first sixteen
+// bytes are tested in place, eight at a time, so that a key or value of up
+// to fifteen bytes (a message's "message_id", "created_at", "assistant")
 // costs no call; longer strings go on in plainEnd, and anything rarer (an
 // escape, a number) through the same checks Skip uses.
 func (d *Decoder) skipContainer() error {
@@ -422,11 +423,17 @@ func (d *Decoder) skipContainer() error {
 			continue
 		case '"':
 			end := -1
-			if j := i + 1; j+8 <= len(b) {
-				if m := stopMask(binary.LittleEndian.Uint64(b[j:])); m == 0 {
-					end = plainEnd(b, j+8)
-				} else if j += bits.TrailingZeros64(m) >> 3; b[j] == '"' {
-					end = j
+			if j := i + 1; j+16 <= len(b) {
+				if m := stopMask(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+					if j += bits.TrailingZeros64(m) >> 3; b[j] == '"' {
+						end = j
+					}
+				} else if m := stopMask(binary.LittleEndian.Uint64(b[j+8:])); m != 0 {
+					if j += 8 + bits.TrailingZeros64(m)>>3; b[j] == '"' {
+						end = j
+					}
+				} else {
+					end = plainEnd(b, j+16)
 				}
 			} else {
 				end = plainEnd(b, j)

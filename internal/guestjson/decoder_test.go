@@ -479,3 +479,32 @@ func TestSkipIf(t *testing.T) {
 		})
 	}
 }
+
+// TestSkipStrides: skipContainer finds a string's end in place within its
+// first sixteen bytes and through plainEnd beyond them; a quote, an
+// escape, a control character or a byte outside ASCII at every position
+// of keys and values, near the document's end or not, is skipped or
+// refused as encoding/json accepts or refuses the document.
+func TestSkipStrides(t *testing.T) {
+	for _, special := range []string{`"`, `\n`, `\u00e9`, "\x01", "é", `\x`} {
+		for p := range 40 {
+			body := strings.Repeat("a", p) + special + strings.Repeat("b", 39-p)
+			short := strings.Repeat("c", p)
+			for _, doc := range []string{
+				`{"k":"` + body + `","n":[1]}`,
+				`["` + body + `",{"` + body + `":1}]`,
+				`[{"` + short + `":"` + short + `"},"` + body + `"]`,
+				`["` + body + `"]`,
+			} {
+				d := NewDecoder([]byte(doc))
+				err := d.Skip()
+				if !json.Valid([]byte(doc)) {
+					require.ErrorIs(t, err, ErrSyntax, "%q", doc)
+					continue
+				}
+				require.NoError(t, err, "%q", doc)
+				assert.Equal(t, len(doc), d.Offset(), "%q", doc)
+			}
+		}
+	}
+}

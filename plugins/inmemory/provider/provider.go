@@ -80,10 +80,17 @@ var (
 type Provider struct{}
 
 var (
-	_ sdk.Provider = Provider{}
-	_ sdk.Lister   = Provider{}
-	_ sdk.Clearer  = Provider{}
+	_ sdk.Provider  = Provider{}
+	_ sdk.Lister    = Provider{}
+	_ sdk.Clearer   = Provider{}
+	_ sdk.Transient = Provider{}
 )
+
+// Transient implements sdk.Transient: the provider keeps nothing of a
+// request past its call (its answers refer to the request's messages, and
+// are encoded before the call returns), so a WebAssembly guest reuses a
+// request's memory for the next one.
+func (Provider) Transient() {}
 
 // Describe implements sdk.Provider.
 func (Provider) Describe() abi.PluginInfo {
@@ -106,18 +113,29 @@ func (Provider) Provide(_ context.Context, req *abi.ProvideRequest) (*abi.Provid
 	if err != nil {
 		return nil, err
 	}
-	sel := &abi.StateSelection{Pointer: messagesPointer}
+	a := new(provideAnswer)
+	a.sel.Pointer = messagesPointer
 	if cfg.MaxMessages > 0 || cfg.MaxTokens > 0 {
-		sel.Window = &abi.Window{MaxMessages: cfg.MaxMessages, MaxTokens: cfg.MaxTokens}
+		a.win = abi.Window{MaxMessages: cfg.MaxMessages, MaxTokens: cfg.MaxTokens}
+		a.sel.Window = &a.win
 	}
-	return &abi.ProvideResponse{FromState: sel}, nil
+	a.resp.FromState = &a.sel
+	return &a.resp, nil
+}
+
+// provideAnswer is provide's response with its selection and window, in
+// one allocation rather than three: each costs a WebAssembly guest a few
+// thousand instructions, and a provide is little else.
+type provideAnswer struct {
+	resp abi.ProvideResponse
+	sel  abi.StateSelection
+	win  abi.Window
 }
 
 // Store implements sdk.Provider: the request messages, then the response
 // messages, appended to the history.
 func (Provider) Store(_ context.Context, req *abi.StoreRequest) (*abi.StoreResponse, error) {
-	ops := sdk.AppendOps(messagesPointer, req.RequestMessages, req.ResponseMessages)
-	return &abi.StoreResponse{StateChange: abi.StateChange{Patch: ops}}, nil
+	return sdk.AppendStore(messagesPointer, req.RequestMessages, req.ResponseMessages), nil
 }
 
 // List implements sdk.Lister. A request without a state (list is in

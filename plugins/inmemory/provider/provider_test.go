@@ -197,3 +197,33 @@ func TestClear(t *testing.T) {
 	assert.Equal(t, `{"messages":[]}`, string(resp.State), "clear must answer the empty history")
 	assert.Nil(t, resp.Patch)
 }
+
+// provided and stored keep TestAnswersAllocateOnce's answers on the heap,
+// as the SDK's dispatch does, whatever the compiler inlines.
+var (
+	provided *abi.ProvideResponse
+	stored   *abi.StoreResponse
+)
+
+// TestAnswersAllocateOnce: provide's and store's answers are one
+// allocation each (each costs a WebAssembly guest a few thousand
+// instructions), with a window or without, for a turn's two messages.
+func TestAnswersAllocateOnce(t *testing.T) {
+	ctx := t.Context()
+	provide := &abi.ProvideRequest{RequestMessages: msgs(0, 1)}
+	windowed := &abi.ProvideRequest{Config: json.RawMessage(`{"max_messages":4,"max_tokens":300}`)}
+	store := &abi.StoreRequest{RequestMessages: msgs(0, 1), ResponseMessages: msgs(1, 2)}
+	tests := []struct {
+		name string
+		call func()
+	}{
+		{name: "provide", call: func() { provided, _ = Provider{}.Provide(ctx, provide) }},
+		{name: "provide with a window", call: func() { provided, _ = Provider{}.Provide(ctx, windowed) }},
+		{name: "store", call: func() { stored, _ = Provider{}.Store(ctx, store) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, 1.0, testing.AllocsPerRun(100, tt.call))
+		})
+	}
+}
