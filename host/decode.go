@@ -146,14 +146,7 @@ func decodeOutputFast(out []byte, provide bool) (r abi.ProvideResponse, ok bool)
 	if d.Peek() != '{' {
 		return r, false
 	}
-	var seen uint8
-	once := func(bit uint8, want byte) error {
-		if seen&bit != 0 || (want != 0 && d.Peek() != want) {
-			return errNotPlain
-		}
-		seen |= bit
-		return nil
-	}
+	var seen guestjson.Members
 	err := d.Object(func(key []byte) error {
 		switch string(key) {
 		case "messages", "from_state":
@@ -161,14 +154,14 @@ func decodeOutputFast(out []byte, provide bool) (r abi.ProvideResponse, ok bool)
 				return d.Skip()
 			}
 			if string(key) == "from_state" {
-				if err := once(2, '{'); err != nil {
-					return err
+				if !seen.Take(&d, 2, '{') {
+					return errNotPlain
 				}
 				r.FromState = &abi.StateSelection{}
 				return decodeSelectionFast(&d, r.FromState)
 			}
-			if err := once(1, '['); err != nil {
-				return err
+			if !seen.Take(&d, 1, '[') {
+				return errNotPlain
 			}
 			// Room for a database plugin's usual window at once.
 			r.Messages = make([]json.RawMessage, 0, 32)
@@ -178,15 +171,15 @@ func decodeOutputFast(out []byte, provide bool) (r abi.ProvideResponse, ok bool)
 				return err
 			})
 		case "state":
-			if err := once(4, 0); err != nil {
-				return err
+			if !seen.Take(&d, 4, 0) {
+				return errNotPlain
 			}
 			v, err := d.ReadValue()
 			r.State = v
 			return err
 		case "state_patch":
-			if err := once(8, '['); err != nil {
-				return err
+			if !seen.Take(&d, 8, '[') {
+				return errNotPlain
 			}
 			r.Patch = []abi.PatchOp{}
 			return d.Array(func() error {
@@ -389,29 +382,22 @@ func plainMessage(raw []byte) bool {
 	if d.Peek() != '{' {
 		return false
 	}
-	var seen uint8
-	once := func(bit uint8, want byte) error {
-		if seen&bit != 0 || d.Peek() != want {
-			return errNotPlain
-		}
-		seen |= bit
-		return nil
-	}
+	var seen guestjson.Members
 	err := d.Object(func(key []byte) error {
 		switch string(key) {
 		case "role":
-			if err := once(1, '"'); err != nil {
-				return err
+			if !seen.Take(&d, 1, '"') {
+				return errNotPlain
 			}
 			return readOneOf(&d, `"system"`, `"user"`, `"assistant"`, `"tool"`)
 		case "contents":
-			if err := once(2, '['); err != nil {
-				return err
+			if !seen.Take(&d, 2, '[') {
+				return errNotPlain
 			}
 			return d.Array(func() error { return plainContent(&d) })
 		case "source":
-			if err := once(4, '{'); err != nil {
-				return err
+			if !seen.Take(&d, 4, '{') {
+				return errNotPlain
 			}
 			var sseen uint8
 			err := d.Object(func(key []byte) error {
@@ -430,13 +416,13 @@ func plainMessage(raw []byte) bool {
 			}
 			return err
 		case "message_id":
-			if err := once(8, '"'); err != nil {
-				return err
+			if !seen.Take(&d, 8, '"') {
+				return errNotPlain
 			}
 			return d.Skip()
 		case "author_name":
-			if err := once(16, '"'); err != nil {
-				return err
+			if !seen.Take(&d, 16, '"') {
+				return errNotPlain
 			}
 			return d.Skip()
 		}

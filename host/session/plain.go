@@ -28,47 +28,40 @@ func plainSession(doc []byte) bool {
 	if d.Peek() != '{' {
 		return false
 	}
-	var seen uint8
-	once := func(bit uint8, want byte) error {
-		if seen&bit != 0 || (want != 0 && d.Peek() != want) {
-			return errNotPlain
-		}
-		seen |= bit
-		return nil
-	}
+	var seen guestjson.Members
 	err := d.Object(func(key []byte) error {
 		switch string(key) {
 		case "schema_version":
-			if err := once(1, '1'); err != nil {
-				return err
+			if !seen.Take(&d, 1, '1') {
+				return errNotPlain
 			}
 			if !d.SkipIf([]byte("1")) {
 				return errNotPlain
 			}
 			return nil
 		case "session_id":
-			if err := once(2, '"'); err != nil {
-				return err
+			if !seen.Take(&d, 2, '"') {
+				return errNotPlain
 			}
 			return d.Skip()
 		case "revision":
-			if err := once(4, 0); err != nil {
-				return err
+			if !seen.Take(&d, 4, 0) {
+				return errNotPlain
 			}
 			return readIntIn(&d, 0, MaxRevision)
 		case "service_session_id":
-			if err := once(8, '"'); err != nil {
-				return err
+			if !seen.Take(&d, 8, '"') {
+				return errNotPlain
 			}
 			return d.Skip()
 		case "state":
-			if err := once(16, '{'); err != nil {
-				return err
+			if !seen.Take(&d, 16, '{') {
+				return errNotPlain
 			}
 			return plainMap(&d, false)
 		case "recent_runs":
-			if err := once(32, '['); err != nil {
-				return err
+			if !seen.Take(&d, 32, '[') {
+				return errNotPlain
 			}
 			n := 0
 			return d.Array(func() error {
@@ -78,8 +71,8 @@ func plainSession(doc []byte) bool {
 				return plainRunRecord(&d)
 			})
 		case "provenance":
-			if err := once(64, '{'); err != nil {
-				return err
+			if !seen.Take(&d, 64, '{') {
+				return errNotPlain
 			}
 			return plainMap(&d, true)
 		}

@@ -56,6 +56,20 @@ func (d *Decoder) Offset() int { return d.i }
 // refuses (a string where it wants an object, say).
 func (d *Decoder) Fail(msg string) error { return &SyntaxError{Offset: d.i, Msg: msg} }
 
+// Members records which members of one object a one-pass decoder has
+// taken, one bit each, for decoders that take each member at most once.
+type Members uint64
+
+// Take marks member bit (a power of two) taken and reports whether it had
+// not been, and d's next value starts with the byte want (0: any value).
+func (m *Members) Take(d *Decoder, bit Members, want byte) bool {
+	if *m&bit != 0 || (want != 0 && d.Peek() != want) {
+		return false
+	}
+	*m |= bit
+	return true
+}
+
 // Peek skips white space and returns the next byte without consuming it,
 // or 0 at the end of the document.
 func (d *Decoder) Peek() byte {

@@ -508,3 +508,16 @@ func TestSkipStrides(t *testing.T) {
 		}
 	}
 }
+
+// TestMembersTake: a member is taken once, and only when its value starts
+// with the byte wanted.
+func TestMembersTake(t *testing.T) {
+	d := NewDecoder([]byte(` {"a": 1}`))
+	var m Members
+	assert.False(t, m.Take(&d, 1, '"'), "the value is an object, not a string")
+	assert.True(t, m.Take(&d, 1, '{'))
+	assert.False(t, m.Take(&d, 1, '{'), "taken twice")
+	assert.True(t, m.Take(&d, 2, 0), "any value")
+	assert.False(t, m.Take(&d, 2, 0), "taken twice")
+	assert.Equal(t, Members(3), m)
+}
