@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 
+	"github.com/wasmhist/wasmhist/host/internal/schema"
 	"github.com/wasmhist/wasmhist/internal/guestjson"
 )
 
@@ -237,22 +238,10 @@ func plainProvenance(d *guestjson.Decoder) error {
 // empty string too, written without escapes.
 func plainDigest(d *guestjson.Decoder, empty bool) error {
 	s, err := rawString(d)
-	if err != nil || !(empty && len(s) == 0 || isHexDigest(s)) {
+	if err != nil || !(empty && len(s) == 0 || schema.IsSHA256Hex(s)) {
 		return errNotPlain
 	}
 	return nil
-}
-
-func isHexDigest(s []byte) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func plainBool(d *guestjson.Decoder, v *bool) error {

@@ -16,11 +16,13 @@ import (
 // through a database plugin. FuzzHandPatterns proves each equal to its
 // pattern.
 var handPatterns = map[string]func(string) bool{
-	`^[0-9a-f]{64}$`:    isSHA256Hex,
-	`^([0-9a-f]{64})?$`: func(s string) bool { return s == "" || isSHA256Hex(s) },
+	`^[0-9a-f]{64}$`:    IsSHA256Hex[string],
+	`^([0-9a-f]{64})?$`: func(s string) bool { return s == "" || IsSHA256Hex(s) },
 }
 
-func isSHA256Hex(s string) bool {
+// IsSHA256Hex reports whether s is a sha256 digest as the project's
+// schemas write one: 64 lower-case hexadecimal digits.
+func IsSHA256Hex[T string | []byte](s T) bool {
 	if len(s) != 64 {
 		return false
 	}
