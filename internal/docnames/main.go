@@ -124,7 +124,11 @@ func run(root string, files []string, out io.Writer) (int, error) {
 
 // markdownFiles lists the *.md files under root, skipping testdata,
 // hidden directories and nested modules (bench/peer has a go.mod of its own).
-func markdownFiles(root string) ([]string, error) {
+func markdownFiles(root string) ([]string, error) { return filesOf(root, ".md") }
+
+// filesOf lists the files under root whose names end in suffix, skipping
+// the directories skipDir names.
+func filesOf(root, suffix string) ([]string, error) {
 	var files []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -136,7 +140,7 @@ func markdownFiles(root string) ([]string, error) {
 			}
 			return nil
 		}
-		if strings.HasSuffix(path, ".md") {
+		if strings.HasSuffix(path, suffix) {
 			files = append(files, path)
 		}
 		return nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -28,23 +27,15 @@ func checkRationale(root string) ([]string, error) {
 			titles[strings.TrimSpace(strings.TrimLeft(l, "#"))] = true
 		}
 	}
+	files, err := filesOf(root, ".go")
+	if err != nil {
+		return nil, err
+	}
 	var msgs []string
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && skipDir(path, d.Name()) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
+	for _, path := range files {
 		src, err := os.ReadFile(path)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lines := strings.Split(string(src), "\n")
 		for i, l := range lines {
@@ -63,7 +54,6 @@ func checkRationale(root string) ([]string, error) {
 				msgs = append(msgs, fmt.Sprintf("%s:%d: RATIONALE.md has no entry %q; name an existing heading, or add the entry", path, i+1, m[1]))
 			}
 		}
-		return nil
-	})
-	return msgs, err
+	}
+	return msgs, nil
 }
