@@ -187,12 +187,7 @@ func (k *reuse) provideCall() *provideCall {
 	if k == nil {
 		return new(provideCall)
 	}
-	if k.provide == nil {
-		k.provide = new(provideCall)
-	} else {
-		*k.provide = provideCall{}
-	}
-	return k.provide
+	return emptied(&k.provide)
 }
 
 // storeCall is provideCall for a store.
@@ -200,12 +195,19 @@ func (k *reuse) storeCall() *storeCall {
 	if k == nil {
 		return new(storeCall)
 	}
-	if k.store == nil {
-		k.store = new(storeCall)
+	return emptied(&k.store)
+}
+
+// emptied returns *slot set to T's zero value, allocating it the first
+// time.
+func emptied[T any](slot **T) *T {
+	if *slot == nil {
+		*slot = new(T)
 	} else {
-		*k.store = storeCall{}
+		var zero T
+		**slot = zero
 	}
-	return k.store
+	return *slot
 }
 
 // invalidRequest is the error for a request that does not decode.

@@ -58,10 +58,7 @@ func decode[T any](what string, raw json.RawMessage) (T, error) {
 // patch natively, so storing costs the guest only the new messages whatever
 // the size of the history. With no messages it returns nil: no change.
 func AppendOps(pointer string, lists ...[]json.RawMessage) []abi.PatchOp {
-	n := 0
-	for _, l := range lists {
-		n += len(l)
-	}
+	n := countMessages(lists)
 	if n == 0 {
 		return nil
 	}
@@ -75,10 +72,7 @@ func AppendOps(pointer string, lists ...[]json.RawMessage) []abi.PatchOp {
 // (each costs a WebAssembly guest a few thousand instructions). With no
 // messages the response changes nothing.
 func AppendStore(pointer string, lists ...[]json.RawMessage) *abi.StoreResponse {
-	n := 0
-	for _, l := range lists {
-		n += len(l)
-	}
+	n := countMessages(lists)
 	if n == 0 {
 		return &abi.StoreResponse{}
 	}
@@ -98,6 +92,15 @@ const turnOps = 2
 type turnStore struct {
 	resp abi.StoreResponse
 	ops  [turnOps]abi.PatchOp
+}
+
+// countMessages is how many messages lists hold together.
+func countMessages(lists [][]json.RawMessage) int {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	return n
 }
 
 // appendOps appends to ops an add operation at pointer's end for each
