@@ -27,6 +27,23 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 const crcSize = 4
 
+// sealed returns b followed by its CRC-32C, as the cache's kept files and
+// records end; b's spare capacity is not written.
+func sealed(b []byte) []byte {
+	return binary.BigEndian.AppendUint32(b[:len(b):len(b)], crc32.Checksum(b, castagnoli))
+}
+
+// unsealed returns the body of f, bytes sealed wrote, and its CRC-32C,
+// if the CRC holds.
+func unsealed(f []byte) (body []byte, crc uint32, ok bool) {
+	if len(f) < crcSize {
+		return nil, 0, false
+	}
+	body, tail := f[:len(f)-crcSize], f[len(f)-crcSize:]
+	crc = crc32.Checksum(body, castagnoli)
+	return body, crc, crc == binary.BigEndian.Uint32(tail)
+}
+
 // rewritePath is where the rewrite of the module whose sha256 is sum is
 // kept, for this version of the rewrite.
 func (c *Cache) rewritePath(sum [32]byte) string {
@@ -37,8 +54,7 @@ func (c *Cache) rewritePath(sum [32]byte) string {
 // cache holds a whole one.
 func (c *Cache) kept(sum [32]byte) ([]byte, bool) {
 	if f, err := os.ReadFile(c.rewritePath(sum)); err == nil && len(f) > crcSize {
-		body, tail := f[:len(f)-crcSize], f[len(f)-crcSize:]
-		if crc32.Checksum(body, castagnoli) == binary.BigEndian.Uint32(tail) {
+		if body, _, ok := unsealed(f); ok {
 			return body, true
 		}
 	}
@@ -50,7 +66,7 @@ func (c *Cache) kept(sum [32]byte) ([]byte, bool) {
 // A failure only costs the next load the rewrite.
 func (c *Cache) keep(sum [32]byte, b []byte) {
 	path := c.rewritePath(sum)
-	if writeAtomic(path, binary.BigEndian.AppendUint32(b[:len(b):len(b)], crc32.Checksum(b, castagnoli))) != nil {
+	if writeAtomic(path, sealed(b)) != nil {
 		return
 	}
 	dir, name := filepath.Dir(path), hex.EncodeToString(sum[:])+"-v"

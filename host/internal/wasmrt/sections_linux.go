@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -58,8 +57,7 @@ func (c *Cache) KeepSections(sum [32]byte, s *loader.Sections) {
 		str(im.Name)
 		str(im.Kind)
 	}
-	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-	writeAtomic(c.sectionsPath(sum), b)
+	writeAtomic(c.sectionsPath(sum), sealed(b))
 }
 
 // Sections returns what KeepSections recorded for the module whose sha256
@@ -77,9 +75,8 @@ func (c *Cache) Sections(sum [32]byte) (*loader.Sections, bool) {
 	if err != nil || len(b) > maxSectionsRecord || len(b) < len(sectionsMagic)+len(sum)+crcSize {
 		return nil, false
 	}
-	body, tail := b[:len(b)-crcSize], b[len(b)-crcSize:]
-	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(tail) ||
-		string(body[:len(sectionsMagic)]) != sectionsMagic || string(body[len(sectionsMagic):][:len(sum)]) != string(sum[:]) {
+	body, _, ok := unsealed(b)
+	if !ok || string(body[:len(sectionsMagic)]) != sectionsMagic || string(body[len(sectionsMagic):][:len(sum)]) != string(sum[:]) {
 		return nil, false
 	}
 	r := recordReader{b: body[len(sectionsMagic)+len(sum):]}

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -226,7 +225,7 @@ func (c *Cache) keepSkeleton(sum [32]byte, rewritten []byte) {
 			}
 		}
 	}
-	file := binary.BigEndian.AppendUint32(skel, crc32.Checksum(skel, castagnoli))
+	file := sealed(skel)
 	if old, err := os.ReadFile(c.skeletonPath(sum)); err != nil || !bytes.Equal(old, file) {
 		writeAtomic(c.skeletonPath(sum), file)
 	}
@@ -244,9 +243,8 @@ func (c *Cache) fromSkeleton(ctx context.Context, funcs []capability.Func, sum [
 	if len(f) <= crcSize {
 		return nil, false
 	}
-	skel, tail := f[:len(f)-crcSize], f[len(f)-crcSize:]
-	crc := crc32.Checksum(skel, castagnoli)
-	if crc != binary.BigEndian.Uint32(tail) {
+	skel, crc, ok := unsealed(f)
+	if !ok {
 		return nil, false
 	}
 	dir := c.codeDir()
