@@ -43,15 +43,16 @@ install: plugins
 	@for p in $(PLUGINS); do $(BINDIR)/wasmhist inspect $(DATADIR)/plugins/$$p.wasm >/dev/null || exit 1; echo "compiled $(DATADIR)/plugins/$$p.wasm into the compile cache"; done
 
 # The sandbox's timing bounds (a call ends within 50 ms of its deadline, a
-# collection waits no longer) are checked with the machine to themselves:
+# collection waits no longer, nor for a copy of a large state) are checked
+# with the machine to themselves:
 # after every other test, not beside another package's race-instrumented
 # tests on the same cores.
-BOUNDS = ^(FuzzDeadlineBound|TestDeadlineHolds.*)$$
+BOUNDS = ^(FuzzDeadlineBound|TestDeadlineHolds.*|TestStoppableInSteps)$$
 
 test: plugins
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m -skip '$(BOUNDS)' ./...
-	$(GO) test -race -count=1 -run '$(BOUNDS)' ./host/internal/wasmrt/
+	$(GO) test -race -count=1 -run '$(BOUNDS)' ./host/internal/wasmrt/ ./host/internal/bulk/
 
 # The SQLite concurrency tests once more on a machine loaded by busy loops
 # (four per core): every wait for a file's write lock ends in a commit or in

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/bulk"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
@@ -85,7 +85,7 @@ func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode
 		// decode may keep slices of out (a state, say): a WebAssembly
 		// instance's output is already a copy out of its memory, but a
 		// native handler may reuse the buffer it returned.
-		out = bytes.Clone(out)
+		out = bulk.Clone(out)
 	}
 	outLen = len(out)
 	if err == nil && len(out) > p.limits.MaxOutputBytes {

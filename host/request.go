@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/bulk"
 )
 
 // request builds an export's request JSON by hand. The state and the
@@ -33,7 +34,7 @@ func (r *request) raw(k string, v json.RawMessage) {
 		return
 	}
 	r.key(k)
-	r.b = append(r.b, v...)
+	r.b = bulk.Append(r.b, v)
 }
 
 func (r *request) array(k string, vs []json.RawMessage) {
@@ -43,7 +44,7 @@ func (r *request) array(k string, vs []json.RawMessage) {
 		if i > 0 {
 			r.b = append(r.b, ',')
 		}
-		r.b = append(r.b, v...)
+		r.b = bulk.Append(r.b, v)
 	}
 	r.b = append(r.b, ']')
 }

@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+
+	"github.com/wasmhist/wasmhist/host/internal/bulk"
 )
 
 // SchemaVersion is the version of the session layout this host writes.
@@ -136,7 +138,7 @@ func (s *Session) Clone() *Session {
 	if s.State != nil {
 		c.State = make(map[string]ProviderState, len(s.State))
 		for k, v := range s.State {
-			v.Data = bytes.Clone(v.Data)
+			v.Data = bulk.Clone(v.Data)
 			c.State[k] = v
 		}
 	}

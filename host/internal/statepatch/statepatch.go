@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/bulk"
 	"github.com/wasmhist/wasmhist/host/internal/schema"
 )
 
@@ -74,7 +75,7 @@ func Parse(raw []byte) (*Doc, error) {
 	}
 	// Spare room so the first appends need no reallocation.
 	buf := make([]byte, len(raw), len(raw)+len(raw)/4+512)
-	copy(buf, raw)
+	bulk.Copy(buf, raw)
 	d := &Doc{buf: buf}
 	d.resetRoot()
 	return d, nil
@@ -91,10 +92,10 @@ func (d *Doc) resetRoot() {
 // Bytes returns a copy of the document, the caller's to keep. A Doc never
 // hands out its buffer, which it edits in place: a state returned here
 // stays as it is whatever the Doc does next.
-func (d *Doc) Bytes() json.RawMessage { return bytes.Clone(d.buf) }
+func (d *Doc) Bytes() json.RawMessage { return bulk.Clone(d.buf) }
 
 // Equal reports whether raw is the document, byte for byte.
-func (d *Doc) Equal(raw []byte) bool { return bytes.Equal(d.buf, raw) }
+func (d *Doc) Equal(raw []byte) bool { return bulk.Equal(d.buf, raw) }
 
 // Len is the document's length in bytes.
 func (d *Doc) Len() int { return len(d.buf) }
@@ -103,7 +104,9 @@ func (d *Doc) Len() int { return len(d.buf) }
 func (d *Doc) Clone() *Doc {
 	// Offsets in the index are relative, so the copy's index is the same
 	// tree: copying it spares the copy a re-scan of the document.
-	return &Doc{buf: append(make([]byte, 0, cap(d.buf)), d.buf...), root: d.root.clone()}
+	buf := make([]byte, len(d.buf), cap(d.buf))
+	bulk.Copy(buf, d.buf)
+	return &Doc{buf: buf, root: d.root.clone()}
 }
 
 // clone deep-copies an index node.
@@ -509,16 +512,16 @@ func (d *Doc) splice(a, b int, pieces ...[]byte) {
 	var buf []byte
 	if newLen <= cap(d.buf) {
 		buf = d.buf[:max(oldLen, newLen)]
-		copy(buf[a+ins:], d.buf[b:oldLen])
+		bulk.Copy(buf[a+ins:], d.buf[b:oldLen])
 	} else {
 		// Grow geometrically so that a run of appends is amortised O(1).
 		buf = make([]byte, newLen, newLen+newLen/2+512)
-		copy(buf, d.buf[:a])
-		copy(buf[a+ins:], d.buf[b:oldLen])
+		bulk.Copy(buf, d.buf[:a])
+		bulk.Copy(buf[a+ins:], d.buf[b:oldLen])
 	}
 	w := a
 	for _, p := range pieces {
-		w += copy(buf[w:], p)
+		w += bulk.Copy(buf[w:], p)
 	}
 	d.buf = buf[:newLen]
 }

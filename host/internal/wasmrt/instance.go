@@ -20,6 +20,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/bulk"
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
 	"github.com/wasmhist/wasmhist/host/internal/instrument"
 )
@@ -304,9 +305,11 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 		if err := in.run(kctx, in.directIn); err != nil {
 			return nil, in.failure(ctx, err)
 		}
-		if !in.mod.Memory().Write(uint32(in.stack[0]), input) {
+		view, ok := in.mod.Memory().Read(uint32(in.stack[0]), uint32(len(input)))
+		if !ok {
 			return nil, fmt.Errorf("%w: %s returned a buffer outside memory", hosterr.ErrTrap, directInputExport)
 		}
+		bulk.Copy(view, input)
 	}
 	in.stack[0] = 0
 	err := in.run(kctx, f)
@@ -335,7 +338,7 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 			if !ok {
 				return nil, fmt.Errorf("%w: %s: output outside memory", hosterr.ErrTrap, directOutputExport)
 			}
-			return append([]byte{}, b...), nil
+			return bulk.Clone(b), nil
 		}
 	}
 	out, ok := in.kern.outputBytes()

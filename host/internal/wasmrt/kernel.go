@@ -9,6 +9,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmhist/wasmhist/host/internal/bulk"
 )
 
 // kernelModule is the import module of the Extism kernel.
@@ -89,11 +91,11 @@ func (k *kernel) alloc(n uint64) uint64 {
 		// Doubling amortises the copies; memory is kept across calls, so
 		// after the first calls an instance no longer grows it.
 		grown := make([]byte, min(max(end, 2*uint64(len(k.mem)), 64<<10), k.limit))
-		copy(grown, k.mem)
+		bulk.Copy(grown, k.mem)
 		k.mem = grown
 	} else {
 		// Blocks are reused across calls: no bytes of an earlier call show.
-		clear(k.mem[k.top:end])
+		bulk.Clear(k.mem[k.top:end])
 	}
 	off := k.top
 	k.top = end
@@ -152,7 +154,7 @@ func (k *kernel) blockCopy(off uint64) []byte {
 	if n == 0 {
 		return nil
 	}
-	return append([]byte(nil), k.bytes(off, n)...)
+	return bulk.Clone(k.bytes(off, n))
 }
 
 // write copies b into a new block and returns its offset (0 if kernel
@@ -160,7 +162,7 @@ func (k *kernel) blockCopy(off uint64) []byte {
 func (k *kernel) write(b []byte) uint64 {
 	off := k.alloc(uint64(len(b)))
 	if off != 0 {
-		copy(k.mem[off:], b)
+		bulk.Copy(k.mem[off:], b)
 	}
 	return off
 }
@@ -188,7 +190,7 @@ func (k *kernel) outputBytes() ([]byte, bool) {
 	if k.output > k.top || k.top-k.output < k.outputLen {
 		return nil, false
 	}
-	return append([]byte{}, k.mem[k.output:k.output+k.outputLen]...), true
+	return bulk.Clone(k.mem[k.output : k.output+k.outputLen]), true
 }
 
 // errorText is the message the guest gave error_set: the whole block ("" if
