@@ -452,10 +452,51 @@ func (c *Call) End(ctx context.Context, ok bool) error {
 
 type ctxKey struct{}
 
-// WithCall returns a context carrying the call.
+// WithCall returns a context carrying the call (see WithValue).
 func WithCall(ctx context.Context, c *Call) context.Context {
-	return context.WithValue(ctx, ctxKey{}, c)
+	return WithValue(ctx, ctxKey{}, c)
 }
+
+// WithValue is context.WithValue (key comparable, as there), except that when ctx follows AfterFunc
+// itself, as a call's clock does (WithClock), so does the result:
+// context.AfterFunc and the contexts derived from it (a guest call's
+// interrupt, a statement's deadline) then register with the clock, where
+// through context.WithValue each would start a goroutine to wait on the
+// clock, and wake it when done: three or more a turn.
+func WithValue(ctx context.Context, key, val any) context.Context {
+	v := &valueCtx{Context: ctx, key: key, val: val}
+	if af, ok := ctx.(afterFuncer); ok {
+		return &followingValueCtx{valueCtx: v, parent: af}
+	}
+	return v
+}
+
+// afterFuncer is the method package context looks for on a parent it
+// cannot follow otherwise.
+type afterFuncer interface {
+	AfterFunc(func()) (stop func() bool)
+}
+
+type valueCtx struct {
+	context.Context
+	key, val any
+}
+
+func (c *valueCtx) Value(key any) any {
+	if key == c.key {
+		return c.val
+	}
+	return c.Context.Value(key)
+}
+
+// followingValueCtx is a valueCtx whose parent has AfterFunc, kept
+// visible.
+type followingValueCtx struct {
+	*valueCtx
+	parent afterFuncer
+}
+
+func (c *followingValueCtx) AfterFunc(f func()) (stop func() bool) { return c.parent.AfterFunc(f) }
 
 // FromContext returns the call in ctx, or nil.
 func FromContext(ctx context.Context) *Call {

@@ -2,6 +2,7 @@ package capability
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -74,4 +75,38 @@ func TestClockFollowsItsParent(t *testing.T) {
 
 func TestPauseWithoutClock(t *testing.T) {
 	Pause(context.Background())()
+}
+
+// TestCallFollowsTheClockWithoutGoroutines: context.AfterFunc and
+// context.WithTimeout on a call's context over a clock, under a further
+// value, register with the clock rather than start a goroutine each
+// (through context.WithValue each started one), and still run when the
+// clock ends.
+func TestCallFollowsTheClockWithoutGoroutines(t *testing.T) {
+	clockCtx, cancel := WithClock(context.Background(), time.Hour)
+	ctx := WithValue(WithCall(clockCtx, &Call{}), testKey{}, "v")
+	require.NotNil(t, FromContext(ctx))
+	assert.Equal(t, "v", ctx.Value(testKey{}))
+	before := runtime.NumGoroutine()
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { close(fired) })
+	child, cancelChild := context.WithTimeout(ctx, time.Hour)
+	defer cancelChild()
+	assert.Equal(t, before, runtime.NumGoroutine(), "a goroutine started to follow the clock")
+	assert.True(t, context.AfterFunc(ctx, func() {})(), "a registered function is stopped before it runs")
+
+	cancel()
+	waitDone(t, child, 50*tick)
+	assert.ErrorIs(t, child.Err(), context.Canceled, "a derived context ends with the clock")
+	select {
+	case <-fired:
+	case <-time.After(50 * tick):
+		require.FailNow(t, "the function did not run when the clock ended")
+	}
+	assert.False(t, stop(), "the function had run")
+
+	// Without a clock the call's context is a plain value carrier.
+	plain := WithCall(context.Background(), &Call{})
+	_, isFollowing := plain.(afterFuncer)
+	assert.False(t, isFollowing)
 }

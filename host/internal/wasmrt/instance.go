@@ -21,6 +21,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/bulk"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
 	"github.com/wasmhist/wasmhist/host/internal/instrument"
 )
@@ -273,7 +274,7 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 	if !in.kern.setInput(input) {
 		return nil, hosterr.ErrMemoryLimit
 	}
-	kctx := context.WithValue(ctx, kernelKey{}, in.kern)
+	kctx := capability.WithValue(ctx, kernelKey{}, in.kern)
 	if init := in.init; init != nil {
 		in.init = nil
 		if err := in.run(kctx, init); err != nil {
