@@ -65,6 +65,35 @@ func TestLockWaitIsNotThePlugins(t *testing.T) {
 	}
 }
 
+// TestLockWaitEndsWithTheCall: a writer waiting for the write lock another
+// process holds stops waiting as soon as its call's context ends, long
+// before BusyTimeout, and the plugin is told the call ended (unavailable),
+// not that it exceeded its time limit (resource_exhausted, as before). The
+// interrupter, not the driver, watches that wait.
+func TestLockWaitEndsWithTheCall(t *testing.T) {
+	p := dbPath(t, "cancel.db")
+	holder := newStore(t, Limits{})
+	oneCall(t, holder, p, "CREATE TABLE t (x TEXT)")
+	waiter := newStoreOpts(t, Options{BusyTimeout: time.Minute})
+	holdWriteLock(t, holder, p)
+
+	parent, cancelParent := context.WithCancel(context.Background())
+	ctx, cancel := capability.WithClock(parent, time.Minute)
+	defer cancel()
+	c := &testCall{t: t, call: capability.NewCall(ctx, "test", []capability.Grant{NewGrant(FixedPath(p), Limits{})}, backendsOf(waiter))}
+	time.AfterFunc(100*time.Millisecond, cancelParent)
+	start := time.Now()
+	_, err := c.do(ctx, abi.SQLRequest{Write: true, Statements: []abi.SQLStatement{{SQL: "INSERT INTO t VALUES ('waiter')"}}})
+	took := time.Since(start)
+	require.ErrorIs(t, err, abi.ErrUnavailable)
+	assert.NotErrorIs(t, err, abi.ErrResourceExhausted, "the host's wait is charged to the plugin")
+	assert.Contains(t, err.Error(), "ended while it waited")
+	assert.GreaterOrEqual(t, took, 100*time.Millisecond)
+	assert.Less(t, took, 10*time.Second, "the wait outlived its call")
+	t.Logf("ended after %s: %v", took, err)
+	c.call.End(context.Background(), false)
+}
+
 // TestBusyPastTheWait: a lock held past BusyTimeout fails the request with
 // unavailable (the plugin's view, without the file's path) and the call
 // with txn.ErrBusy naming the file and the remedy, never with the
