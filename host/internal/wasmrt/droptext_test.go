@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -76,4 +77,40 @@ func TestDropTextAfterInit(t *testing.T) {
 		require.NoError(t, other.Close(ctx))
 	}
 	wg.Wait()
+}
+
+// TestIdleCodeIsGivenBack: a module whose code went idleText without a
+// call gives its resident pages back, and runs as before on the next
+// call; a call that runs holds them, even when an earlier call's timer
+// fires during it.
+func TestIdleCodeIsGivenBack(t *testing.T) {
+	defer func(d time.Duration) { idleText = d }(idleText)
+	idleText = 100 * time.Millisecond
+	ctx := context.Background()
+	m := compileOn(t, "compiler", pluginWasm(t), testPages)
+	code := m.cur.Load().text
+	require.NotEmpty(t, code, "the module's code is mapped from the cache")
+	in, err := m.NewInstance(ctx, testPages)
+	require.NoError(t, err)
+	defer in.Close(ctx)
+	store := []byte(`{"session":{"session_id":"s","state_key":"k"},"request_messages":[{"role":"user","contents":[{"type":"text","text":"hello"}]}],"response_messages":[]}`)
+
+	// A call that runs past idleText keeps the code: its pages are
+	// mapped when it returns, though the first call's timer fired.
+	_, err = in.Call(ctx, "store", store)
+	require.NoError(t, err)
+	in.testReturned = func() {
+		time.Sleep(3 * idleText)
+		assert.NotZero(t, mappedPages(t, code), "the code was given back under a running call")
+	}
+	_, err = in.Call(ctx, "store", store)
+	require.NoError(t, err)
+	in.testReturned = nil
+	require.NotZero(t, mappedPages(t, code), "store ran no code")
+
+	require.Eventually(t, func() bool { return mappedPages(t, code) == 0 }, 20*idleText, idleText/4,
+		"code pages still mapped after the module was idle")
+	_, err = in.Call(ctx, "store", store)
+	require.NoError(t, err, "the code runs again after it was given back")
+	assert.NotZero(t, mappedPages(t, code))
 }

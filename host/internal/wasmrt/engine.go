@@ -217,6 +217,10 @@ type compiled struct {
 	// from the cache (dropText).
 	text      []byte
 	instances atomic.Uint64
+	// calling counts the calls running on the code; idle gives its
+	// mapped code back once none has run for idleText (idleDrop).
+	calling atomic.Int32
+	idle    *time.Timer
 
 	mu sync.Mutex
 	// live counts the instances not closed yet.
@@ -231,6 +235,44 @@ type compiled struct {
 	calledOnce sync.Once
 }
 
+// idleText is how long a module's code goes without a call before it
+// gives its resident pages back (RATIONALE: "Why does an idle build give
+// its code back?"). A var for tests.
+var idleText = 2 * time.Second
+
+// callStarts counts a call on the code.
+func (c *compiled) callStarts() { c.calling.Add(1) }
+
+// callEnds uncounts a call; the last one running arms the idle drop.
+func (c *compiled) callEnds() {
+	if c.calling.Add(-1) != 0 || c.text == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if c.idle == nil {
+		c.idle = time.AfterFunc(idleText, c.idleDrop)
+		return
+	}
+	c.idle.Reset(idleText)
+}
+
+// idleDrop gives the code's resident pages back unless a call runs. It
+// holds mu, so Close, which unmaps the code after taking mu, never
+// finds the pages being given back, nor this finds them unmapped. A call
+// that starts meanwhile faults back in what it runs.
+func (c *compiled) idleDrop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.calling.Load() != 0 {
+		return
+	}
+	c.dropText()
+}
+
 // returned records that a call on the code returned.
 func (c *compiled) returned() { c.calledOnce.Do(func() { close(c.called) }) }
 
@@ -239,6 +281,9 @@ func (c *compiled) Close(ctx context.Context) error {
 	c.mu.Lock()
 	already := c.closed
 	c.closed = true
+	if c.idle != nil {
+		c.idle.Stop()
+	}
 	c.mu.Unlock()
 	if already {
 		return nil

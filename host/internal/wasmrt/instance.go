@@ -233,6 +233,8 @@ func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]by
 	if in.code.interpreted {
 		defer in.code.returned()
 	}
+	in.code.callStarts()
+	defer in.code.callEnds()
 	if in.fire == nil {
 		return in.call(ctx, export, input)
 	}
