@@ -37,6 +37,24 @@ func mappedPages(t *testing.T, b []byte) int {
 	return n
 }
 
+// storeRequest is a store of one message.
+var storeRequest = []byte(`{"session":{"session_id":"s","state_key":"k"},"request_messages":[{"role":"user","contents":[{"type":"text","text":"hello"}]}],"response_messages":[]}`)
+
+// mappedInstance compiles the test plugin, whose code is mapped from the
+// cache, and returns the module, its code and a new instance, closed when
+// the test ends.
+func mappedInstance(t *testing.T) (*Module, []byte, *Instance) {
+	t.Helper()
+	ctx := context.Background()
+	m := compileOn(t, "compiler", pluginWasm(t), testPages)
+	code := m.cur.Load().text
+	require.NotEmpty(t, code, "the module's code is mapped from the cache")
+	in, err := m.NewInstance(ctx, testPages)
+	require.NoError(t, err)
+	t.Cleanup(func() { in.Close(ctx) })
+	return m, code, in
+}
+
 // TestDropTextAfterInit: once an instance's guest runtime has initialised,
 // none of its module's machine code stays in the process (the pages its
 // start ran, and those wazero's checksum read, stay in the page cache);
@@ -44,21 +62,15 @@ func mappedPages(t *testing.T, b []byte) int {
 // later, also while another instance starts and gives the code back.
 func TestDropTextAfterInit(t *testing.T) {
 	ctx := context.Background()
-	m := compileOn(t, "compiler", pluginWasm(t), testPages)
-	code := m.cur.Load().text
-	require.NotEmpty(t, code, "the module's code is mapped from the cache")
-
-	in, err := m.NewInstance(ctx, testPages)
-	require.NoError(t, err)
-	defer in.Close(ctx)
+	m, code, in := mappedInstance(t)
 	started := -1
 	in.testStarted = func() { started = mappedPages(t, code) }
-	_, err = in.Call(ctx, "describe", nil)
+	_, err := in.Call(ctx, "describe", nil)
 	require.NoError(t, err)
 	require.Zero(t, started, "pages of the module's code mapped once the guest started, of %d", len(code)/syscall.Getpagesize())
 	assert.NotZero(t, mappedPages(t, code), "describe ran no code")
 
-	store := []byte(`{"session":{"session_id":"s","state_key":"k"},"request_messages":[{"role":"user","contents":[{"type":"text","text":"hello"}]}],"response_messages":[]}`)
+	store := storeRequest
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -87,17 +99,12 @@ func TestIdleCodeIsGivenBack(t *testing.T) {
 	defer func(d time.Duration) { idleText = d }(idleText)
 	idleText = 100 * time.Millisecond
 	ctx := context.Background()
-	m := compileOn(t, "compiler", pluginWasm(t), testPages)
-	code := m.cur.Load().text
-	require.NotEmpty(t, code, "the module's code is mapped from the cache")
-	in, err := m.NewInstance(ctx, testPages)
-	require.NoError(t, err)
-	defer in.Close(ctx)
-	store := []byte(`{"session":{"session_id":"s","state_key":"k"},"request_messages":[{"role":"user","contents":[{"type":"text","text":"hello"}]}],"response_messages":[]}`)
+	_, code, in := mappedInstance(t)
+	store := storeRequest
 
 	// A call that runs past idleText keeps the code: its pages are
 	// mapped when it returns, though the first call's timer fired.
-	_, err = in.Call(ctx, "store", store)
+	_, err := in.Call(ctx, "store", store)
 	require.NoError(t, err)
 	in.testReturned = func() {
 		time.Sleep(3 * idleText)
