@@ -73,8 +73,8 @@ func newHandler(ctx context.Context, h *host.Host, pluginPath, dbPath string, m 
 		in := []abi.Message{abi.NewMessage(abi.RoleUser, r.FormValue("message"))}
 		retry := &agent.RunOptions{RunID: r.Header.Get("Idempotency-Key")} // a repeated key replays the reply
 		for u, err := range users.RunStream(r.Context(), r.PathValue("user"), in, retry) {
-			if err != nil { // after a 200 and some text, the client sees the line
-				http.Error(w, "\nerror: "+err.Error(), http.StatusInternalServerError)
+			if err != nil { // 400 for a bad user id, 502 for the model; once text went out, the client sees the line
+				http.Error(w, "\nerror: "+err.Error(), agent.HTTPStatus(err))
 				return
 			}
 			io.WriteString(w, u.Text())
@@ -84,7 +84,7 @@ func newHandler(ctx context.Context, h *host.Host, pluginPath, dbPath string, m 
 	mux.HandleFunc("GET /chat/{user}", func(w http.ResponseWriter, r *http.Request) {
 		for m, err := range users.History(r.Context(), r.PathValue("user")) {
 			if err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
+				http.Error(w, err.Error(), agent.HTTPStatus(err))
 				return
 			}
 			json.NewEncoder(w).Encode(m)

@@ -178,6 +178,21 @@ func TestChatServer(t *testing.T) {
 		assert.EqualValues(t, 2, info.Revision, info.SessionID)
 	}
 	assert.Equal(t, users*3, len(srv.Requests()), "model requests: three per user, none for a replay")
+
+	// A user id no session can have is the client's error, on either
+	// route, and costs no model request.
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		req, err := http.NewRequest(method, web.URL+"/chat/a%5Cb", strings.NewReader("message=hi"))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", method, body)
+		assert.Contains(t, string(body), "invalid session id", method)
+	}
+	assert.Equal(t, users*3, len(srv.Requests()))
 }
 
 // TestMainIsShort: the service is at most 60 lines of Go, not counting the

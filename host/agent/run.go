@@ -316,7 +316,7 @@ func (r *run) execute(ctx context.Context) (res *RunResult, err error) {
 		}
 		resp, err := r.call(ctx, req)
 		if err != nil {
-			return nil, r.commitFailure(ctx, fmt.Errorf("agent: run: model call %d: %w", r.calls+1, err))
+			return nil, r.commitFailure(ctx, &ModelError{Call: r.calls + 1, Err: err})
 		}
 		r.calls++
 		res.Iterations = r.calls
