@@ -57,8 +57,19 @@ func runComplete(e *env, words []string) int {
 	if len(words) == 0 {
 		words = []string{""}
 	}
-	cands, directive := complete(e, words[:len(words)-1])
-	cur := words[len(words)-1]
+	before, cur := words[:len(words)-1], words[len(words)-1]
+	if flagName, value, ok := strings.Cut(cur, "="); ok && strings.HasPrefix(flagName, "-") {
+		// --flag=value in one word (zsh and fish keep it whole; the bash
+		// script passes it as two): the flag's values, each whole.
+		cands, _ := complete(e, append(slices.Clone(before), flagName))
+		for _, c := range cands {
+			if strings.HasPrefix(c, value) && !strings.HasPrefix(c, "-") {
+				fmt.Fprintln(e.stdout, flagName+"="+c)
+			}
+		}
+		return exitOK
+	}
+	cands, directive := complete(e, before)
 	for _, c := range cands {
 		// Flags only once a dash is typed, as the shells' own do.
 		if strings.HasPrefix(c, cur) && (c[0] != '-' || cur != "") {
@@ -248,7 +259,15 @@ func isBoolFlag(f *flag.Flag) bool {
 const bashCompletion = `# bash completion for wasmhist; source it, or install it with
 #   wasmhist completion bash > ~/.local/share/bash-completion/completions/wasmhist
 _wasmhist() {
-    local cur=${COMP_WORDS[COMP_CWORD]} line ext
+    local cur=${COMP_WORDS[COMP_CWORD]} line ext i
+    local -a words=()
+    # bash splits --flag=value at "=" (COMP_WORDBREAKS): the command is
+    # asked about "--flag value", and after a bare "=" about "--flag ''".
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        [[ ${COMP_WORDS[i]} == "=" && ${COMP_WORDS[i-1]} == -* ]] || words+=("${COMP_WORDS[i]}")
+    done
+    [[ $cur == "=" && ${COMP_WORDS[COMP_CWORD-1]} == -* ]] && cur=
+    words+=("$cur")
     COMPREPLY=()
     while IFS= read -r line; do
         case $line in
@@ -264,7 +283,7 @@ _wasmhist() {
             COMPREPLY+=($(compgen -d -- "$cur")) ;;
         *) COMPREPLY+=("$line") ;;
         esac
-    done < <("${COMP_WORDS[0]}" ` + completeCommand + ` "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null)
+    done < <("${COMP_WORDS[0]}" ` + completeCommand + ` "${words[@]}" 2>/dev/null)
     return 0
 }
 complete -F _wasmhist wasmhist

@@ -86,6 +86,48 @@ func TestBashCompletion(t *testing.T) {
 	}
 }
 
+// TestBashCompletionOfFlagEqualsValue: bash splits --flag=value at "="
+// into three words; completion offers the flag's values after the "="
+// (the value's start typed, or nothing yet), files among them.
+func TestBashCompletionOfFlagEqualsValue(t *testing.T) {
+	t.Parallel()
+	bash, err := exec.LookPath("bash")
+	require.NoError(t, err, "bash is needed to test its completion")
+	script := filepath.Join(t.TempDir(), "wasmhist.bash")
+	require.NoError(t, os.WriteFile(script, []byte(invocation{}.ok(t, "completion", "bash")), 0o600))
+	dir := completionDir(t)
+	for _, tc := range []struct {
+		words   []string // as bash splits them
+		want    []string
+		notWant []string
+	}{
+		{[]string{"chat", "--model", "=", "openai-"}, []string{"openai-chat", "openai-responses"}, []string{"offline", "--plugin"}},
+		{[]string{"chat", "--model", "="}, []string{"offline", "openai-chat"}, []string{"--plugin"}},
+		{[]string{"chat", "--session", "=", "tr"}, []string{"trip.json"}, []string{"notes.txt"}},
+		{[]string{"chat", "--model", "=", "offline", "--pl"}, []string{"--plugin"}, []string{"--model"}},
+	} {
+		quoted := []string{"'wasmhist'"}
+		for _, w := range tc.words {
+			quoted = append(quoted, "'"+w+"'")
+		}
+		prog := `source "$1" && COMP_WORDS=(` + strings.Join(quoted, " ") + `) && COMP_CWORD=$((${#COMP_WORDS[@]} - 1)) && _wasmhist && printf '%s\n' "${COMPREPLY[@]}"`
+		got := strings.Split(runShell(t, dir, bash, "-c", prog, "bash", script), "\n")
+		for _, w := range tc.want {
+			assert.Contains(t, got, w, "bash completion of %q", strings.Join(tc.words, " "))
+		}
+		for _, w := range tc.notWant {
+			assert.NotContains(t, got, w, "bash completion of %q", strings.Join(tc.words, " "))
+		}
+	}
+}
+
+// TestCompleteFlagEqualsValue: a word "--flag=start", as zsh and fish
+// pass it whole, completes to the flag's values in the same form.
+func TestCompleteFlagEqualsValue(t *testing.T) {
+	got := strings.Fields(invocation{}.ok(t, completeCommand, "chat", "--model=openai-"))
+	assert.ElementsMatch(t, []string{"--model=openai-chat", "--model=openai-responses"}, got)
+}
+
 // TestFishCompletion loads 'wasmhist completion fish' into fish and asks
 // fish what it completes (complete -C), as it does on Tab. It needs fish
 // (.ci/run installs it).
