@@ -19,7 +19,9 @@ type ModelError struct {
 	Err  error
 }
 
-func (e *ModelError) Error() string { return fmt.Sprintf("agent: run: model call %d: %v", e.Call, e.Err) }
+func (e *ModelError) Error() string {
+	return fmt.Sprintf("agent: run: model call %d: %v", e.Call, e.Err)
+}
 
 func (e *ModelError) Unwrap() error { return e.Err }
 
