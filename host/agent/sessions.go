@@ -27,7 +27,11 @@ const StaleAttempts = 4
 // it has reached the caller (a streamed turn failed before its first
 // update), Sessions loads the session again and runs the turn again, up to
 // StaleAttempts times. No pause comes between: the refusal means the other
-// commit is done, and the reload sees it.
+// commit is done, and the reload sees it. A turn that failed with
+// host.ErrBusy (a database another writer kept locked past its busy
+// timeout) is not run again: it already waited that long, and running it
+// again would call the model again; HTTPStatus answers it 503, for the
+// client to retry.
 //
 // One Sessions serves any number of sessions and is safe for concurrent
 // use; make one per agent and share it, since turns are serialised only
