@@ -34,7 +34,8 @@ func runCompletion(_ context.Context, e *env, args []string) error {
 		details: "  bash: source the script from ~/.bashrc, or put it where bash-completion loads it (above).\n" +
 			"  zsh: put it in a directory of $fpath as _wasmhist, then run compinit.\n" +
 			"  fish: put it in ~/.config/fish/completions.\n" +
-			"  The script asks the command what may come next, so it stays right when wasmhist changes.",
+			"  The script asks the command what may come next, so it stays right when wasmhist changes.\n" +
+			"  A value written --flag=VALUE completes as after --flag; file names there only in bash.",
 	})
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
@@ -58,13 +59,25 @@ func runComplete(e *env, words []string) int {
 		words = []string{""}
 	}
 	before, cur := words[:len(words)-1], words[len(words)-1]
-	if flagName, value, ok := strings.Cut(cur, "="); ok && strings.HasPrefix(flagName, "-") {
-		// --flag=value in one word (zsh and fish keep it whole; the bash
-		// script passes it as two): the flag's values, each whole.
-		cands, _ := complete(e, append(slices.Clone(before), flagName))
-		for _, c := range cands {
-			if strings.HasPrefix(c, value) && !strings.HasPrefix(c, "-") {
-				fmt.Fprintln(e.stdout, flagName+"="+c)
+	if n := len(before); n > 0 && strings.HasPrefix(before[n-1], "-") && strings.HasSuffix(before[n-1], "=") {
+		// "--flag=" then the value: how the bash script passes a word
+		// bash split at "=". The value completes as after "--flag",
+		// files included, if the flag takes one.
+		flagName := strings.TrimSuffix(before[n-1], "=")
+		before = append(slices.Clone(before[:n-1]), flagName)
+		if !takesValue(e, before[:n-1], strings.TrimLeft(flagName, "-")) {
+			return exitOK
+		}
+	} else if flagName, value, ok := strings.Cut(cur, "="); ok && strings.HasPrefix(flagName, "-") {
+		// --flag=value in one word, as zsh and fish pass it: the named
+		// values of a flag that takes one, each whole (files after "="
+		// complete in bash only).
+		if takesValue(e, before, strings.TrimLeft(flagName, "-")) {
+			cands, _ := complete(e, append(slices.Clone(before), flagName))
+			for _, c := range cands {
+				if strings.HasPrefix(c, value) && !strings.HasPrefix(c, "-") {
+					fmt.Fprintln(e.stdout, flagName+"="+c)
+				}
 			}
 		}
 		return exitOK
@@ -80,6 +93,24 @@ func runComplete(e *env, words []string) int {
 		fmt.Fprintln(e.stdout, directive)
 	}
 	return exitOK
+}
+
+// takesValue reports whether the command that words start with has a flag
+// name that takes a value (is known, and is not a switch).
+func takesValue(e *env, words []string, name string) bool {
+	if len(words) == 0 {
+		return false
+	}
+	path := words[:1]
+	if words[0] == "session" && len(words) > 1 {
+		path = words[:2]
+	}
+	fs := commandFlags(e, path)
+	if fs == nil {
+		return false
+	}
+	f := fs.Lookup(name)
+	return f != nil && !isBoolFlag(f)
 }
 
 // complete returns what may follow the words before the one completed.
@@ -262,11 +293,18 @@ _wasmhist() {
     local cur=${COMP_WORDS[COMP_CWORD]} line ext i
     local -a words=()
     # bash splits --flag=value at "=" (COMP_WORDBREAKS): the command is
-    # asked about "--flag value", and after a bare "=" about "--flag ''".
+    # asked about "--flag= value", and after a bare "=" about "--flag= ''".
     for ((i = 1; i < COMP_CWORD; i++)); do
-        [[ ${COMP_WORDS[i]} == "=" && ${COMP_WORDS[i-1]} == -* ]] || words+=("${COMP_WORDS[i]}")
+        if [[ ${COMP_WORDS[i]} == "=" && ${COMP_WORDS[i-1]} == -* ]]; then
+            words[${#words[@]}-1]+="="
+        else
+            words+=("${COMP_WORDS[i]}")
+        fi
     done
-    [[ $cur == "=" && ${COMP_WORDS[COMP_CWORD-1]} == -* ]] && cur=
+    if [[ $cur == "=" && ${COMP_WORDS[COMP_CWORD-1]} == -* ]]; then
+        words[${#words[@]}-1]+="="
+        cur=
+    fi
     words+=("$cur")
     COMPREPLY=()
     while IFS= read -r line; do

@@ -105,6 +105,8 @@ func TestBashCompletionOfFlagEqualsValue(t *testing.T) {
 		{[]string{"chat", "--model", "="}, []string{"offline", "openai-chat"}, []string{"--plugin"}},
 		{[]string{"chat", "--session", "=", "tr"}, []string{"trip.json"}, []string{"notes.txt"}},
 		{[]string{"chat", "--model", "=", "offline", "--pl"}, []string{"--plugin"}, []string{"--model"}},
+		{[]string{"inspect", "--json", "="}, nil, []string{"inmemory", "sqlite", "mine.wasm"}},
+		{[]string{"inspect", "--json", "=", "in"}, nil, []string{"inmemory"}},
 	} {
 		quoted := []string{"'wasmhist'"}
 		for _, w := range tc.words {
@@ -122,10 +124,17 @@ func TestBashCompletionOfFlagEqualsValue(t *testing.T) {
 }
 
 // TestCompleteFlagEqualsValue: a word "--flag=start", as zsh and fish
-// pass it whole, completes to the flag's values in the same form.
+// pass it whole, completes to the flag's values in the same form; a
+// switch or a flag the command lacks completes to nothing, not to the
+// command's arguments.
 func TestCompleteFlagEqualsValue(t *testing.T) {
 	got := strings.Fields(invocation{}.ok(t, completeCommand, "chat", "--model=openai-"))
 	assert.ElementsMatch(t, []string{"--model=openai-chat", "--model=openai-responses"}, got)
+	got = strings.Fields(invocation{}.ok(t, completeCommand, "session", "export", "--format="))
+	assert.Contains(t, got, "--format=openai")
+	for _, line := range [][]string{{"inspect", "--json="}, {"cache", "--json="}, {"inspect", "--nosuch="}} {
+		assert.Empty(t, strings.TrimSpace(invocation{}.ok(t, append([]string{completeCommand}, line...)...)), "%q", line)
+	}
 }
 
 // TestFishCompletion loads 'wasmhist completion fish' into fish and asks
