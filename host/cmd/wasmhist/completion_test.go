@@ -56,45 +56,58 @@ var completionCases = []struct {
 	{"help", []string{"help", "conf"}, []string{"conformance"}, nil},
 }
 
-// TestBashCompletion loads 'wasmhist completion bash' into a real bash
-// and calls its function as bash does on Tab, with COMP_WORDS and
-// COMP_CWORD, in a directory of files to complete.
-func TestBashCompletion(t *testing.T) {
-	t.Parallel()
+// bashScript writes 'wasmhist completion bash' to a file and returns bash
+// and the file.
+func bashScript(t *testing.T) (bash, script string) {
+	t.Helper()
 	bash, err := exec.LookPath("bash")
 	require.NoError(t, err, "bash is needed to test its completion")
-	script := filepath.Join(t.TempDir(), "wasmhist.bash")
+	script = filepath.Join(t.TempDir(), "wasmhist.bash")
 	require.NoError(t, os.WriteFile(script, []byte(invocation{}.ok(t, "completion", "bash")), 0o600))
+	return bash, script
+}
+
+// bashOffers calls the script's function as bash does on Tab, with
+// COMP_WORDS (words after the command, as bash split them) and
+// COMP_CWORD, in dir, and checks what it offers.
+func bashOffers(t *testing.T, bash, script, dir string, words, want, notWant []string) {
+	t.Helper()
+	quoted := []string{"'wasmhist'"}
+	for _, w := range words {
+		quoted = append(quoted, "'"+w+"'")
+	}
+	prog := `source "$1" && COMP_WORDS=(` + strings.Join(quoted, " ") + `) && COMP_CWORD=$((${#COMP_WORDS[@]} - 1)) && _wasmhist && printf '%s\n' "${COMPREPLY[@]}"`
+	got := strings.Split(runShell(t, dir, bash, "-c", prog, "bash", script), "\n")
+	for _, w := range want {
+		assert.Contains(t, got, w, "bash completion of %q", strings.Join(words, " "))
+	}
+	for _, w := range notWant {
+		assert.NotContains(t, got, w, "bash completion of %q", strings.Join(words, " "))
+	}
+}
+
+// TestBashCompletion loads 'wasmhist completion bash' into a real bash
+// and calls its function as bash does on Tab, in a directory of files to
+// complete.
+func TestBashCompletion(t *testing.T) {
+	t.Parallel()
+	bash, script := bashScript(t)
 	dir := completionDir(t)
 	for _, tc := range completionCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			words := append([]string{"wasmhist"}, tc.line...)
-			var quoted []string
-			for _, w := range words {
-				quoted = append(quoted, "'"+w+"'")
-			}
-			prog := `source "$1" && COMP_WORDS=(` + strings.Join(quoted, " ") + `) && COMP_CWORD=$((${#COMP_WORDS[@]} - 1)) && _wasmhist && printf '%s\n' "${COMPREPLY[@]}"`
-			got := strings.Split(runShell(t, dir, bash, "-c", prog, "bash", script), "\n")
-			for _, w := range tc.want {
-				assert.Contains(t, got, w, "bash completion of %q", strings.Join(tc.line, " "))
-			}
-			for _, w := range tc.notWant {
-				assert.NotContains(t, got, w, "bash completion of %q", strings.Join(tc.line, " "))
-			}
+			bashOffers(t, bash, script, dir, tc.line, tc.want, tc.notWant)
 		})
 	}
 }
 
 // TestBashCompletionOfFlagEqualsValue: bash splits --flag=value at "="
-// into three words; completion offers the flag's values after the "="
-// (the value's start typed, or nothing yet), files among them.
+// into three words; completion offers the values of a flag that takes
+// one after the "=" (the value's start typed, or nothing yet), files
+// among them, and nothing after a switch's "=".
 func TestBashCompletionOfFlagEqualsValue(t *testing.T) {
 	t.Parallel()
-	bash, err := exec.LookPath("bash")
-	require.NoError(t, err, "bash is needed to test its completion")
-	script := filepath.Join(t.TempDir(), "wasmhist.bash")
-	require.NoError(t, os.WriteFile(script, []byte(invocation{}.ok(t, "completion", "bash")), 0o600))
+	bash, script := bashScript(t)
 	dir := completionDir(t)
 	for _, tc := range []struct {
 		words   []string // as bash splits them
@@ -108,18 +121,7 @@ func TestBashCompletionOfFlagEqualsValue(t *testing.T) {
 		{[]string{"inspect", "--json", "="}, nil, []string{"inmemory", "sqlite", "mine.wasm"}},
 		{[]string{"inspect", "--json", "=", "in"}, nil, []string{"inmemory"}},
 	} {
-		quoted := []string{"'wasmhist'"}
-		for _, w := range tc.words {
-			quoted = append(quoted, "'"+w+"'")
-		}
-		prog := `source "$1" && COMP_WORDS=(` + strings.Join(quoted, " ") + `) && COMP_CWORD=$((${#COMP_WORDS[@]} - 1)) && _wasmhist && printf '%s\n' "${COMPREPLY[@]}"`
-		got := strings.Split(runShell(t, dir, bash, "-c", prog, "bash", script), "\n")
-		for _, w := range tc.want {
-			assert.Contains(t, got, w, "bash completion of %q", strings.Join(tc.words, " "))
-		}
-		for _, w := range tc.notWant {
-			assert.NotContains(t, got, w, "bash completion of %q", strings.Join(tc.words, " "))
-		}
+		bashOffers(t, bash, script, dir, tc.words, tc.want, tc.notWant)
 	}
 }
 
