@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -40,13 +41,20 @@ func mappedPages(t *testing.T, b []byte) int {
 // storeRequest is a store of one message.
 var storeRequest = []byte(`{"session":{"session_id":"s","state_key":"k"},"request_messages":[{"role":"user","contents":[{"type":"text","text":"hello"}]}],"response_messages":[]}`)
 
-// mappedInstance compiles the test plugin, whose code is mapped from the
-// cache, and returns the module, its code and a new instance, closed when
-// the test ends.
+// mappedInstance compiles a build of the test plugin of the test's own,
+// whose code is mapped from the cache, and returns the module, its code
+// and a new instance, closed when the test ends. Its own: wazero hands
+// the code of one module compiled twice on one cache to both, and only
+// the first maps it, so the plugin as another test compiles it meanwhile
+// may have no mapping here.
 func mappedInstance(t *testing.T) (*Module, []byte, *Instance) {
 	t.Helper()
 	ctx := context.Background()
-	m := compileOn(t, "compiler", pluginWasm(t), testPages)
+	const name = "wasmhist-test"
+	payload := append(append([]byte{byte(len(name))}, name...), t.Name()...)
+	wasm := append(slices.Clone(pluginWasm(t)), 0) // a custom section
+	wasm = append(binary.AppendUvarint(wasm, uint64(len(payload))), payload...)
+	m := compileOn(t, "compiler", wasm, testPages)
 	code := m.cur.Load().text
 	require.NotEmpty(t, code, "the module's code is mapped from the cache")
 	in, err := m.NewInstance(ctx, testPages)
