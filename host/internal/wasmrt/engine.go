@@ -219,8 +219,9 @@ type compiled struct {
 	instances atomic.Uint64
 	// calling counts the calls running on the code; idle gives its
 	// mapped code back once none has run for idleText (idleDrop).
-	calling atomic.Int32
-	idle    *time.Timer
+	calling  atomic.Int32
+	idle     *time.Timer
+	idleOnce sync.Once // makes idle, or, from Close, rules it out
 
 	mu sync.Mutex
 	// live counts the instances not closed yet.
@@ -243,21 +244,18 @@ var idleText = 2 * time.Second
 // callStarts counts a call on the code.
 func (c *compiled) callStarts() { c.calling.Add(1) }
 
-// callEnds uncounts a call; the last one running arms the idle drop.
+// callEnds uncounts a call; the last one running arms the idle drop. It
+// takes no lock: a timer armed after Close fires on a closed module,
+// which idleDrop leaves alone.
 func (c *compiled) callEnds() {
 	if c.calling.Add(-1) != 0 || c.text == nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
+	made := false
+	c.idleOnce.Do(func() { c.idle, made = time.AfterFunc(idleText, c.idleDrop), true })
+	if !made && c.idle != nil {
+		c.idle.Reset(idleText)
 	}
-	if c.idle == nil {
-		c.idle = time.AfterFunc(idleText, c.idleDrop)
-		return
-	}
-	c.idle.Reset(idleText)
 }
 
 // idleDrop gives the code's resident pages back unless a call runs. It
@@ -281,6 +279,7 @@ func (c *compiled) Close(ctx context.Context) error {
 	c.mu.Lock()
 	already := c.closed
 	c.closed = true
+	c.idleOnce.Do(func() {}) // no timer made from now on
 	if c.idle != nil {
 		c.idle.Stop()
 	}
