@@ -457,18 +457,18 @@ func WithCall(ctx context.Context, c *Call) context.Context {
 	return WithValue(ctx, ctxKey{}, c)
 }
 
-// WithValue is context.WithValue (key comparable, as there), except that when ctx follows AfterFunc
-// itself, as a call's clock does (WithClock), so does the result:
-// context.AfterFunc and the contexts derived from it (a guest call's
-// interrupt, a statement's deadline) then register with the clock, where
-// through context.WithValue each would start a goroutine to wait on the
-// clock, and wake it when done: three or more a turn.
+// WithValue is context.WithValue (key comparable, as there), except that
+// when ctx follows AfterFunc itself, as a call's clock does (WithClock),
+// so does the result: context.AfterFunc and the contexts derived from it
+// (a guest call's interrupt, a statement's deadline) then register with
+// the clock, where through context.WithValue each would start a goroutine
+// to wait on the clock, and wake it when done: three or more a turn.
 func WithValue(ctx context.Context, key, val any) context.Context {
-	v := &valueCtx{Context: ctx, key: key, val: val}
+	v := valueCtx{Context: ctx, key: key, val: val}
 	if af, ok := ctx.(afterFuncer); ok {
 		return &followingValueCtx{valueCtx: v, parent: af}
 	}
-	return v
+	return &v
 }
 
 // afterFuncer is the method package context looks for on a parent it
@@ -492,7 +492,7 @@ func (c *valueCtx) Value(key any) any {
 // followingValueCtx is a valueCtx whose parent has AfterFunc, kept
 // visible.
 type followingValueCtx struct {
-	*valueCtx
+	valueCtx
 	parent afterFuncer
 }
 
