@@ -92,17 +92,11 @@ func (s *session) begin(ctx context.Context, write bool) error {
 	case s.db.writer <- struct{}{}:
 		s.writer = true
 	case <-wctx.Done():
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w: %w", errEndedWaiting, ctx.Err())
-		}
-		return busy
+		return waitFailed(ctx, busy)
 	}
 	if err := s.beginImmediate(wctx); err != nil {
-		if ctx.Err() == nil && (wctx.Err() != nil || sqliteCode(err) == sqlite3.SQLITE_BUSY) {
-			return busy
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w: %w", errEndedWaiting, ctx.Err())
+		if ctx.Err() != nil || wctx.Err() != nil || sqliteCode(err) == sqlite3.SQLITE_BUSY {
+			return waitFailed(ctx, busy)
 		}
 		return err
 	}
@@ -126,6 +120,16 @@ func (s *session) beginImmediate(wctx context.Context) error {
 	}
 	_, err = c.exec(context.WithoutCancel(wctx), "BEGIN IMMEDIATE", nil)
 	return err
+}
+
+// waitFailed is the error of a write-lock wait that ended unanswered:
+// errEndedWaiting when the call's context ended, busy when the wait ran
+// out.
+func waitFailed(ctx context.Context, busy *busyError) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", errEndedWaiting, ctx.Err())
+	}
+	return busy
 }
 
 // errEndedWaiting is a call that ended (its context cancelled by the
