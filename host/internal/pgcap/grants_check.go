@@ -137,8 +137,9 @@ func collectPairs(ctx context.Context, q pgx.Tx, sql string, args ...any) ([]str
 	return out, rows.Err()
 }
 
-// catalogWritesSQL reads how many rows the connection's transaction wrote
-// to each catalog in catalogWrites's order. PostgreSQL counts every
+// catalogWritesSQL, the body of the host schema's catalog_writes, reads
+// how many rows the connection's transaction wrote to each catalog in
+// catalogWrites's order. PostgreSQL counts every
 // insert, update and delete of a transaction (those of its rolled-back
 // subtransactions included) until the backend reports them, which it does
 // only between transactions, and possibly after several: so the host
@@ -254,7 +255,7 @@ LIMIT 5`
 // provisioned fails the call rather than letting it out) and whether the
 // server keeps the counters at all (track_counts).
 func (s *session) beginTracked(ctx context.Context, begin string) error {
-	res, err := s.pc.Exec(ctx, begin+"; "+catalogWritesSQL+"; "+outboundSQL("session_user")+
+	res, err := s.pc.Exec(ctx, begin+"; "+s.db.sql.writes+"; "+outboundSQL("session_user")+
 		"; SELECT pg_catalog.current_setting('track_counts')").ReadAll()
 	if err != nil {
 		return err
@@ -298,7 +299,7 @@ func (s *session) beginTracked(ctx context.Context, begin string) error {
 func (s *session) checkCatalog(ctx context.Context) error {
 	now := s.settledWrites
 	if now == nil {
-		res, err := s.pc.Exec(ctx, catalogWritesSQL).ReadAll()
+		res, err := s.pc.Exec(ctx, s.db.sql.writes).ReadAll()
 		if err != nil {
 			return err
 		}

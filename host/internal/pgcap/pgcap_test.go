@@ -502,6 +502,26 @@ func testLimits(t *testing.T, e *env) {
 			require.NoError(t, err)
 		})
 	}
+	t.Run("the commit's checks are the host's to time", func(t *testing.T) {
+		// A call that created a table has the host look through the
+		// catalog at its commit (checkCatalog), here behind another
+		// transaction's lock: the plugin's limit bounds the plugin's work,
+		// not the host's, and a slow server fails no call for it.
+		lock, err := e.admin.Begin(ctx)
+		require.NoError(t, err)
+		defer lock.Rollback(ctx)
+		_, err = lock.Exec(ctx, "LOCK TABLE pg_catalog.pg_largeobject_metadata IN ACCESS EXCLUSIVE MODE")
+		require.NoError(t, err)
+		c := e.begin(ctx, t, g)
+		c.must(ctx, "CREATE TABLE slow_check (x integer)")
+		const held = 1200 * time.Millisecond
+		released := time.AfterFunc(held, func() { lock.Rollback(ctx) })
+		defer released.Stop()
+		start := time.Now()
+		require.NoError(t, c.end(ctx, true))
+		assert.GreaterOrEqual(t, time.Since(start), held, "the check did not wait for the lock: the case shows nothing")
+		assert.Equal(t, "limits.slow_check", e.adminValue(t, "SELECT to_regclass('limits.slow_check')::text"))
+	})
 	// The connections are fine afterwards.
 	resp := e.oneCall(t, g, "SELECT count(*) FROM t")
 	assert.JSONEq(t, `[1]`, mustJSON(resp.Results[0].Rows[0]))
@@ -510,14 +530,25 @@ func testLimits(t *testing.T, e *env) {
 func testReset(t *testing.T, e *env) {
 	ctx := context.Background()
 	g := e.grant("reset", Limits{})
-	e.oneCall(t, g, "CREATE TABLE t (x integer)")
+	e.oneCall(t, g, "CREATE TABLE t (x integer)", "CREATE SEQUENCE s")
 	c := e.begin(ctx, t, g)
 	c.must(ctx, "SET search_path = pg_catalog", "SELECT pg_advisory_lock(42)", "PREPARE q AS SELECT 1")
+	c.must(ctx, "DECLARE held CURSOR WITH HOLD FOR SELECT 1", "LISTEN news", "SELECT nextval('reset.s')")
+	c.must(ctx, "SET work_mem = '1GB'", "SELECT set_config('lock_timeout', '1s', false)")
 	require.NoError(t, c.end(ctx, true))
 	for range 3 { // whichever pooled connection serves the next calls
-		resp := e.oneCall(t, g, "SELECT current_setting('search_path')", "SELECT count(*) FROM pg_prepared_statements", "SELECT count(*) FROM t")
-		assert.JSONEq(t, `["reset"]`, mustJSON(resp.Results[0].Rows[0]))
-		assert.JSONEq(t, `[0]`, mustJSON(resp.Results[1].Rows[0]))
+		resp := e.oneCall(t, g, "SELECT current_setting('search_path'), current_setting('work_mem'), current_setting('lock_timeout')",
+			"SELECT count(*) FROM pg_prepared_statements", "SELECT count(*) FROM t",
+			"SELECT count(*) FROM pg_cursors WHERE is_holdable", "SELECT count(*) FROM pg_listening_channels()")
+		assert.JSONEq(t, `["reset", "4MB", "0"]`, mustJSON(resp.Results[0].Rows[0]))
+		assert.JSONEq(t, `[0]`, mustJSON(resp.Results[1].Rows[0]), "prepared statements")
+		assert.JSONEq(t, `[0]`, mustJSON(resp.Results[3].Rows[0]), "cursors")
+		assert.JSONEq(t, `[0]`, mustJSON(resp.Results[4].Rows[0]), "channels")
+		c := e.begin(ctx, t, g)
+		_, err := c.sql(ctx, "SELECT currval('s')")
+		require.Error(t, err, "the sequence's value in the session outlived the call")
+		assert.Contains(t, err.Error(), "not yet defined in this session")
+		require.NoError(t, c.end(ctx, false))
 	}
 	assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory'"))
 }

@@ -163,8 +163,25 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 				RAISE EXCEPTION 'unknown host table %', tab USING ERRCODE = 'invalid_parameter_value';
 			END IF;
 		END $f$`,
+		// begin_gate and catalog_writes are the checks of each
+		// transaction's begin (see session.beginSteps) as functions, whose
+		// plans the server keeps across transactions: the same queries
+		// sent as statements are planned again each time.
+		`CREATE OR REPLACE FUNCTION `+qs+`.begin_gate() RETURNS void
+		LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			IF current_setting('track_counts') <> 'on' OR EXISTS (`+outboundSQL("session_user")+`) THEN
+				RAISE EXCEPTION 'the host refuses this connection''s transactions' USING ERRCODE = 'insufficient_privilege';
+			END IF;
+		END $f$`,
+		`CREATE OR REPLACE FUNCTION `+qs+`.catalog_writes() RETURNS TABLE (inserted bigint, updated bigint, deleted bigint)
+		LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			RETURN QUERY `+catalogWritesSQL+`;
+		END $f$`,
 		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.release(text, bytea),
-			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.delete_row(text, text, text) FROM PUBLIC`,
+			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.delete_row(text, text, text),
+			`+qs+`.begin_gate(), `+qs+`.catalog_writes() FROM PUBLIC`,
 		// Plugin roles use the host schema to call the functions above:
 		// nothing else in it is PUBLIC's, whoever put it there (an
 		// extension created by an admin whose name is the schema's lands
@@ -285,7 +302,7 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 		`ALTER SCHEMA ` + qs + ` OWNER TO ` + qr,
 		`REVOKE ALL ON SCHEMA ` + qs + ` FROM PUBLIC`,
 		`GRANT USAGE ON SCHEMA ` + qh + ` TO ` + qr,
-		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text) TO ` + qr,
+		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.catalog_writes() TO ` + qr,
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {

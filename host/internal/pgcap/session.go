@@ -135,26 +135,23 @@ type beginRead struct {
 // beginSteps are begin's statements and beginTracked's reads, sent in
 // front of the first statement of the transaction, in its round trip,
 // with a gate that fails, so that nothing after it runs, when
-// beginTracked would refuse the call (see beginOutcome).
+// beginTracked would refuse the call (see beginOutcome): the host
+// schema's begin_gate, which fails when the server does not keep the
+// catalog counters or the role may open connections out of the run.
+// The gate and the counters are functions of the host schema because
+// the server keeps a function's plans across transactions, where it plans
+// the same queries sent as statements again each time.
 func (s *session) beginSteps() ([]*step, *beginRead) {
 	b := &beginRead{}
-	writes := hostStep(catalogWritesSQL)
+	writes := hostStep(s.db.sql.writes)
 	writes.read = func(rr *pgconn.ResultReader) { b.writes, b.err = streamCatalogWrites(rr) }
 	return []*step{
 		hostStep("BEGIN ISOLATION LEVEL READ COMMITTED"),
 		hostStep("SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout+s.lockWait+time.Second)),
 		writes,
-		hostStep(beginGate),
+		hostStep(s.db.sql.gate),
 	}, b
 }
-
-// beginGate fails (invalid_text_representation, casting a setting to a
-// number) when the server does not keep the catalog counters or the role
-// may open connections out of the run: the cases beginTracked refuses. A
-// stable function's value, not a constant, so that the planner does not
-// cast it whatever the condition.
-var beginGate = `SELECT CASE WHEN pg_catalog.current_setting('track_counts') OPERATOR(pg_catalog.<>) 'on' OR EXISTS (` +
-	outboundSQL("session_user") + `) THEN pg_catalog.current_setting('track_counts')::pg_catalog.int4 END`
 
 // beginOutcome records the outcome of a round trip in front of which
 // beginSteps ran, of which failed (-1 for none) failed with err. It
@@ -405,7 +402,7 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 // rows, or err, the server's. The savepoints of the statements before it
 // stay open.
 func (s *session) undo(ctx context.Context, k int, busy bool, werr *abi.Error, err error) error {
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), hostLimit)
 	defer rcancel()
 	s.open = false
 	name := stmtSavepointName(k)
@@ -517,10 +514,15 @@ func (s *session) guardStep(onlyIfWrote bool, token string) *guarding {
 // host writes its own rows or commits: it releases the guard and runs the
 // plugin's deferred triggers (SET CONSTRAINTS ALL IMMEDIATE), within the
 // request limit and what is left of the call, under a statement timeout
-// set by the host's own statement just before, so that the COMMIT that
-// follows runs none of the plugin's code and the plugin's COMMIT never
-// passes the guard. It keeps the guard's trigger deferred, for a guard
-// armed again by a later statement of the plugin.
+// set by the host's own statement just before, so that the plugin's
+// COMMIT never passes the guard. The host's statements after them (its
+// rows, the catalog counters, and checkCatalog's) run within hostLimit,
+// set again after the triggers, whatever they set (on the client, the
+// round trip as a whole ends within the request limit: its reply comes
+// at its end); work a trigger deferred again runs in the COMMIT, which
+// commit bounds by the request limit. It
+// keeps the guard's trigger deferred, for a guard armed again by a later
+// statement of the plugin.
 //
 // then are the host's statements that follow, sent in the same round
 // trip (with nothing to settle, in one of their own, within ctx); their
@@ -533,7 +535,7 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 		_, err := s.roundTrip(ctx, then)
 		return err, nil
 	}
-	ctx, cancel := s.bounded(ctx)
+	ctx, cancel := s.bounded(ctx, s.limits.Timeout)
 	defer cancel()
 	h := sha256.Sum256([]byte(s.token))
 	steps := []*step{
@@ -545,21 +547,30 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 		hostStep("SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout)),
 		hostStep("SET LOCAL client_connection_check_interval = " + pgMillis(checkInterval)),
 		hostStep("SET CONSTRAINTS ALL IMMEDIATE"),
-		hostStep(s.db.sql.deferGuard),
 	}
+	// The plugin's part ends here: the statements after it, the host's,
+	// run within the host's limit, whatever the plugin's triggers set.
+	plugin := len(steps)
+	steps = append(steps,
+		hostStep("SET LOCAL statement_timeout = "+pgMillis(hostLimit)),
+		hostStep(s.db.sql.deferGuard))
 	n := len(steps)
 	// The catalog counters commit compares (checkCatalog), after the
 	// plugin's deferred triggers and the host's statements.
 	var writes *catalogWrites
 	var werr error
-	counters := hostStep(catalogWritesSQL)
+	counters := hostStep(s.db.sql.writes)
 	counters.read = func(rr *pgconn.ResultReader) {
 		w, err := streamCatalogWrites(rr)
 		writes, werr = &w, err
 	}
 	failed, err := s.roundTrip(ctx, append(append(steps, then...), counters))
 	if err != nil && failed < n {
-		return nil, s.poison(s.commitError(ctx, "run the plugin's deferred triggers", err))
+		step := "run the plugin's deferred triggers"
+		if failed >= plugin {
+			step = "defer the commit guard"
+		}
+		return nil, s.poison(s.commitError(ctx, step, err))
 	}
 	s.guarded, s.settled = false, true
 	if err == nil && werr == nil {
@@ -571,14 +582,34 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 	return err, nil
 }
 
-// bounded is ctx ending within the request limit and by the call's end.
-func (s *session) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(ctx, s.limits.Timeout)
+// hostLimit bounds a round trip of the host's own statements on a
+// plugin connection once the plugin's part of a call has ended: the
+// host's rows, the commit's checks, the COMMIT, a rollback, the reset.
+// The request limit is the plugin's to choose: a slow server must not
+// fail a call at its commit because the plugin's limit is short.
+const hostLimit = 5 * time.Second
+
+// bounded is ctx ending within limit and by the call's end.
+func (s *session) bounded(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	if s.deadline.IsZero() {
 		return ctx, cancel
 	}
 	ctx, cancel2 := context.WithDeadline(ctx, s.deadline)
 	return ctx, func() { cancel2(); cancel() }
+}
+
+// hostError is err of a statement of the host's after the plugin's part:
+// out of time, it names the host's limit or the call's end, not the
+// plugin's request limit.
+func (s *session) hostError(ctx context.Context, step string, err error) *abi.Error {
+	if !isTimeout(ctx, err) {
+		return s.commitError(ctx, step, err)
+	}
+	if !s.deadline.IsZero() && !time.Now().Before(s.deadline) {
+		return abi.Errorf(abi.CodeResourceExhausted, "sql: %s at the end of the call: the call's time ran out", step)
+	}
+	return abi.Errorf(abi.CodeUnavailable, "sql: %s at the end of the call: the server took longer than the host's limit of %s: check its load and long-held locks", step, hostLimit)
 }
 
 // commitError is err of the host's commit step, as the plugin's error it
@@ -595,6 +626,7 @@ func (db *database) qhost() string { return pgx.Identifier{db.hostSchema}.Saniti
 type hostSQL struct {
 	guard, guardIfWrote, release, deferGuard string
 	put, get, del                            string
+	gate, writes                             string
 }
 
 func newHostSQL(qs string) hostSQL {
@@ -606,7 +638,26 @@ func newHostSQL(qs string) hostSQL {
 		put:          `SELECT ` + qs + `.put_row($1, $2, $3, $4, $5)`,
 		get:          `SELECT revision, body FROM ` + qs + `.get_row($1, $2, $3)`,
 		del:          `SELECT ` + qs + `.delete_row($1, $2, $3)`,
+		gate:         `SELECT ` + qs + `.begin_gate()`,
+		writes:       `SELECT * FROM ` + qs + `.catalog_writes()`,
 	}
+}
+
+// resetSession resets the session state a plugin's statements may leave
+// on a connection: DISCARD ALL without its DISCARD PLANS. The server's
+// cached plans (those of the host schema's functions, which a turn calls
+// several times) outlive the call; a plan depends on nothing the plugin
+// could leave behind, since the server plans again when a search_path,
+// object or privilege it used changes.
+var resetSession = []string{
+	"CLOSE ALL",
+	"RESET SESSION AUTHORIZATION",
+	"RESET ALL",
+	"DEALLOCATE ALL",
+	"UNLISTEN *",
+	"SELECT pg_catalog.pg_advisory_unlock_all()",
+	"DISCARD TEMP",
+	"DISCARD SEQUENCES",
 }
 
 // End commits when ok and nothing failed, else rolls back, resets the
@@ -628,8 +679,8 @@ func (s *session) End(ctx context.Context, ok bool) error {
 		if s.pc.IsClosed() {
 			s.abandon(ctx)
 		} else if reset {
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if s.host(rctx, "DISCARD ALL") != nil {
+			rctx, cancel := context.WithTimeout(ctx, hostLimit)
+			if s.host(rctx, strings.Join(resetSession, "; ")) != nil {
 				s.pc.Close(rctx)
 			}
 			cancel()
@@ -648,7 +699,7 @@ func (s *session) End(ctx context.Context, ok bool) error {
 		reset, err = s.commit(ctx)
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, hostLimit)
 	defer cancel()
 	_, err, derr := s.finish(rctx, "ROLLBACK")
 	reset = derr != nil
@@ -661,20 +712,25 @@ func (s *session) End(ctx context.Context, ok bool) error {
 	return nil
 }
 
-// finish ends the transaction with q (COMMIT or ROLLBACK) and, when a
+// finish ends the transaction with the last of q (COMMIT or ROLLBACK),
+// after the others, and, when a
 // statement of the plugin's ran on the connection, resets the session
-// state the plugin may have left (DISCARD ALL), in one round trip:
-// DISCARD ALL runs in no transaction, so it has a Sync of its own, sent
-// with q's. It returns q's command tag and error, and the reset's error,
-// after which the caller closes the connection.
-func (s *session) finish(ctx context.Context, q string) (tag pgconn.CommandTag, err, resetErr error) {
+// state the plugin may have left (resetSession), in one round trip: the
+// reset has a Sync of its own, sent with q's, so that it runs even when
+// q fails. It returns the last q's command tag, q's error and the reset's
+// error, after which the caller closes the connection.
+func (s *session) finish(ctx context.Context, q ...string) (tag pgconn.CommandTag, err, resetErr error) {
 	s.open = false
 	n := 1
 	p := s.pc.StartPipeline(ctx)
-	p.SendQueryParams(q, nil, nil, nil, nil)
+	for _, q := range q {
+		p.SendQueryParams(q, nil, nil, nil, nil)
+	}
 	p.SendPipelineSync()
 	if s.used {
-		p.SendQueryParams("DISCARD ALL", nil, nil, nil, nil)
+		for _, q := range resetSession {
+			p.SendQueryParams(q, nil, nil, nil, nil)
+		}
 		p.SendPipelineSync()
 		n = 2
 	}
@@ -726,8 +782,9 @@ func isPgError(err error) bool {
 	return errors.As(err, &pe)
 }
 
-// commit settles and commits, both within the request limit and the
-// call's (or, joined, the run's) remaining time. reset says whether the
+// commit settles, checks the catalog and commits, within the call's (or,
+// joined, the run's) remaining time: the plugin's deferred work within
+// its request limit, the host's statements within hostLimit. reset says whether the
 // connection's session state is still to be reset (see finish).
 func (s *session) commit(ctx context.Context) (reset bool, _ error) {
 	if _, err := s.settle(ctx); err != nil {
@@ -736,17 +793,22 @@ func (s *session) commit(ctx context.Context) (reset bool, _ error) {
 	}
 	if s.wrote {
 		// After the plugin's deferred triggers, which may grant too.
-		cctx, cancel := s.bounded(ctx)
+		cctx, cancel := s.bounded(ctx, hostLimit)
 		err := s.checkCatalog(cctx)
+		if err != nil && !errors.Is(err, ErrShared) && !errors.Is(err, ErrRoleChanged) {
+			err = s.hostError(cctx, "check what the run changed", err)
+		}
 		cancel()
 		if err != nil {
 			s.rollback(ctx)
 			return s.used, fmt.Errorf("pgcap: %s: commit refused, rolled back: %w", s.db.name, err)
 		}
 	}
-	cctx, cancel := s.bounded(ctx)
+	// The COMMIT runs what the plugin's deferred triggers deferred again:
+	// it is bounded by the plugin's limit, like its triggers in settle.
+	cctx, cancel := s.bounded(ctx, s.limits.Timeout)
 	defer cancel()
-	tag, err, resetErr := s.finish(cctx, "COMMIT")
+	tag, err, resetErr := s.finish(cctx, "SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout), "COMMIT")
 	if err == nil && tag.String() != "COMMIT" {
 		err = errors.New("the server rolled the transaction back")
 	}
@@ -762,7 +824,7 @@ func (s *session) rollback(ctx context.Context) {
 	if s.pc.IsClosed() {
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hostLimit)
 	defer cancel()
 	s.host(rctx, "ROLLBACK")
 }

@@ -267,7 +267,7 @@ const (
 // runtimeParams are the startup parameters of the plugin connections of
 // schema. Settings given in the startup packet take precedence over a
 // role's (ALTER ROLE ... SET, which the plugin may run on its own role)
-// and are what RESET and DISCARD ALL return to, so every call starts with
+// and are what RESET ALL returns to, so every call starts with
 // them whatever the plugin set before.
 func runtimeParams(schema string) map[string]string {
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + "ms" }
