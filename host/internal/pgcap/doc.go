@@ -44,6 +44,10 @@
 // serialize on a row of the host schema no plugin role may lock
 // (txn.PostgresLock).
 //
+// The host keeps the plugin's statements prepared on its connections
+// across calls (stmtcache.go), and the server's cached plans: the reset
+// at a call's end drops what the plugin left but not those.
+//
 // Joined to a txn.Txn, a session keeps its transaction across the calls of
 // a run and the host writes its session row in it, through SECURITY
 // DEFINER functions of the host schema that check the host key (a bind

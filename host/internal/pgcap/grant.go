@@ -180,7 +180,8 @@ func (g *grant) Begin(ctx context.Context, b capability.Backend) (capability.Ses
 	if err != nil {
 		return nil, err
 	}
-	s := &session{db: db, role: r, conn: c, pc: c.Conn().PgConn(), limits: g.cfg.Limits, lockWait: g.cfg.LockWait, calls: txn.NewCalls()}
+	pc := c.Conn().PgConn()
+	s := &session{db: db, role: r, conn: c, pc: pc, cache: statementsOf(pc), limits: g.cfg.Limits, lockWait: g.cfg.LockWait, calls: txn.NewCalls()}
 	s.deadline = deadline
 	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +144,7 @@ func TestPostgreSQL(t *testing.T) {
 			t.Run("limits", func(t *testing.T) { testLimits(t, e) })
 			t.Run("lock waits", func(t *testing.T) { testLockWait(t, e) })
 			t.Run("session state reset", func(t *testing.T) { testReset(t, e) })
+			t.Run("statements prepared across calls", func(t *testing.T) { testPrepared(t, e) })
 			t.Run("tenants", func(t *testing.T) { testTenants(t, e) })
 			t.Run("txn", func(t *testing.T) { testTxn(t, e) })
 			t.Run("roles", func(t *testing.T) { testRoles(t, e) })
@@ -507,18 +509,22 @@ func testLimits(t *testing.T, e *env) {
 		// catalog at its commit (checkCatalog), here behind another
 		// transaction's lock: the plugin's limit bounds the plugin's work,
 		// not the host's, and a slow server fails no call for it.
-		lock, err := e.admin.Begin(ctx)
+		holder, err := pgx.Connect(ctx, e.admin.Config().ConnString())
 		require.NoError(t, err)
-		defer lock.Rollback(ctx)
+		defer holder.Close(ctx)
+		lock, err := holder.Begin(ctx)
+		require.NoError(t, err)
 		_, err = lock.Exec(ctx, "LOCK TABLE pg_catalog.pg_largeobject_metadata IN ACCESS EXCLUSIVE MODE")
 		require.NoError(t, err)
 		c := e.begin(ctx, t, g)
 		c.must(ctx, "CREATE TABLE slow_check (x integer)")
 		const held = 1200 * time.Millisecond
-		released := time.AfterFunc(held, func() { lock.Rollback(ctx) })
-		defer released.Stop()
+		released := make(chan struct{})
+		time.AfterFunc(held, func() { lock.Rollback(ctx); close(released) })
 		start := time.Now()
-		require.NoError(t, c.end(ctx, true))
+		err = c.end(ctx, true)
+		<-released
+		require.NoError(t, err)
 		assert.GreaterOrEqual(t, time.Since(start), held, "the check did not wait for the lock: the case shows nothing")
 		assert.Equal(t, "limits.slow_check", e.adminValue(t, "SELECT to_regclass('limits.slow_check')::text"))
 	})
@@ -538,7 +544,7 @@ func testReset(t *testing.T, e *env) {
 	require.NoError(t, c.end(ctx, true))
 	for range 3 { // whichever pooled connection serves the next calls
 		resp := e.oneCall(t, g, "SELECT current_setting('search_path'), current_setting('work_mem'), current_setting('lock_timeout')",
-			"SELECT count(*) FROM pg_prepared_statements", "SELECT count(*) FROM t",
+			"SELECT count(*) FROM pg_prepared_statements WHERE from_sql", "SELECT count(*) FROM t",
 			"SELECT count(*) FROM pg_cursors WHERE is_holdable", "SELECT count(*) FROM pg_listening_channels()")
 		assert.JSONEq(t, `["reset", "4MB", "0"]`, mustJSON(resp.Results[0].Rows[0]))
 		assert.JSONEq(t, `[0]`, mustJSON(resp.Results[1].Rows[0]), "prepared statements")
@@ -551,6 +557,79 @@ func testReset(t *testing.T, e *env) {
 		require.NoError(t, c.end(ctx, false))
 	}
 	assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory'"))
+}
+
+// testPrepared: a plugin's statements stay prepared on its connection
+// across calls, within a bound, and a prepared statement gone stale (its
+// result changed, or the plugin deallocated it) runs all the same. The
+// calls run one after another, so one pooled connection serves them all.
+func testPrepared(t *testing.T, e *env) {
+	g := e.grant("prepared", Limits{})
+	e.oneCall(t, g, "CREATE TABLE t (x integer)", "INSERT INTO t VALUES (1), (2)")
+	const q = "SELECT * FROM t ORDER BY x"
+	rows := func(t *testing.T, q ...string) string {
+		t.Helper()
+		resp := e.oneCall(t, g, q...)
+		return mustJSON(resp.Results[len(q)-1].Rows)
+	}
+	// prepared is how many statements the host prepared on the connection
+	// (those the plugin made with PREPARE aside), and how often q's ran.
+	prepared := func(t *testing.T) (n, runs int) {
+		t.Helper()
+		resp := e.oneCall(t, g, "SELECT count(*), coalesce(sum(generic_plans + custom_plans) FILTER (WHERE statement = '"+q+"'), 0) FROM pg_prepared_statements WHERE NOT from_sql")
+		var v []int
+		require.NoError(t, json.Unmarshal([]byte(mustJSON(resp.Results[0].Rows[0])), &v))
+		return v[0], v[1]
+	}
+
+	t.Run("prepared at a call's end, bound in the calls after", func(t *testing.T) {
+		for range 3 {
+			assert.Equal(t, `[[1],[2]]`, rows(t, q))
+		}
+		_, runs := prepared(t)
+		assert.Equal(t, 2, runs, "q ran unprepared in the calls after the first")
+	})
+	t.Run("a changed result", func(t *testing.T) {
+		// "cached plan must not change result type": run again, unnamed.
+		e.oneCall(t, g, "ALTER TABLE t ADD COLUMN y text DEFAULT 'a'")
+		assert.Equal(t, `[[1,"a"],[2,"a"]]`, rows(t, q))
+		assert.Equal(t, `[[1,"a"],[2,"a"]]`, rows(t, q))
+	})
+	t.Run("deallocated by the plugin", func(t *testing.T) {
+		assert.Equal(t, `[[1,"a"],[2,"a"]]`, rows(t, "DO $$ BEGIN EXECUTE 'DEALLOCATE ALL'; END $$", q))
+		assert.Equal(t, `[[1,"a"],[2,"a"]]`, rows(t, q))
+	})
+	t.Run("replaced by the plugin's own for one call only", func(t *testing.T) {
+		rows(t, q) // prepared again after the case before
+		forge := `DO $$ DECLARE n text; BEGIN
+			SELECT name INTO n FROM pg_prepared_statements WHERE NOT from_sql AND statement = '` + q + `';
+			EXECUTE format('DEALLOCATE %I', n);
+			EXECUTE format('PREPARE %I AS SELECT 42, ''forged''', n);
+		END $$`
+		// Within the call, the plugin's statement is its own to replace.
+		assert.Equal(t, `[[42,"forged"]]`, rows(t, forge, q))
+		assert.Equal(t, `[[1,"a"],[2,"a"]]`, rows(t, q), "the plugin's PREPARE outlived its call")
+	})
+	t.Run("a statement that no longer parses at the end", func(t *testing.T) {
+		e.oneCall(t, g, "CREATE TABLE gone (x integer)", "SELECT * FROM gone", "DROP TABLE gone")
+		assert.Equal(t, `[[2]]`, rows(t, "SELECT count(*) FROM t"))
+		assert.Equal(t, `[[0]]`, rows(t, "SELECT count(*) FROM pg_prepared_statements WHERE statement = 'SELECT * FROM gone'"))
+	})
+	t.Run("bounded", func(t *testing.T) {
+		// More new statements than the bound, ten a call: the newest stay.
+		var newest string
+		for i := 0; i < 2*maxCachedStatements; i += 10 {
+			var qs []string
+			for j := i; j < i+10; j++ {
+				newest = fmt.Sprintf("SELECT x + %d FROM t", j)
+				qs = append(qs, newest)
+			}
+			e.oneCall(t, g, qs...)
+		}
+		held, _ := prepared(t)
+		assert.LessOrEqual(t, held, maxCachedStatements)
+		assert.Equal(t, `[[1]]`, rows(t, "SELECT count(*) FROM pg_prepared_statements WHERE NOT from_sql AND statement = '"+newest+"'"))
+	})
 }
 
 type tenantKey struct{}

@@ -24,10 +24,14 @@ import (
 // session is one export call's (or, joined to a txn.Txn, one run's) use of
 // a role's connection and, from the first request on, its transaction.
 type session struct {
-	db     *database
-	role   *role
-	conn   *pgxpool.Conn
-	pc     *pgconn.PgConn
+	db   *database
+	role *role
+	conn *pgxpool.Conn
+	pc   *pgconn.PgConn
+	// cache is the connection's prepared plugin statements; learn, the
+	// call's statements to add to it at its end (see stmtcache.go).
+	cache  *statementCache
+	learn  learned
 	limits Limits
 	// lockWait bounds the time the statements of one call wait for locks
 	// other transactions hold; waited is what they waited so far (see
@@ -95,7 +99,15 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	ctx, cancel := capability.WithClock(ctx, s.limits.Timeout)
 	defer cancel()
 	out := newResultWriter(s.limits)
-	if i, err := s.exec(ctx, call, stmts, out); err != nil {
+	i, err := s.exec(ctx, call, stmts, out)
+	for errors.Is(err, errStale) {
+		// Statement i's cached form was stale, and is forgotten: it runs
+		// again, unnamed, with the statements after it.
+		var j int
+		j, err = s.exec(ctx, call, stmts[i:], out)
+		i += j
+	}
+	if err != nil {
 		if len(stmts) > 1 {
 			if hf := (*capability.HostFault)(nil); errors.As(err, &hf) {
 				hf.Plugin = sqlwire.InStatement(hf.Plugin, i)
@@ -277,6 +289,7 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 		save, at int // the indexes of its savepoint and of the statement
 		plugin   *step
 		check    *guarding
+		cached   *cachedStatement
 	}
 	plan := make([]planned, len(stmts))
 	var token string
@@ -301,6 +314,9 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 					out.counts(tag)
 				}
 			},
+		}
+		if p.cached = s.cache.lookup(st.sql, st.oids); p.cached != nil {
+			p.plugin.prepared = p.cached.name
 		}
 		steps = append(steps, p.plugin)
 		if !s.wrote {
@@ -370,6 +386,13 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 				s.began = false
 				return k, s.poison(errTransactionControl)
 			}
+			if p.cached != nil && werr == nil && !busy && staleStatement(err) {
+				s.cache.forget(p.cached)
+				if s.undo(ctx, k, false, nil, err); s.failed != nil {
+					return k, s.failed
+				}
+				return k, errStale
+			}
 			return k, s.undo(ctx, k, busy, werr, err)
 		}
 		if transactionTags[p.plugin.tag.String()] {
@@ -386,6 +409,9 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 		}
 		if p.check != nil && p.check.armed {
 			s.wrote, s.guarded, s.token = true, true, token
+		}
+		if p.cached == nil {
+			s.learn.note(s.cache, &stmts[k], p.plugin.tag)
 		}
 	}
 	if status == 'I' {
@@ -627,6 +653,7 @@ type hostSQL struct {
 	guard, guardIfWrote, release, deferGuard string
 	put, get, del                            string
 	gate, writes                             string
+	reset                                    []string
 }
 
 func newHostSQL(qs string) hostSQL {
@@ -640,24 +667,30 @@ func newHostSQL(qs string) hostSQL {
 		del:          `SELECT ` + qs + `.delete_row($1, $2, $3)`,
 		gate:         `SELECT ` + qs + `.begin_gate()`,
 		writes:       `SELECT * FROM ` + qs + `.catalog_writes()`,
+		reset:        resetSQL(qs),
 	}
 }
 
-// resetSession resets the session state a plugin's statements may leave
-// on a connection: DISCARD ALL without its DISCARD PLANS. The server's
-// cached plans (those of the host schema's functions, which a turn calls
-// several times) outlive the call; a plan depends on nothing the plugin
-// could leave behind, since the server plans again when a search_path,
-// object or privilege it used changes.
-var resetSession = []string{
-	"CLOSE ALL",
-	"RESET SESSION AUTHORIZATION",
-	"RESET ALL",
-	"DEALLOCATE ALL",
-	"UNLISTEN *",
-	"SELECT pg_catalog.pg_advisory_unlock_all()",
-	"DISCARD TEMP",
-	"DISCARD SEQUENCES",
+// resetSQL resets the session state a plugin's statements may leave on a
+// connection, in the host schema qs: DISCARD ALL without its DISCARD
+// PLANS, and with the plugin's own prepared statements (PREPARE) closed
+// rather than every one, so that the statements the host prepared for
+// it stay (see stmtcache.go). The server's cached plans (those of the
+// host schema's functions, which a turn calls several times) outlive the
+// call; a plan depends on nothing the plugin could leave behind, since
+// the server plans again when a search_path, object or privilege it used
+// changes.
+func resetSQL(qs string) []string {
+	return []string{
+		"CLOSE ALL",
+		"RESET SESSION AUTHORIZATION",
+		"RESET ALL",
+		"SELECT " + qs + ".deallocate_sql()",
+		"UNLISTEN *",
+		"SELECT pg_catalog.pg_advisory_unlock_all()",
+		"DISCARD TEMP",
+		"DISCARD SEQUENCES",
+	}
 }
 
 // End commits when ok and nothing failed, else rolls back, resets the
@@ -680,7 +713,7 @@ func (s *session) End(ctx context.Context, ok bool) error {
 			s.abandon(ctx)
 		} else if reset {
 			rctx, cancel := context.WithTimeout(ctx, hostLimit)
-			if s.host(rctx, strings.Join(resetSession, "; ")) != nil {
+			if s.host(rctx, strings.Join(s.db.sql.reset, "; ")) != nil {
 				s.pc.Close(rctx)
 			}
 			cancel()
@@ -715,7 +748,7 @@ func (s *session) End(ctx context.Context, ok bool) error {
 // finish ends the transaction with the last of q (COMMIT or ROLLBACK),
 // after the others, and, when a
 // statement of the plugin's ran on the connection, resets the session
-// state the plugin may have left (resetSession), in one round trip: the
+// state the plugin may have left (resetSQL), in one round trip: the
 // reset has a Sync of its own, sent with q's, so that it runs even when
 // q fails. It returns the last q's command tag, q's error and the reset's
 // error, after which the caller closes the connection.
@@ -727,17 +760,35 @@ func (s *session) finish(ctx context.Context, q ...string) (tag pgconn.CommandTa
 		p.SendQueryParams(q, nil, nil, nil, nil)
 	}
 	p.SendPipelineSync()
+	// The third part, when the call has statements to prepare or forgot
+	// some: the closes of what the cache forgot, then the new statements.
+	var drops []string
+	var prepares []*cachedStatement
 	if s.used {
-		for _, q := range resetSession {
+		for _, q := range s.db.sql.reset {
 			p.SendQueryParams(q, nil, nil, nil, nil)
 		}
 		p.SendPipelineSync()
 		n = 2
+		s.cache.evict(len(s.learn.stmts))
+		drops, prepares = s.cache.drop, s.learn.stmts
+		s.cache.drop, s.learn.stmts = nil, nil
+		if len(drops)+len(prepares) > 0 {
+			for _, name := range drops {
+				p.SendDeallocate(name)
+			}
+			for _, e := range prepares {
+				p.SendPrepare(e.name, e.sql, e.oids)
+			}
+			p.SendPipelineSync()
+			n = 3
+		}
 	}
-	var errs [2]error
+	var errs [3]error
 	if ferr := p.Flush(); ferr != nil {
 		errs[0] = ferr
 	}
+	closed := 0 // the third part's results read
 	for part := 0; part < n; {
 		res, rerr := p.GetResults()
 		if rerr != nil {
@@ -758,6 +809,14 @@ func (s *session) finish(ctx context.Context, q ...string) (tag pgconn.CommandTa
 			if rerr != nil && errs[part] == nil {
 				errs[part] = rerr
 			}
+		case *pgconn.CloseComplete:
+			closed++
+		case *pgconn.StatementDescription:
+			// A statement that no longer parses fails alone, and the
+			// ones after it in the part are not prepared; the next call
+			// that runs them learns them again.
+			s.cache.add(prepares[closed-len(drops)])
+			closed++
 		case *pgconn.PipelineSync:
 			part++
 		case nil:
@@ -771,7 +830,10 @@ func (s *session) finish(ctx context.Context, q ...string) (tag pgconn.CommandTa
 			}
 		}
 	}
-	if n == 2 {
+	if closed < len(drops) {
+		s.cache.drop = append(s.cache.drop, drops[closed:]...)
+	}
+	if n >= 2 {
 		resetErr = errs[1]
 	}
 	return tag, errs[0], resetErr

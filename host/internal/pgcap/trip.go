@@ -29,6 +29,8 @@ type step struct {
 	sql    string
 	values [][]byte
 	oids   []uint32
+	// prepared, when set, is the named statement of sql (see stmtcache.go).
+	prepared string
 	// read, when set, reads the statement's rows; it need not read them
 	// all.
 	read func(rr *pgconn.ResultReader)
@@ -57,7 +59,11 @@ func (s *session) roundTrip(ctx context.Context, steps []*step) (int, error) {
 		first = 1
 	}
 	for _, st := range steps {
-		b.ExecParams(st.sql, st.values, st.oids, nil, nil)
+		if st.prepared != "" {
+			b.ExecPrepared(st.prepared, st.values, nil, nil)
+		} else {
+			b.ExecParams(st.sql, st.values, st.oids, nil, nil)
+		}
 	}
 	mrr := s.pc.ExecBatch(ctx, &b)
 	i, failed := 0, -1
