@@ -167,7 +167,9 @@ func staleStatement(err error) bool {
 	if !errors.As(err, &pe) {
 		return false
 	}
-	return pe.Code == "26000" || (pe.Code == "0A000" && strings.Contains(pe.Message, "cached plan must not change result type"))
+	// The message may be in the server's language; the routine is not.
+	return pe.Code == "26000" || (pe.Code == "0A000" && (pe.Routine == "RevalidateCachedQuery" ||
+		strings.Contains(pe.Message, "cached plan must not change result type")))
 }
 
 // errStale is exec's answer when statement k's cached form was stale: the

@@ -1,6 +1,7 @@
 package pgcap
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -64,4 +65,22 @@ func TestCacheable(t *testing.T) {
 		assert.Equal(t, want, cacheable("x", pgconn.NewCommandTag(tag)), tag)
 	}
 	assert.False(t, cacheable(string(make([]byte, maxCachedSQL+1)), pgconn.NewCommandTag("SELECT 1")))
+}
+
+func TestStaleStatement(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "26000", Message: "prepared statement \"x\" does not exist"}, true},
+		{&pgconn.PgError{Code: "0A000", Message: "cached plan must not change result type", Routine: "RevalidateCachedQuery"}, true},
+		// A server that speaks another language names the same routine.
+		{&pgconn.PgError{Code: "0A000", Message: "zwischengespeicherter Plan darf den Ergebnistyp nicht ändern", Routine: "RevalidateCachedQuery"}, true},
+		{&pgconn.PgError{Code: "0A000", Message: "FOR UPDATE is not allowed with aggregate functions", Routine: "CheckSelectLocking"}, false},
+		{&pgconn.PgError{Code: "42P01", Message: "relation \"t\" does not exist"}, false},
+		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "26000"}), true},
+		{errors.New("connection lost"), false},
+	} {
+		assert.Equal(t, tt.want, staleStatement(tt.err), "%v", tt.err)
+	}
 }
