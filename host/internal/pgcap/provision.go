@@ -179,21 +179,30 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		BEGIN
 			RETURN QUERY `+catalogWritesSQL+`;
 		END $f$`,
-		// deallocate_sql closes the prepared statements a plugin made
-		// with PREPARE, and only those: the host's are made through the
-		// protocol (see resetSQL).
-		`CREATE OR REPLACE FUNCTION `+qs+`.deallocate_sql() RETURNS void
+		// reset_session resets what a plugin's statements may leave in a
+		// connection's session (see session.End): DISCARD ALL without
+		// DISCARD PLANS, closing only the prepared statements the plugin
+		// made with PREPARE, not those the host made through the protocol
+		// (see stmtcache.go). One function, not eight statements a call.
+		`CREATE OR REPLACE FUNCTION `+qs+`.reset_session() RETURNS void
 		LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $f$
 		DECLARE
 			s record;
 		BEGIN
+			EXECUTE 'CLOSE ALL';
+			EXECUTE 'RESET SESSION AUTHORIZATION';
+			EXECUTE 'RESET ALL';
 			FOR s IN SELECT p.name FROM pg_prepared_statements p WHERE p.from_sql LOOP
 				EXECUTE format('DEALLOCATE %I', s.name);
 			END LOOP;
+			EXECUTE 'UNLISTEN *';
+			PERFORM pg_advisory_unlock_all();
+			EXECUTE 'DISCARD TEMP';
+			EXECUTE 'DISCARD SEQUENCES';
 		END $f$`,
 		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.release(text, bytea),
 			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.delete_row(text, text, text),
-			`+qs+`.begin_gate(), `+qs+`.catalog_writes(), `+qs+`.deallocate_sql() FROM PUBLIC`,
+			`+qs+`.begin_gate(), `+qs+`.catalog_writes(), `+qs+`.reset_session() FROM PUBLIC`,
 		// Plugin roles use the host schema to call the functions above:
 		// nothing else in it is PUBLIC's, whoever put it there (an
 		// extension created by an admin whose name is the schema's lands
@@ -314,7 +323,7 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 		`ALTER SCHEMA ` + qs + ` OWNER TO ` + qr,
 		`REVOKE ALL ON SCHEMA ` + qs + ` FROM PUBLIC`,
 		`GRANT USAGE ON SCHEMA ` + qh + ` TO ` + qr,
-		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.catalog_writes(), ` + qh + `.deallocate_sql() TO ` + qr,
+		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.catalog_writes(), ` + qh + `.reset_session() TO ` + qr,
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {

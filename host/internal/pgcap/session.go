@@ -653,7 +653,12 @@ type hostSQL struct {
 	guard, guardIfWrote, release, deferGuard string
 	put, get, del                            string
 	gate, writes                             string
-	reset                                    []string
+	// reset resets the session state a plugin's statements may leave on
+	// a connection, keeping the server's cached plans and the host's
+	// prepared statements (see provisionHost's reset_session). A cached
+	// plan depends on nothing the plugin could leave behind: the server
+	// plans again when a search_path, object or privilege it used changes.
+	reset string
 }
 
 func newHostSQL(qs string) hostSQL {
@@ -667,29 +672,7 @@ func newHostSQL(qs string) hostSQL {
 		del:          `SELECT ` + qs + `.delete_row($1, $2, $3)`,
 		gate:         `SELECT ` + qs + `.begin_gate()`,
 		writes:       `SELECT * FROM ` + qs + `.catalog_writes()`,
-		reset:        resetSQL(qs),
-	}
-}
-
-// resetSQL resets the session state a plugin's statements may leave on a
-// connection, in the host schema qs: DISCARD ALL without its DISCARD
-// PLANS, and with the plugin's own prepared statements (PREPARE) closed
-// rather than every one, so that the statements the host prepared for
-// it stay (see stmtcache.go). The server's cached plans (those of the
-// host schema's functions, which a turn calls several times) outlive the
-// call; a plan depends on nothing the plugin could leave behind, since
-// the server plans again when a search_path, object or privilege it used
-// changes.
-func resetSQL(qs string) []string {
-	return []string{
-		"CLOSE ALL",
-		"RESET SESSION AUTHORIZATION",
-		"RESET ALL",
-		"SELECT " + qs + ".deallocate_sql()",
-		"UNLISTEN *",
-		"SELECT pg_catalog.pg_advisory_unlock_all()",
-		"DISCARD TEMP",
-		"DISCARD SEQUENCES",
+		reset:        `SELECT ` + qs + `.reset_session()`,
 	}
 }
 
@@ -713,7 +696,7 @@ func (s *session) End(ctx context.Context, ok bool) error {
 			s.abandon(ctx)
 		} else if reset {
 			rctx, cancel := context.WithTimeout(ctx, hostLimit)
-			if s.host(rctx, strings.Join(s.db.sql.reset, "; ")) != nil {
+			if s.host(rctx, s.db.sql.reset) != nil {
 				s.pc.Close(rctx)
 			}
 			cancel()
@@ -748,7 +731,7 @@ func (s *session) End(ctx context.Context, ok bool) error {
 // finish ends the transaction with the last of q (COMMIT or ROLLBACK),
 // after the others, and, when a
 // statement of the plugin's ran on the connection, resets the session
-// state the plugin may have left (resetSQL), in one round trip: the
+// state the plugin may have left (hostSQL.reset), in one round trip: the
 // reset has a Sync of its own, sent with q's, so that it runs even when
 // q fails. It returns the last q's command tag, q's error and the reset's
 // error, after which the caller closes the connection.
@@ -765,9 +748,7 @@ func (s *session) finish(ctx context.Context, q ...string) (tag pgconn.CommandTa
 	var drops []string
 	var prepares []*cachedStatement
 	if s.used {
-		for _, q := range s.db.sql.reset {
-			p.SendQueryParams(q, nil, nil, nil, nil)
-		}
+		p.SendQueryParams(s.db.sql.reset, nil, nil, nil, nil)
 		p.SendPipelineSync()
 		n = 2
 		s.cache.evict(len(s.learn.stmts))
