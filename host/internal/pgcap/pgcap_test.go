@@ -615,6 +615,58 @@ func testPrepared(t *testing.T, e *env) {
 		assert.Equal(t, `[[2]]`, rows(t, "SELECT count(*) FROM t"))
 		assert.Equal(t, `[[0]]`, rows(t, "SELECT count(*) FROM pg_prepared_statements WHERE statement = 'SELECT * FROM gone'"))
 	})
+	t.Run("the reset runs none of the plugin's functions", func(t *testing.T) {
+		// After RESET ALL the search_path is the plugin's, where its
+		// format(text, text) matches better than pg_catalog's: code of the
+		// plugin's running there would commit outside any call.
+		// A role of its own: a connection on which the reset has closed
+		// nothing yet, so that no plan of its is cached from before the
+		// plugin's function existed.
+		g := e.grant("hijack", Limits{})
+		e.oneCall(t, g, "CREATE TABLE hijacked (x integer)",
+			`CREATE FUNCTION format(text, text) RETURNS text LANGUAGE plpgsql AS $$
+			BEGIN INSERT INTO hijack.hijacked VALUES (1); RETURN pg_catalog.format($1, $2); END $$`)
+		e.oneCall(t, g, "PREPARE mine AS SELECT 1")
+		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM hijack.hijacked"), "the plugin's format ran in the reset")
+		resp := e.oneCall(t, g, "SELECT count(*) FROM pg_prepared_statements WHERE from_sql")
+		assert.Equal(t, `[[0]]`, mustJSON(resp.Results[0].Rows))
+	})
+	t.Run("preparing runs none of the plugin's code outside its call", func(t *testing.T) {
+		// Analysing a cast constant runs its domain's CHECK: the host's
+		// prepare of the call's statement must neither write nor leave a
+		// lock behind.
+		e.oneCall(t, g, "CREATE TABLE checked (x integer)",
+			`CREATE FUNCTION evil(integer) RETURNS boolean LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_advisory_lock(4242); INSERT INTO prepared.checked VALUES ($1); RETURN true; END $$`,
+			"CREATE DOMAIN watched AS integer CHECK (evil(VALUE))", "CREATE TYPE pair AS (x watched)")
+		e.oneCall(t, g, "SELECT '(7)'::pair")
+		assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM prepared.checked"), "the plugin's CHECK wrote outside its call")
+		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242"), "the plugin's CHECK left a lock")
+		assert.Equal(t, `[["(7)"]]`, rows(t, "SELECT '(7)'::pair"))
+	})
+	t.Run("a statement that failed as it ran is not run again", func(t *testing.T) {
+		// The plugin's own code fails with the stale statement's error
+		// (a missing prepared statement), after rows were sent: the
+		// statement ran, and must not run twice.
+		e.oneCall(t, g, "CREATE SEQUENCE runs", "CREATE TABLE armed (x integer)",
+			`CREATE FUNCTION boom(x integer) RETURNS integer LANGUAGE plpgsql AS $$
+			BEGIN
+				PERFORM nextval('prepared.runs');
+				IF x = 3 AND EXISTS (SELECT FROM prepared.armed) THEN EXECUTE 'EXECUTE missing'; END IF;
+				RETURN x;
+			END $$`)
+		const boom = "SELECT boom(x) FROM generate_series(1, 3) x"
+		assert.Equal(t, `[[1],[2],[3]]`, rows(t, boom)) // prepared at the call's end
+		assert.Equal(t, `[[1],[2],[3]]`, rows(t, boom)) // bound
+		ctx := context.Background()
+		c := e.begin(ctx, t, g)
+		c.must(ctx, "INSERT INTO armed VALUES (1)")
+		_, err := c.sql(ctx, boom)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `prepared statement "missing" does not exist`)
+		require.NoError(t, c.end(ctx, false))
+		assert.Equal(t, "9", e.adminValue(t, "SELECT last_value::text FROM prepared.runs"), "the failed statement ran again")
+	})
 	t.Run("bounded", func(t *testing.T) {
 		// More new statements than the bound, ten a call: the newest stay.
 		var newest string

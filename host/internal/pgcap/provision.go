@@ -184,21 +184,24 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		// DISCARD PLANS, closing only the prepared statements the plugin
 		// made with PREPARE, not those the host made through the protocol
 		// (see stmtcache.go). One function, not eight statements a call.
+		// RESET ALL comes last and every name is qualified: RESET ALL
+		// undoes the function's own search_path too, and after it a
+		// function the plugin named format would win over pg_catalog's.
 		`CREATE OR REPLACE FUNCTION `+qs+`.reset_session() RETURNS void
 		LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $f$
 		DECLARE
 			s record;
 		BEGIN
 			EXECUTE 'CLOSE ALL';
-			EXECUTE 'RESET SESSION AUTHORIZATION';
-			EXECUTE 'RESET ALL';
-			FOR s IN SELECT p.name FROM pg_prepared_statements p WHERE p.from_sql LOOP
-				EXECUTE format('DEALLOCATE %I', s.name);
+			FOR s IN SELECT p.name FROM pg_catalog.pg_prepared_statements p WHERE p.from_sql LOOP
+				EXECUTE pg_catalog.format('DEALLOCATE %I', s.name);
 			END LOOP;
 			EXECUTE 'UNLISTEN *';
-			PERFORM pg_advisory_unlock_all();
+			PERFORM pg_catalog.pg_advisory_unlock_all();
 			EXECUTE 'DISCARD TEMP';
 			EXECUTE 'DISCARD SEQUENCES';
+			EXECUTE 'RESET SESSION AUTHORIZATION';
+			EXECUTE 'RESET ALL';
 		END $f$`,
 		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.release(text, bytea),
 			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.delete_row(text, text, text),

@@ -290,6 +290,8 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 		plugin   *step
 		check    *guarding
 		cached   *cachedStatement
+		// read: the statement's rows began to arrive.
+		read bool
 	}
 	plan := make([]planned, len(stmts))
 	var token string
@@ -303,6 +305,7 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 		p.at = len(steps)
 		p.plugin = &step{sql: st.sql, values: st.values, oids: st.oids,
 			read: func(rr *pgconn.ResultReader) {
+				p.read = true
 				if werr == nil {
 					if werr = out.statement(rr, st.json, cancel); werr != nil {
 						werrAt = k
@@ -386,7 +389,8 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 				s.began = false
 				return k, s.poison(errTransactionControl)
 			}
-			if p.cached != nil && werr == nil && !busy && staleStatement(err) {
+			if p.cached != nil && !p.read && werr == nil && !busy && staleStatement(err) {
+				// It failed before it ran: binding the named statement.
 				s.cache.forget(p.cached)
 				if s.undo(ctx, k, false, nil, err); s.failed != nil {
 					return k, s.failed
@@ -729,47 +733,56 @@ func (s *session) End(ctx context.Context, ok bool) error {
 }
 
 // finish ends the transaction with the last of q (COMMIT or ROLLBACK),
-// after the others, and, when a
-// statement of the plugin's ran on the connection, resets the session
-// state the plugin may have left (hostSQL.reset), in one round trip: the
-// reset has a Sync of its own, sent with q's, so that it runs even when
-// q fails. It returns the last q's command tag, q's error and the reset's
-// error, after which the caller closes the connection.
+// after the others, and, when a statement of the plugin's ran on the
+// connection, resets the session state the plugin may have left
+// (hostSQL.reset), in one round trip: the reset has a Sync of its own,
+// sent with q's, so that it runs even when q fails. It returns the last
+// q's command tag, q's error and the reset's error, after which the
+// caller closes the connection.
+//
+// After a COMMIT it also prepares the statements the call learned (see
+// stmtcache.go), between the two: analysing a statement can run the
+// plugin's code (a domain's CHECK on a cast constant), so they are
+// prepared in a read-only transaction of their own, within the request
+// limit, which is rolled back, and the reset comes after it. The
+// statements the cache forgot are closed with the reset.
 func (s *session) finish(ctx context.Context, q ...string) (tag pgconn.CommandTag, err, resetErr error) {
 	s.open = false
-	n := 1
 	p := s.pc.StartPipeline(ctx)
 	for _, q := range q {
 		p.SendQueryParams(q, nil, nil, nil, nil)
 	}
 	p.SendPipelineSync()
-	// The third part, when the call has statements to prepare or forgot
-	// some: the closes of what the cache forgot, then the new statements.
+	n, reset := 1, -1 // the parts; the reset's
 	var drops []string
 	var prepares []*cachedStatement
 	if s.used {
-		p.SendQueryParams(s.db.sql.reset, nil, nil, nil, nil)
-		p.SendPipelineSync()
-		n = 2
-		s.cache.evict(len(s.learn.stmts))
-		drops, prepares = s.cache.drop, s.learn.stmts
-		s.cache.drop, s.learn.stmts = nil, nil
-		if len(drops)+len(prepares) > 0 {
-			for _, name := range drops {
-				p.SendDeallocate(name)
-			}
+		if q[len(q)-1] == "COMMIT" && len(s.learn.stmts) > 0 {
+			s.cache.evict(len(s.learn.stmts))
+			prepares = s.learn.stmts
+			p.SendQueryParams("BEGIN READ ONLY", nil, nil, nil, nil)
+			p.SendQueryParams("SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout), nil, nil, nil, nil)
 			for _, e := range prepares {
 				p.SendPrepare(e.name, e.sql, e.oids)
 			}
 			p.SendPipelineSync()
-			n = 3
+			p.SendQueryParams("ROLLBACK", nil, nil, nil, nil)
+			n++
 		}
+		s.learn.stmts = nil
+		drops, s.cache.drop = s.cache.drop, nil
+		for _, name := range drops {
+			p.SendDeallocate(name)
+		}
+		p.SendQueryParams(s.db.sql.reset, nil, nil, nil, nil)
+		p.SendPipelineSync()
+		reset, n = n, n+1
 	}
-	var errs [3]error
+	errs := make([]error, n)
 	if ferr := p.Flush(); ferr != nil {
 		errs[0] = ferr
 	}
-	closed := 0 // the third part's results read
+	prepared, closed := 0, 0
 	for part := 0; part < n; {
 		res, rerr := p.GetResults()
 		if rerr != nil {
@@ -790,13 +803,13 @@ func (s *session) finish(ctx context.Context, q ...string) (tag pgconn.CommandTa
 			if rerr != nil && errs[part] == nil {
 				errs[part] = rerr
 			}
-		case *pgconn.CloseComplete:
-			closed++
 		case *pgconn.StatementDescription:
 			// A statement that no longer parses fails alone, and the
-			// ones after it in the part are not prepared; the next call
-			// that runs them learns them again.
-			s.cache.add(prepares[closed-len(drops)])
+			// ones after it are not prepared; the next call that runs
+			// them learns them again.
+			s.cache.add(prepares[prepared])
+			prepared++
+		case *pgconn.CloseComplete:
 			closed++
 		case *pgconn.PipelineSync:
 			part++
@@ -814,8 +827,8 @@ func (s *session) finish(ctx context.Context, q ...string) (tag pgconn.CommandTa
 	if closed < len(drops) {
 		s.cache.drop = append(s.cache.drop, drops[closed:]...)
 	}
-	if n >= 2 {
-		resetErr = errs[1]
+	if reset >= 0 {
+		resetErr = errs[reset]
 	}
 	return tag, errs[0], resetErr
 }

@@ -159,17 +159,20 @@ func (l *learned) note(c *statementCache, st *statement, tag pgconn.CommandTag) 
 	l.stmts = append(l.stmts, &cachedStatement{name: "wasmhist_" + newGuardToken()[:16], sql: st.sql, oids: slices.Clone(st.oids)})
 }
 
-// staleStatement says whether err, from binding a cached statement, means
-// the cache is stale rather than the statement wrong: the statement is gone
-// (the plugin deallocated it) or its result's columns changed.
+// staleStatement says whether err, from a cached statement that sent no
+// rows, means the cache is stale rather than the statement wrong: the
+// server's own check when it binds a named statement, that it exists (the
+// plugin may have deallocated it) and that its result's columns are the
+// same. The routine tells the server's check from the same SQLSTATE
+// raised by the plugin's code, and does not depend on the language of
+// the server's messages.
 func staleStatement(err error) bool {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return false
 	}
-	// The message may be in the server's language; the routine is not.
-	return pe.Code == "26000" || (pe.Code == "0A000" && (pe.Routine == "RevalidateCachedQuery" ||
-		strings.Contains(pe.Message, "cached plan must not change result type")))
+	return (pe.Code == "26000" && pe.Routine == "FetchPreparedStatement") ||
+		(pe.Code == "0A000" && pe.Routine == "RevalidateCachedQuery")
 }
 
 // errStale is exec's answer when statement k's cached form was stale: the

@@ -72,13 +72,16 @@ func TestStaleStatement(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{&pgconn.PgError{Code: "26000", Message: "prepared statement \"x\" does not exist"}, true},
+		{&pgconn.PgError{Code: "26000", Message: `prepared statement "x" does not exist`, Routine: "FetchPreparedStatement"}, true},
 		{&pgconn.PgError{Code: "0A000", Message: "cached plan must not change result type", Routine: "RevalidateCachedQuery"}, true},
 		// A server that speaks another language names the same routine.
 		{&pgconn.PgError{Code: "0A000", Message: "zwischengespeicherter Plan darf den Ergebnistyp nicht ändern", Routine: "RevalidateCachedQuery"}, true},
+		// The same codes raised by the plugin's own code.
+		{&pgconn.PgError{Code: "26000", Message: `prepared statement "x" does not exist`, Routine: "exec_stmt_raise"}, false},
+		{&pgconn.PgError{Code: "0A000", Message: "cached plan must not change result type", Routine: "exec_stmt_raise"}, false},
 		{&pgconn.PgError{Code: "0A000", Message: "FOR UPDATE is not allowed with aggregate functions", Routine: "CheckSelectLocking"}, false},
-		{&pgconn.PgError{Code: "42P01", Message: "relation \"t\" does not exist"}, false},
-		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "26000"}), true},
+		{&pgconn.PgError{Code: "42P01", Message: `relation "t" does not exist`}, false},
+		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "26000", Routine: "FetchPreparedStatement"}), true},
 		{errors.New("connection lost"), false},
 	} {
 		assert.Equal(t, tt.want, staleStatement(tt.err), "%v", tt.err)
