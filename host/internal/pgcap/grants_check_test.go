@@ -228,6 +228,30 @@ func testShared(t *testing.T, e *env) {
 		{"default privileges", []string{"ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC"}, "default privileges to PUBLIC"},
 		{"large object", []string{"SELECT lo_from_bytea(0, 'outside the schema and its caps')"}, "large object "},
 		{"large object granted", []string{"SELECT lo_from_bytea(4242, 'x')", "GRANT SELECT ON LARGE OBJECT 4242 TO PUBLIC"}, "large object 4242"},
+		// A deferred trigger run by the host before its check defers
+		// another, which grants: the grant must not wait for the COMMIT,
+		// after the check.
+		{"table to PUBLIC, by a trigger deferred again", []string{
+			"CREATE TABLE relay (x integer)", "CREATE TABLE relay2 (x integer)",
+			`CREATE FUNCTION regrant() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN GRANT SELECT ON secret TO PUBLIC; RETURN NULL; END $$`,
+			`CREATE FUNCTION redefer() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN SET CONSTRAINTS ALL DEFERRED; INSERT INTO relay2 VALUES (1); RETURN NULL; END $$`,
+			"CREATE CONSTRAINT TRIGGER first AFTER INSERT ON relay DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION redefer()",
+			"CREATE CONSTRAINT TRIGGER second AFTER INSERT ON relay2 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION regrant()",
+			"INSERT INTO relay VALUES (1)",
+		}, "relation secret to PUBLIC"},
+		// The same, with an = of the plugin's that would end the host's
+		// round of deferred triggers at once, found first on its path.
+		{"table to PUBLIC, by a trigger deferred again, past the plugin's =", []string{
+			"CREATE TABLE relay (x integer)", "CREATE TABLE relay2 (x integer)",
+			`CREATE FUNCTION regrant() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN GRANT SELECT ON secret TO PUBLIC; RETURN NULL; END $$`,
+			`CREATE FUNCTION redefer() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN SET CONSTRAINTS ALL DEFERRED; INSERT INTO relay2 VALUES (1); RETURN NULL; END $$`,
+			"CREATE CONSTRAINT TRIGGER first AFTER INSERT ON relay DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION redefer()",
+			"CREATE CONSTRAINT TRIGGER second AFTER INSERT ON relay2 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION regrant()",
+			"CREATE FUNCTION always(bigint, bigint) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+			"CREATE OPERATOR = (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = always)",
+			"SET search_path = " + sa + ", pg_catalog",
+			"INSERT INTO relay VALUES (1)",
+		}, "relation secret to PUBLIC"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := call(t, a, tt.sql...)

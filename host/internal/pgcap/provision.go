@@ -203,9 +203,42 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 			EXECUTE 'RESET SESSION AUTHORIZATION';
 			EXECUTE 'RESET ALL';
 		END $f$`,
+		// fire_deferred runs the plugin's deferred triggers (see
+		// session.settle) until none is left: a trigger may defer others
+		// again (SET CONSTRAINTS ALL DEFERRED), which would run at the
+		// COMMIT, after the host's checks. A trigger can be queued only by
+		// a row written to a table with triggers, all of them in the
+		// plugin's schema, so a round that wrote none of those rows left
+		// nothing to run. No SET clause: the plugin's triggers run in it,
+		// under the plugin's search_path, so every name of its own is
+		// qualified or a keyword (an operator found through that
+		// search_path could end the loop early).
+		`CREATE OR REPLACE FUNCTION `+qs+`.fire_deferred(plugin_schema text) RETURNS void
+		LANGUAGE plpgsql SECURITY INVOKER AS $f$
+		DECLARE
+			before bigint;
+			after bigint;
+		BEGIN
+			before := `+qs+`.trigger_table_writes(plugin_schema);
+			LOOP
+				EXECUTE 'SET CONSTRAINTS ALL IMMEDIATE';
+				after := `+qs+`.trigger_table_writes(plugin_schema);
+				EXIT WHEN after OPERATOR(pg_catalog.=) before;
+				before := after;
+			END LOOP;
+		END $f$`,
+		// PL/pgSQL, not SQL, for its plan, which the server keeps.
+		`CREATE OR REPLACE FUNCTION `+qs+`.trigger_table_writes(plugin_schema text) RETURNS bigint
+		LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			RETURN (SELECT coalesce(sum(pg_stat_get_xact_tuples_inserted(c.oid) + pg_stat_get_xact_tuples_updated(c.oid)
+				+ pg_stat_get_xact_tuples_deleted(c.oid)), 0)::bigint
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = plugin_schema AND c.relhastriggers);
+		END $f$`,
 		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.release(text, bytea),
 			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.delete_row(text, text, text),
-			`+qs+`.begin_gate(), `+qs+`.catalog_writes(), `+qs+`.reset_session() FROM PUBLIC`,
+			`+qs+`.begin_gate(), `+qs+`.catalog_writes(), `+qs+`.reset_session(), `+qs+`.fire_deferred(text), `+qs+`.trigger_table_writes(text) FROM PUBLIC`,
 		// Plugin roles use the host schema to call the functions above:
 		// nothing else in it is PUBLIC's, whoever put it there (an
 		// extension created by an admin whose name is the schema's lands
@@ -326,7 +359,7 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 		`ALTER SCHEMA ` + qs + ` OWNER TO ` + qr,
 		`REVOKE ALL ON SCHEMA ` + qs + ` FROM PUBLIC`,
 		`GRANT USAGE ON SCHEMA ` + qh + ` TO ` + qr,
-		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.catalog_writes(), ` + qh + `.reset_session() TO ` + qr,
+		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.catalog_writes(), ` + qh + `.reset_session(), ` + qh + `.fire_deferred(text), ` + qh + `.trigger_table_writes(text) TO ` + qr,
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {

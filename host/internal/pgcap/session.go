@@ -542,15 +542,15 @@ func (s *session) guardStep(onlyIfWrote bool, token string) *guarding {
 
 // settle ends the plugin's part of a transaction that wrote, before the
 // host writes its own rows or commits: it releases the guard and runs the
-// plugin's deferred triggers (SET CONSTRAINTS ALL IMMEDIATE), within the
-// request limit and what is left of the call, under a statement timeout
-// set by the host's own statement just before, so that the plugin's
-// COMMIT never passes the guard. The host's statements after them (its
-// rows, the catalog counters, and checkCatalog's) run within hostLimit,
-// set again after the triggers, whatever they set (on the client, the
-// round trip as a whole ends within the request limit: its reply comes
-// at its end); work a trigger deferred again runs in the COMMIT, which
-// commit bounds by the request limit. It
+// plugin's deferred triggers until none is left (the host schema's
+// fire_deferred: a trigger may defer others again, which would otherwise
+// run in the COMMIT, after the host's checks), within the request limit
+// and what is left of the call, under a statement timeout set by the
+// host's own statement just before, so that the plugin's COMMIT never
+// passes the guard. The host's statements after them (its rows, the
+// catalog counters, and checkCatalog's) run within hostLimit, set again
+// after the triggers, whatever they set (on the client, the round trip as
+// a whole ends within the request limit: its reply comes at its end). It
 // keeps the guard's trigger deferred, for a guard armed again by a later
 // statement of the plugin.
 //
@@ -576,7 +576,11 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 		},
 		hostStep("SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout)),
 		hostStep("SET LOCAL client_connection_check_interval = " + pgMillis(checkInterval)),
-		hostStep("SET CONSTRAINTS ALL IMMEDIATE"),
+		{
+			sql:    s.db.sql.fire,
+			values: [][]byte{[]byte(s.role.schema)},
+			oids:   []uint32{oidText},
+		},
 	}
 	// The plugin's part ends here: the statements after it, the host's,
 	// run within the host's limit, whatever the plugin's triggers set.
@@ -656,7 +660,7 @@ func (db *database) qhost() string { return pgx.Identifier{db.hostSchema}.Saniti
 type hostSQL struct {
 	guard, guardIfWrote, release, deferGuard string
 	put, get, del                            string
-	gate, writes                             string
+	gate, writes, fire                       string
 	// reset resets the session state a plugin's statements may leave on
 	// a connection, keeping the server's cached plans and the host's
 	// prepared statements (see provisionHost's reset_session). A cached
@@ -675,6 +679,7 @@ func newHostSQL(qs string) hostSQL {
 		get:          `SELECT revision, body FROM ` + qs + `.get_row($1, $2, $3)`,
 		del:          `SELECT ` + qs + `.delete_row($1, $2, $3)`,
 		gate:         `SELECT ` + qs + `.begin_gate()`,
+		fire:         `SELECT ` + qs + `.fire_deferred($1)`,
 		writes:       `SELECT * FROM ` + qs + `.catalog_writes()`,
 		reset:        `SELECT ` + qs + `.reset_session()`,
 	}
@@ -860,8 +865,8 @@ func (s *session) commit(ctx context.Context) (reset bool, _ error) {
 			return s.used, fmt.Errorf("pgcap: %s: commit refused, rolled back: %w", s.db.name, err)
 		}
 	}
-	// The COMMIT runs what the plugin's deferred triggers deferred again:
-	// it is bounded by the plugin's limit, like its triggers in settle.
+	// settle left none of the plugin's triggers to run in the COMMIT; it
+	// keeps the plugin's limit all the same, as the end of the call's work.
 	cctx, cancel := s.bounded(ctx, s.limits.Timeout)
 	defer cancel()
 	tag, err, resetErr := s.finish(cctx, "SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout), "COMMIT")
