@@ -208,8 +208,9 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		// again (SET CONSTRAINTS ALL DEFERRED), which would run at the
 		// COMMIT, after the host's checks. A trigger can be queued only by
 		// a row written to a table with triggers, all of them in the
-		// plugin's schema, so a round that wrote none of those rows left
-		// nothing to run. No SET clause: the plugin's triggers run in it,
+		// plugin's schema (whose name it cannot change: renaming a schema
+		// takes CREATE on the database), so a round that wrote none of
+		// those rows left nothing to run. No SET clause: the plugin's triggers run in it,
 		// under the plugin's search_path, so every name of its own is
 		// qualified or a keyword (an operator found through that
 		// search_path could end the loop early).
