@@ -207,13 +207,15 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		// session.settle) until none is left: a trigger may defer others
 		// again (SET CONSTRAINTS ALL DEFERRED), which would run at the
 		// COMMIT, after the host's checks. A trigger can be queued only by
-		// a row written to a table with triggers, all of them in the
-		// plugin's schema (whose name it cannot change: renaming a schema
-		// takes CREATE on the database), so a round that wrote none of
-		// those rows left nothing to run. No SET clause: the plugin's triggers run in it,
-		// under the plugin's search_path, so every name of its own is
-		// qualified or a keyword (an operator found through that
-		// search_path could end the loop early).
+		// a row written to a table with a trigger (a trigger with events
+		// pending cannot be dropped), all of them in the plugin's schema
+		// (whose name it cannot change: renaming a schema takes CREATE on
+		// the database), so a round that wrote none of those rows left
+		// nothing to run. trigger_table_writes finds those tables through
+		// pg_trigger, which is small where pg_class is not. No SET clause:
+		// the plugin's triggers run in it, under the plugin's search_path,
+		// so every name of its own is qualified or a keyword (an operator
+		// found through that search_path could end the loop early).
 		`CREATE OR REPLACE FUNCTION `+qs+`.fire_deferred(plugin_schema text) RETURNS void
 		LANGUAGE plpgsql SECURITY INVOKER AS $f$
 		DECLARE
@@ -234,8 +236,10 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		BEGIN
 			RETURN (SELECT coalesce(sum(pg_stat_get_xact_tuples_inserted(c.oid) + pg_stat_get_xact_tuples_updated(c.oid)
 				+ pg_stat_get_xact_tuples_deleted(c.oid)), 0)::bigint
-			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = plugin_schema AND c.relhastriggers);
+			FROM (SELECT DISTINCT t.tgrelid FROM pg_trigger t) t
+			JOIN pg_class c ON c.oid = t.tgrelid
+			JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = plugin_schema);
 		END $f$`,
 		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.release(text, bytea),
 			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.delete_row(text, text, text),
