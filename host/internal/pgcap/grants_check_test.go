@@ -266,6 +266,42 @@ func testShared(t *testing.T, e *env) {
 			assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_default_acl"))
 		})
 	}
+	// publicGrants counts the grants of a's table to PUBLIC.
+	publicGrants := func(t *testing.T) string {
+		return e.adminValue(t, "SELECT count(*)::text FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = '"+sa+".secret'::regclass AND a.grantee = 0")
+	}
+	t.Run("a cursor WITH HOLD runs nothing at the commit", func(t *testing.T) {
+		// The COMMIT runs a held cursor's query to its end: a call that
+		// wrote nothing, so that the host checks nothing, would grant
+		// there.
+		require.NoError(t, call(t, a, `CREATE FUNCTION late() RETURNS integer LANGUAGE plpgsql AS $$
+			BEGIN GRANT SELECT ON secret TO PUBLIC; INSERT INTO secret VALUES ('late'); RETURN 1; END $$`))
+		defer call(t, a, "DROP FUNCTION late()")
+		err := call(t, a, "DECLARE held CURSOR WITH HOLD FOR SELECT late()")
+		if err != nil {
+			assert.Contains(t, err.Error(), "read-only")
+		}
+		assert.Equal(t, "0", publicGrants(t), "the cursor granted at the commit")
+		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM "+sa+".secret WHERE x = 'late'"))
+	})
+	t.Run("a trigger deferred again past the host's rounds", func(t *testing.T) {
+		// A TRUNCATE resets a table's counters, so a round that wrote a
+		// row to one table and truncated another seems to have written
+		// nothing: the trigger it deferred again runs in the COMMIT, which
+		// is read-only, and fails it.
+		err := call(t, a, "CREATE TABLE c (x integer)", "CREATE TABLE relay (x integer)", "CREATE TABLE relay2 (x integer)",
+			`CREATE FUNCTION nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$`,
+			`CREATE FUNCTION regrant() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN GRANT SELECT ON secret TO PUBLIC; RETURN NULL; END $$`,
+			`CREATE FUNCTION redefer() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN SET CONSTRAINTS ALL DEFERRED; INSERT INTO relay2 VALUES (1); TRUNCATE c; RETURN NULL; END $$`,
+			"CREATE TRIGGER counted BEFORE INSERT ON c FOR EACH ROW EXECUTE FUNCTION nothing()",
+			"CREATE CONSTRAINT TRIGGER first AFTER INSERT ON relay DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION redefer()",
+			"CREATE CONSTRAINT TRIGGER second AFTER INSERT ON relay2 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION regrant()",
+			"INSERT INTO c VALUES (1)", "INSERT INTO relay VALUES (1)")
+		require.Error(t, err)
+		assert.Equal(t, "0", publicGrants(t), "the trigger granted at the commit")
+		assert.Equal(t, "<null>", e.adminValue(t, "SELECT to_regclass('"+sa+".relay')::text"), "the call committed")
+	})
 	t.Run("in a run, with the session row", func(t *testing.T) {
 		tx := txn.New()
 		tctx := txn.With(a, tx)

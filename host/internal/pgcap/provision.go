@@ -25,11 +25,15 @@ import (
 //     nothing rotates and no two hosts race.
 //   - journal: the commit journal, one row per (plugin role, session).
 //   - commit_guard: an unlogged table whose deferred constraint trigger
-//     fails any COMMIT of a transaction that wrote, unless the host
-//     released that transaction's guard row (release) after the plugin's
-//     last statement. A plugin's COMMIT (or PREPARE TRANSACTION) therefore
-//     rolls back instead of committing part of a call. Nothing of it is in
-//     a setting the plugin's code could read.
+//     fails any COMMIT of a transaction that wrote while the
+//     transaction's guard row is there: the host deletes it (release)
+//     after the plugin's last statement. A plugin's COMMIT (or PREPARE
+//     TRANSACTION) therefore rolls back instead of committing part of a
+//     call. The trigger only reads, so that it passes in the read-only
+//     transaction the host commits (see session.commit); a row's trigger
+//     still fires once the row is deleted. The released column is no
+//     longer used. Nothing of it is in a setting the plugin's code could
+//     read.
 //   - put_row, get_row, guard, release: SECURITY DEFINER functions owned by the
 //     admin, through which the host writes its rows in the transaction of a
 //     plugin's connection. The plugin's role may execute them, but each
@@ -79,11 +83,11 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		`CREATE OR REPLACE FUNCTION `+qs+`.commit_guard_check() RETURNS trigger
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
-			IF NOT EXISTS (SELECT 1 FROM `+qs+`.commit_guard g WHERE g.token_hash = NEW.token_hash AND g.released) THEN
+			-- Only reads: the host's COMMIT runs in a read-only transaction.
+			IF EXISTS (SELECT 1 FROM `+qs+`.commit_guard g WHERE g.token_hash = NEW.token_hash) THEN
 				RAISE EXCEPTION 'transaction control is not allowed: the host commits each export call''s transaction'
 					USING ERRCODE = 'insufficient_privilege';
 			END IF;
-			DELETE FROM `+qs+`.commit_guard g WHERE g.token_hash = NEW.token_hash;
 			RETURN NULL;
 		END $f$`,
 		`DO $d$ BEGIN
@@ -93,9 +97,7 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 			END IF;
 		END $d$`,
 		// guard inserts a token's row once: the checks after each statement
-		// of one round trip share a token (see session.exec), and a second
-		// row of it would fail the commit once the first one's trigger has
-		// deleted both.
+		// of one round trip share a token (see session.exec).
 		`CREATE OR REPLACE FUNCTION `+qs+`.guard(key text, token_hash bytea) RETURNS void
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
@@ -107,7 +109,7 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
 			PERFORM `+qs+`.check_key(key);
-			UPDATE `+qs+`.commit_guard g SET released = true WHERE g.token_hash = release.token_hash;
+			DELETE FROM `+qs+`.commit_guard g WHERE g.token_hash = release.token_hash;
 		END $f$`,
 		// put_row returns NULL when it wrote, else the stored revision
 		// (not lower than rev).

@@ -865,11 +865,20 @@ func (s *session) commit(ctx context.Context) (reset bool, _ error) {
 			return s.used, fmt.Errorf("pgcap: %s: commit refused, rolled back: %w", s.db.name, err)
 		}
 	}
-	// settle left none of the plugin's triggers to run in the COMMIT; it
-	// keeps the plugin's limit all the same, as the end of the call's work.
+	// The plugin's code can still run in the COMMIT: a trigger its
+	// triggers deferred again past settle's rounds, a cursor WITH HOLD,
+	// whose query the COMMIT runs to its end. The cursors are closed, and
+	// the transaction is made read-only first, which it cannot undo: what
+	// runs there may read, within the plugin's limit, but neither write
+	// nor grant after the host's checks. Read-only set in a savepoint
+	// would end with it, so the plugin's last one is released first.
 	cctx, cancel := s.bounded(ctx, s.limits.Timeout)
 	defer cancel()
-	tag, err, resetErr := s.finish(cctx, "SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout), "COMMIT")
+	end := []string{"CLOSE ALL", "SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout), "SET TRANSACTION READ ONLY", "COMMIT"}
+	if s.open {
+		end = append([]string{releaseStmt}, end...)
+	}
+	tag, err, resetErr := s.finish(cctx, end...)
 	if err == nil && tag.String() != "COMMIT" {
 		err = errors.New("the server rolled the transaction back")
 	}

@@ -163,12 +163,17 @@ func (l *learned) note(c *statementCache, st *statement, tag pgconn.CommandTag) 
 // rows, means the cache is stale rather than the statement wrong: the
 // server's own check when it binds a named statement, that it exists (the
 // plugin may have deallocated it) and that its result's columns are the
-// same. The routine tells the server's check from the same SQLSTATE
-// raised by the plugin's code, and does not depend on the language of
-// the server's messages.
+// same. The routine and the absence of a context (which an error raised
+// inside a function carries) tell the server's check from the same
+// SQLSTATE raised by the plugin's code, and neither depends on the
+// language of the server's messages.
 func staleStatement(err error) bool {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
+		return false
+	}
+	if pe.Where != "" {
+		// Raised inside a function: the plugin's code ran.
 		return false
 	}
 	return (pe.Code == "26000" && pe.Routine == "FetchPreparedStatement") ||

@@ -79,6 +79,9 @@ func TestStaleStatement(t *testing.T) {
 		// The same codes raised by the plugin's own code.
 		{&pgconn.PgError{Code: "26000", Message: `prepared statement "x" does not exist`, Routine: "exec_stmt_raise"}, false},
 		{&pgconn.PgError{Code: "0A000", Message: "cached plan must not change result type", Routine: "exec_stmt_raise"}, false},
+		// The server's own check, but inside a function of the plugin's.
+		{&pgconn.PgError{Code: "26000", Message: `prepared statement "nosuch" does not exist`, Routine: "FetchPreparedStatement",
+			Where: "SQL statement \"DEALLOCATE nosuch\"\nPL/pgSQL function f() line 1 at EXECUTE"}, false},
 		{&pgconn.PgError{Code: "0A000", Message: "FOR UPDATE is not allowed with aggregate functions", Routine: "CheckSelectLocking"}, false},
 		{&pgconn.PgError{Code: "42P01", Message: `relation "t" does not exist`}, false},
 		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "26000", Routine: "FetchPreparedStatement"}), true},
