@@ -285,22 +285,38 @@ func testShared(t *testing.T, e *env) {
 		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM "+sa+".secret WHERE x = 'late'"))
 	})
 	t.Run("a trigger deferred again past the host's rounds", func(t *testing.T) {
-		// A TRUNCATE resets a table's counters, so a round that wrote a
-		// row to one table and truncated another seems to have written
-		// nothing: the trigger it deferred again runs in the COMMIT, which
-		// is read-only, and fails it.
+		// A TRUNCATE resets a table's counters, so that a round that wrote
+		// a row to one table and truncated another wrote nothing by the
+		// counters: the rounds go by command ids, which nothing lowers.
+		// The trigger deferred again turns the COMMIT's read-only off
+		// (RESET may, on PostgreSQL 15): only the rounds stop it.
 		err := call(t, a, "CREATE TABLE c (x integer)", "CREATE TABLE relay (x integer)", "CREATE TABLE relay2 (x integer)",
 			`CREATE FUNCTION nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$`,
-			`CREATE FUNCTION regrant() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN GRANT SELECT ON secret TO PUBLIC; RETURN NULL; END $$`,
+			`CREATE FUNCTION regrant() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN RESET transaction_read_only; GRANT SELECT ON secret TO PUBLIC; RETURN NULL; END $$`,
 			`CREATE FUNCTION redefer() RETURNS trigger LANGUAGE plpgsql AS $$
 				BEGIN SET CONSTRAINTS ALL DEFERRED; INSERT INTO relay2 VALUES (1); TRUNCATE c; RETURN NULL; END $$`,
 			"CREATE TRIGGER counted BEFORE INSERT ON c FOR EACH ROW EXECUTE FUNCTION nothing()",
 			"CREATE CONSTRAINT TRIGGER first AFTER INSERT ON relay DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION redefer()",
 			"CREATE CONSTRAINT TRIGGER second AFTER INSERT ON relay2 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION regrant()",
 			"INSERT INTO c VALUES (1)", "INSERT INTO relay VALUES (1)")
-		require.Error(t, err)
+		require.ErrorIs(t, err, ErrShared)
 		assert.Equal(t, "0", publicGrants(t), "the trigger granted at the commit")
 		assert.Equal(t, "<null>", e.adminValue(t, "SELECT to_regclass('"+sa+".relay')::text"), "the call committed")
+	})
+	t.Run("a cursor WITH HOLD before the plugin's own COMMIT", func(t *testing.T) {
+		// The plugin's COMMIT runs the held cursor's query: the cursor
+		// arms the commit guard, as a write does, whose trigger fails that
+		// COMMIT before the query runs.
+		require.NoError(t, call(t, a, `CREATE FUNCTION late() RETURNS integer LANGUAGE plpgsql AS $$
+			BEGIN GRANT SELECT ON secret TO PUBLIC; INSERT INTO secret VALUES ('late'); RETURN 1; END $$`))
+		defer call(t, a, "DROP FUNCTION late()")
+		c := e.begin(a, t, g)
+		_, err := c.sql(a, "DECLARE held CURSOR WITH HOLD FOR SELECT late()", "COMMIT")
+		require.ErrorIs(t, err, abi.ErrPermissionDenied)
+		require.Error(t, c.end(a, true))
+		assert.Equal(t, "0", publicGrants(t), "the cursor granted in the plugin's COMMIT")
+		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM "+sa+".secret WHERE x = 'late'"))
 	})
 	t.Run("in a run, with the session row", func(t *testing.T) {
 		tx := txn.New()

@@ -84,7 +84,8 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
 			-- Only reads: the host's COMMIT runs in a read-only transaction.
-			IF EXISTS (SELECT 1 FROM `+qs+`.commit_guard g WHERE g.token_hash = NEW.token_hash) THEN
+			-- A row a host of the version before released stays, released.
+			IF EXISTS (SELECT 1 FROM `+qs+`.commit_guard g WHERE g.token_hash = NEW.token_hash AND NOT g.released) THEN
 				RAISE EXCEPTION 'transaction control is not allowed: the host commits each export call''s transaction'
 					USING ERRCODE = 'insufficient_privilege';
 			END IF;
@@ -208,44 +209,48 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		// fire_deferred runs the plugin's deferred triggers (see
 		// session.settle) until none is left: a trigger may defer others
 		// again (SET CONSTRAINTS ALL DEFERRED), which would run at the
-		// COMMIT, after the host's checks. A trigger can be queued only by
-		// a row written to a table with a trigger (a trigger with events
-		// pending cannot be dropped), all of them in the plugin's schema
-		// (whose name it cannot change: renaming a schema takes CREATE on
-		// the database), so a round that wrote none of those rows left
-		// nothing to run. trigger_table_writes finds those tables through
-		// pg_trigger, which is small where pg_class is not. No SET clause:
+		// COMMIT, after the host's checks. Only a write can queue a
+		// trigger, and every write takes a new command id, which nothing
+		// lowers (where a TRUNCATE resets a table's counters): so a round
+		// after which command_id's probe row has the id right after the
+		// one before wrote nothing and left nothing to run. No SET clause:
 		// the plugin's triggers run in it, under the plugin's search_path,
 		// so every name of its own is qualified or a keyword (an operator
 		// found through that search_path could end the loop early).
-		`CREATE OR REPLACE FUNCTION `+qs+`.fire_deferred(plugin_schema text) RETURNS void
+		`CREATE UNLOGGED TABLE IF NOT EXISTS `+qs+`.command_probe (one boolean)`,
+		`CREATE OR REPLACE FUNCTION `+qs+`.command_id(key text) RETURNS bigint
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		DECLARE
+			id bigint;
+		BEGIN
+			PERFORM `+qs+`.check_key(key);
+			INSERT INTO `+qs+`.command_probe VALUES (true) RETURNING cmin::text::bigint INTO id;
+			RETURN id;
+		END $f$`,
+		`CREATE OR REPLACE FUNCTION `+qs+`.command_probes_done(key text) RETURNS void
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			PERFORM `+qs+`.check_key(key);
+			DELETE FROM `+qs+`.command_probe;
+		END $f$`,
+		`CREATE OR REPLACE FUNCTION `+qs+`.fire_deferred(key text) RETURNS void
 		LANGUAGE plpgsql SECURITY INVOKER AS $f$
 		DECLARE
 			before bigint;
 			after bigint;
 		BEGIN
-			before := `+qs+`.trigger_table_writes(plugin_schema);
+			before := `+qs+`.command_id(key);
 			LOOP
 				EXECUTE 'SET CONSTRAINTS ALL IMMEDIATE';
-				after := `+qs+`.trigger_table_writes(plugin_schema);
-				EXIT WHEN after OPERATOR(pg_catalog.=) before;
+				after := `+qs+`.command_id(key);
+				EXIT WHEN after OPERATOR(pg_catalog.=) (before OPERATOR(pg_catalog.+) 1);
 				before := after;
 			END LOOP;
-		END $f$`,
-		// PL/pgSQL, not SQL, for its plan, which the server keeps.
-		`CREATE OR REPLACE FUNCTION `+qs+`.trigger_table_writes(plugin_schema text) RETURNS bigint
-		LANGUAGE plpgsql STABLE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $f$
-		BEGIN
-			RETURN (SELECT coalesce(sum(pg_stat_get_xact_tuples_inserted(c.oid) + pg_stat_get_xact_tuples_updated(c.oid)
-				+ pg_stat_get_xact_tuples_deleted(c.oid)), 0)::bigint
-			FROM (SELECT DISTINCT t.tgrelid FROM pg_trigger t) t
-			JOIN pg_class c ON c.oid = t.tgrelid
-			JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = plugin_schema);
+			PERFORM `+qs+`.command_probes_done(key);
 		END $f$`,
 		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.release(text, bytea),
 			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.delete_row(text, text, text),
-			`+qs+`.begin_gate(), `+qs+`.catalog_writes(), `+qs+`.reset_session(), `+qs+`.fire_deferred(text), `+qs+`.trigger_table_writes(text) FROM PUBLIC`,
+			`+qs+`.begin_gate(), `+qs+`.catalog_writes(), `+qs+`.reset_session(), `+qs+`.fire_deferred(text), `+qs+`.command_id(text), `+qs+`.command_probes_done(text) FROM PUBLIC`,
 		// Plugin roles use the host schema to call the functions above:
 		// nothing else in it is PUBLIC's, whoever put it there (an
 		// extension created by an admin whose name is the schema's lands
@@ -366,7 +371,7 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 		`ALTER SCHEMA ` + qs + ` OWNER TO ` + qr,
 		`REVOKE ALL ON SCHEMA ` + qs + ` FROM PUBLIC`,
 		`GRANT USAGE ON SCHEMA ` + qh + ` TO ` + qr,
-		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.catalog_writes(), ` + qh + `.reset_session(), ` + qh + `.fire_deferred(text), ` + qh + `.trigger_table_writes(text) TO ` + qr,
+		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.catalog_writes(), ` + qh + `.reset_session(), ` + qh + `.fire_deferred(text), ` + qh + `.command_id(text), ` + qh + `.command_probes_done(text) TO ` + qr,
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {

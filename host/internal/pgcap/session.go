@@ -578,7 +578,7 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 		hostStep("SET LOCAL client_connection_check_interval = " + pgMillis(checkInterval)),
 		{
 			sql:    s.db.sql.fire,
-			values: [][]byte{[]byte(s.role.schema)},
+			values: [][]byte{s.db.keyBytes},
 			oids:   []uint32{oidText},
 		},
 	}
@@ -672,7 +672,7 @@ type hostSQL struct {
 func newHostSQL(qs string) hostSQL {
 	return hostSQL{
 		guard:        `SELECT ` + qs + `.guard($1, $2)`,
-		guardIfWrote: `SELECT ` + qs + `.guard($1, $2) WHERE pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL`,
+		guardIfWrote: `SELECT ` + qs + `.guard($1, $2) WHERE pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL OR EXISTS (SELECT FROM pg_catalog.pg_cursors c WHERE c.is_holdable)`,
 		release:      `SELECT ` + qs + `.release($1, $2)`,
 		deferGuard:   `SET CONSTRAINTS ` + qs + `.commit_guard DEFERRED`,
 		put:          `SELECT ` + qs + `.put_row($1, $2, $3, $4, $5)`,
@@ -865,13 +865,11 @@ func (s *session) commit(ctx context.Context) (reset bool, _ error) {
 			return s.used, fmt.Errorf("pgcap: %s: commit refused, rolled back: %w", s.db.name, err)
 		}
 	}
-	// The plugin's code can still run in the COMMIT: a trigger its
-	// triggers deferred again past settle's rounds, a cursor WITH HOLD,
-	// whose query the COMMIT runs to its end. The cursors are closed, and
-	// the transaction is made read-only first, which it cannot undo: what
-	// runs there may read, within the plugin's limit, but neither write
-	// nor grant after the host's checks. Read-only set in a savepoint
-	// would end with it, so the plugin's last one is released first.
+	// A cursor WITH HOLD has its query run to its end by the COMMIT: the
+	// cursors are closed first. settle left no trigger of the plugin's to
+	// run. Read-only is a second line (on PostgreSQL 15 a RESET turns it
+	// off); set in a savepoint it would end with it, so the plugin's last
+	// one is released first.
 	cctx, cancel := s.bounded(ctx, s.limits.Timeout)
 	defer cancel()
 	end := []string{"CLOSE ALL", "SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout), "SET TRANSACTION READ ONLY", "COMMIT"}
