@@ -210,6 +210,15 @@ func testShared(t *testing.T, e *env) {
 	sa, sb := e.tenantSchema(t, "bridge", "a"), e.tenantSchema(t, "bridge", "b")
 	roleB := roleName(db, sb)
 
+	// relay makes a deferred trigger that defers another again, which
+	// grants a's table to PUBLIC.
+	relay := []string{
+		"CREATE TABLE relay (x integer)", "CREATE TABLE relay2 (x integer)",
+		`CREATE FUNCTION regrant() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN GRANT SELECT ON secret TO PUBLIC; RETURN NULL; END $$`,
+		`CREATE FUNCTION redefer() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN SET CONSTRAINTS ALL DEFERRED; INSERT INTO relay2 VALUES (1); RETURN NULL; END $$`,
+		"CREATE CONSTRAINT TRIGGER first AFTER INSERT ON relay DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION redefer()",
+		"CREATE CONSTRAINT TRIGGER second AFTER INSERT ON relay2 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION regrant()",
+	}
 	for _, tt := range []struct {
 		name string
 		sql  []string
@@ -231,27 +240,15 @@ func testShared(t *testing.T, e *env) {
 		// A deferred trigger run by the host before its check defers
 		// another, which grants: the grant must not wait for the COMMIT,
 		// after the check.
-		{"table to PUBLIC, by a trigger deferred again", []string{
-			"CREATE TABLE relay (x integer)", "CREATE TABLE relay2 (x integer)",
-			`CREATE FUNCTION regrant() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN GRANT SELECT ON secret TO PUBLIC; RETURN NULL; END $$`,
-			`CREATE FUNCTION redefer() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN SET CONSTRAINTS ALL DEFERRED; INSERT INTO relay2 VALUES (1); RETURN NULL; END $$`,
-			"CREATE CONSTRAINT TRIGGER first AFTER INSERT ON relay DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION redefer()",
-			"CREATE CONSTRAINT TRIGGER second AFTER INSERT ON relay2 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION regrant()",
-			"INSERT INTO relay VALUES (1)",
-		}, "relation secret to PUBLIC"},
+		{"table to PUBLIC, by a trigger deferred again", append(relay, "INSERT INTO relay VALUES (1)"), "relation secret to PUBLIC"},
 		// The same, with an = of the plugin's that would end the host's
 		// round of deferred triggers at once, found first on its path.
-		{"table to PUBLIC, by a trigger deferred again, past the plugin's =", []string{
-			"CREATE TABLE relay (x integer)", "CREATE TABLE relay2 (x integer)",
-			`CREATE FUNCTION regrant() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN GRANT SELECT ON secret TO PUBLIC; RETURN NULL; END $$`,
-			`CREATE FUNCTION redefer() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN SET CONSTRAINTS ALL DEFERRED; INSERT INTO relay2 VALUES (1); RETURN NULL; END $$`,
-			"CREATE CONSTRAINT TRIGGER first AFTER INSERT ON relay DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION redefer()",
-			"CREATE CONSTRAINT TRIGGER second AFTER INSERT ON relay2 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION regrant()",
+		{"table to PUBLIC, by a trigger deferred again, past the plugin's =", append(relay,
 			"CREATE FUNCTION always(bigint, bigint) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
 			"CREATE OPERATOR = (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = always)",
-			"SET search_path = " + sa + ", pg_catalog",
+			"SET search_path = "+sa+", pg_catalog",
 			"INSERT INTO relay VALUES (1)",
-		}, "relation secret to PUBLIC"},
+		), "relation secret to PUBLIC"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := call(t, a, tt.sql...)
