@@ -80,7 +80,9 @@ func Start(tb testing.TB) *Server {
 	if out, err := s.run("initdb", "-D", data, "-U", Superuser, "--auth=trust", "-E", "UTF8", "--no-locale", "-N"); err != nil {
 		tb.Fatalf("pgtest: initdb: %v\n%s", err, out)
 	}
-	opts := fmt.Sprintf("-k %s -c listen_addresses='' -p %d -F", dir, port)
+	// Prepared transactions on, as some operators have them: a plugin
+	// must not be able to leave one behind.
+	opts := fmt.Sprintf("-k %s -c listen_addresses='' -p %d -F -c max_prepared_transactions=4", dir, port)
 	if out, err := s.run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
 		tb.Fatalf("pgtest: pg_ctl start: %v\n%s\n%s", err, out, log)

@@ -392,6 +392,8 @@ func testTransactionControl(t *testing.T, e *env) {
 		{"release the host's savepoint", []string{"INSERT INTO t VALUES (1)", "RELEASE SAVEPOINT wasmhist_stmt"}, true, false},
 		{"roll back the host's savepoint", []string{"INSERT INTO t VALUES (1)", "ROLLBACK TO SAVEPOINT wasmhist_stmt"}, true, false},
 		{"prepare transaction", []string{"INSERT INTO t VALUES (1)", "PREPARE TRANSACTION 'x'"}, true, false},
+		// Nothing written, so no commit guard: the server prepares it.
+		{"prepare transaction after locks only", []string{"LOCK TABLE t IN SHARE MODE", "SELECT pg_advisory_xact_lock(42)", "PREPARE TRANSACTION 'held'"}, true, false},
 		{"constraints immediate", []string{"INSERT INTO t VALUES (1)", "SET CONSTRAINTS ALL IMMEDIATE", "COMMIT"}, true, true},
 		{"a procedure that commits", []string{
 			"CREATE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN INSERT INTO t VALUES (1); COMMIT; END $$", "CALL p()"}, false, false},
@@ -441,6 +443,13 @@ func testTransactionControl(t *testing.T, e *env) {
 				if tt.ends {
 					require.Error(t, lerr, "a request after transaction control")
 					require.Error(t, endErr, "the call's end after transaction control")
+				}
+				prepared := e.adminValue(t, "SELECT coalesce(string_agg(quote_literal(gid), ','), '') FROM pg_prepared_xacts")
+				assert.Empty(t, prepared, "a prepared transaction outlived the call")
+				for _, gid := range strings.Split(prepared, ",") {
+					if gid != "" { // let the cases after it run
+						e.admin.Exec(ctx, "ROLLBACK PREPARED "+gid)
+					}
 				}
 				if tt.ends {
 					assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM txctl.t"), "committed by the plugin")

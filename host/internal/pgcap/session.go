@@ -399,11 +399,14 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 			}
 			return k, s.undo(ctx, k, busy, werr, err)
 		}
-		if transactionTags[p.plugin.tag.String()] {
+		if tag := p.plugin.tag.String(); transactionTags[tag] {
 			if status == 'I' {
 				// The plugin's COMMIT (failed by the commit guard if it
 				// had written) or ROLLBACK ended the transaction.
 				s.began = false
+			}
+			if tag == "PREPARE TRANSACTION" {
+				s.rollbackPrepared(ctx)
 			}
 			return k, s.poison(errTransactionControl)
 		}
@@ -424,6 +427,24 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 	}
 	s.open = true
 	return 0, nil
+}
+
+// rollbackPrepared rolls back the transactions the plugin's role has
+// prepared, where the server allows that (max_prepared_transactions): a
+// call that wrote cannot prepare one past the commit guard, but one that
+// did not (locks, advisory locks) can, and it would hold them, and hold
+// back the server's cleanup, until someone rolls it back.
+func (s *session) rollbackPrepared(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hostLimit)
+	defer cancel()
+	res, err := s.pc.Exec(rctx, `SELECT pg_catalog.quote_literal(p.gid) FROM pg_catalog.pg_prepared_xacts p
+		WHERE p.owner OPERATOR(pg_catalog.=) session_user AND p.database OPERATOR(pg_catalog.=) pg_catalog.current_database()`).ReadAll()
+	if err != nil || len(res) != 1 {
+		return
+	}
+	for _, row := range res[0].Rows {
+		s.pc.Exec(rctx, "ROLLBACK PREPARED "+string(row[0])).ReadAll()
+	}
 }
 
 // undo rolls back statement k of a round trip, and what ran after it in its
