@@ -505,7 +505,7 @@ func (s *session) abandon(ctx context.Context) {
 	s.abandoned = true
 	pid := s.pc.PID()
 	s.pc.Conn().Close()
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hostLimit)
 	defer cancel()
 	s.db.admin.Exec(tctx, `SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_stat_activity a
 		WHERE a.pid OPERATOR(pg_catalog.=) $1 AND a.usename OPERATOR(pg_catalog.=) $2`, pid, s.role.name)
