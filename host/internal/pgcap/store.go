@@ -180,13 +180,15 @@ func (db *database) init(ctx context.Context) {
 		fail(fmt.Errorf("provision host schema %q: %w", db.hostSchema, err))
 		return
 	}
-	err = pgx.BeginFunc(ctx, db.admin, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT current_database()`).Scan(&db.db); err != nil {
+	err = txn.PostgresRetry(ctx, func() error {
+		return pgx.BeginFunc(ctx, db.admin, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, `SELECT current_database()`).Scan(&db.db); err != nil {
+				return err
+			}
+			key, err := provisionHost(ctx, tx, db.hostSchema, hex.EncodeToString(fresh[:]))
+			db.key, db.keyBytes = key, []byte(key)
 			return err
-		}
-		key, err := provisionHost(ctx, tx, db.hostSchema, hex.EncodeToString(fresh[:]))
-		db.key, db.keyBytes = key, []byte(key)
-		return err
+		})
 	})
 	if err != nil {
 		fail(fmt.Errorf("provision host schema %q: %w", db.hostSchema, err))

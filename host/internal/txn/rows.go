@@ -42,14 +42,26 @@ func PostgresBootstrap(qs string) []string {
 // same schema at the same moment made one fail (a unique violation on the
 // catalog, or a duplicate schema or table): every statement is idempotent.
 func PostgresBootstrapRun(ctx context.Context, qs string, exec func(ctx context.Context, sql string) error) error {
-	var err error
-	for range 5 {
-		err = nil
+	return PostgresRetry(ctx, func() error {
 		for _, q := range PostgresBootstrap(qs) {
-			if err = exec(ctx, q); err != nil {
-				break
+			if err := exec(ctx, q); err != nil {
+				return err
 			}
 		}
+		return nil
+	})
+}
+
+// PostgresRetry runs f, up to five times, while it fails as two hosts
+// changing the same catalog rows at the same moment make it fail
+// (raceCodes): f's work must be idempotent and undone by its failure, a
+// transaction of its own. The host lock does not spare that: a host's
+// PostgresBootstrap runs outside it, and its REVOKE on host_lock updates
+// the row that a REVOKE ON ALL TABLES under the lock updates too.
+func PostgresRetry(ctx context.Context, f func() error) error {
+	var err error
+	for range 5 {
+		err = f()
 		var se interface{ SQLState() string }
 		if err == nil || !errors.As(err, &se) || !raceCodes[se.SQLState()] || ctx.Err() != nil {
 			return err

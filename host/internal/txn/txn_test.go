@@ -140,3 +140,36 @@ func TestCommitKeepsTheDeadline(t *testing.T) {
 	_, ok = c.rollbackCtx.Deadline()
 	assert.False(t, ok, "a rollback's context has a deadline")
 }
+
+// sqlStateError is an error with a SQLSTATE, as pgconn's.
+type sqlStateError string
+
+func (e sqlStateError) Error() string    { return "sqlstate " + string(e) }
+func (e sqlStateError) SQLState() string { return string(e) }
+
+func TestPostgresRetry(t *testing.T) {
+	for _, tt := range []struct {
+		err   error
+		calls int
+	}{
+		{sqlStateError("XX000"), 5}, // tuple concurrently updated: every try
+		{sqlStateError("40P01"), 5},
+		{sqlStateError("42501"), 1}, // a refusal is not a race
+		{errors.New("connection lost"), 1},
+		{nil, 1},
+	} {
+		calls := 0
+		err := txn.PostgresRetry(context.Background(), func() error { calls++; return tt.err })
+		assert.Equal(t, tt.calls, calls, "%v", tt.err)
+		assert.Equal(t, tt.err, err)
+	}
+	calls := 0
+	err := txn.PostgresRetry(context.Background(), func() error {
+		if calls++; calls < 3 {
+			return sqlStateError("XX000")
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 3, calls)
+}
