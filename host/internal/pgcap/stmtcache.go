@@ -72,10 +72,18 @@ func statementsOf(pc *pgconn.PgConn) *statementCache {
 // lookup returns the prepared statement of sql with parameter types oids,
 // or nil.
 func (c *statementCache) lookup(sql string, oids []uint32) *cachedStatement {
-	for _, e := range c.bySQL[sql] {
-		if slices.Equal(e.oids, oids) {
-			c.clock++
-			e.used = c.clock
+	e := find(c.bySQL[sql], sql, oids)
+	if e != nil {
+		c.clock++
+		e.used = c.clock
+	}
+	return e
+}
+
+// find is the statement of sql with parameter types oids in list, or nil.
+func find(list []*cachedStatement, sql string, oids []uint32) *cachedStatement {
+	for _, e := range list {
+		if e.sql == sql && slices.Equal(e.oids, oids) {
 			return e
 		}
 	}
@@ -146,15 +154,8 @@ func (l *learned) note(c *statementCache, st *statement, tag pgconn.CommandTag) 
 	if len(l.stmts) >= maxCachedStatements || !cacheable(st.sql, tag) {
 		return
 	}
-	for _, e := range c.bySQL[st.sql] {
-		if slices.Equal(e.oids, st.oids) {
-			return
-		}
-	}
-	for _, e := range l.stmts {
-		if e.sql == st.sql && slices.Equal(e.oids, st.oids) {
-			return
-		}
+	if find(c.bySQL[st.sql], st.sql, st.oids) != nil || find(l.stmts, st.sql, st.oids) != nil {
+		return
 	}
 	l.stmts = append(l.stmts, &cachedStatement{name: "wasmhist_" + newGuardToken()[:16], sql: st.sql, oids: slices.Clone(st.oids)})
 }
