@@ -2,9 +2,10 @@ package pgcap
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -148,59 +149,72 @@ func (s *session) Put(ctx context.Context, t txn.Table, id string, rev int64, da
 		s.failed = perr
 		return fmt.Errorf("pgcap: %s: write %s row %q at revision %d: %w", s.db.name, tab, id, rev, perr)
 	}
+	s.hostWrote = true
 	if stored != nil {
 		return fmt.Errorf("pgcap: %s: write %s row %q at revision %d: stored revision is %s: %w", s.db.name, tab, id, rev, stored, txn.ErrStale)
 	}
 	return nil
 }
 
-// getStep reads the host row (tab, id); done returns what it read, given
-// the round trip's error.
-func (s *session) getStep(tab, id string) (st *step, done func(err error) (int64, []byte, error)) {
-	var (
-		rev   []byte
-		data  []byte
-		found bool
-	)
+// rowsStep reads the host rows of tabs for id in one statement
+// (get_rows); done returns what it read, given the round trip's error: a
+// row for each of tabs, nil where there is none.
+func (s *session) rowsStep(id string, tabs ...txn.Table) (st *step, done func(err error) ([]*capability.Row, error)) {
+	rows := make([]*capability.Row, len(tabs))
+	names := make([]string, len(tabs))
+	var bad error
+	for i, t := range tabs {
+		if names[i], bad = tableName(t); bad != nil {
+			break
+		}
+	}
 	st = &step{
-		sql:    s.db.sql.get,
-		values: [][]byte{s.db.keyBytes, []byte(tab), []byte(id)},
-		oids:   []uint32{oidText, oidText, oidText},
+		sql:    s.db.sql.getRows,
+		values: [][]byte{s.db.keyBytes, []byte("{" + strings.Join(names, ",") + "}"), []byte(id)},
+		oids:   []uint32{oidText, oidTextArray, oidText},
 		read: func(rr *pgconn.ResultReader) {
 			for rr.NextRow() {
 				v := rr.Values()
-				rev, data, found = append([]byte(nil), v[0]...), append([]byte(nil), v[1]...), true
+				i := slices.Index(names, string(v[0]))
+				rev, err := strconv.ParseInt(string(v[1]), 10, 64)
+				switch {
+				case i < 0:
+					bad = fmt.Errorf("a row of table %q, not asked for", v[0])
+				case err != nil:
+					bad = fmt.Errorf("%s row %q: revision %q: %w", names[i], id, v[1], err)
+				default:
+					rows[i] = &capability.Row{Revision: rev, Data: append([]byte(nil), v[2]...)}
+				}
 			}
 		},
 	}
-	return st, func(err error) (int64, []byte, error) {
+	return st, func(err error) ([]*capability.Row, error) {
 		if err != nil {
 			s.failed = err
-			return 0, nil, fmt.Errorf("pgcap: %s: read %s row %q: %w", s.db.name, tab, id, err)
+			return nil, fmt.Errorf("pgcap: %s: read the host rows of %q: %w", s.db.name, id, err)
 		}
-		if !found {
-			return 0, nil, fmt.Errorf("pgcap: %s: %s row %q: %w", s.db.name, tab, id, txn.ErrNotFound)
+		if bad != nil {
+			return nil, fmt.Errorf("pgcap: %s: read the host rows of %q: %w", s.db.name, id, bad)
 		}
-		r, err := strconv.ParseInt(string(rev), 10, 64)
-		if err != nil {
-			return 0, nil, fmt.Errorf("pgcap: %s: %s row %q: revision %q: %w", s.db.name, tab, id, rev, err)
-		}
-		return r, data, nil
+		return rows, nil
 	}
 }
 
 // Get implements txn.Participant.
 func (s *session) Get(ctx context.Context, t txn.Table, id string) (int64, []byte, error) {
-	tab, err := tableName(t)
-	if err != nil {
-		return 0, nil, err
-	}
 	if err := s.usable(); err != nil {
 		return 0, nil, err
 	}
-	get, done := s.getStep(tab, id)
-	_, err = s.roundTrip(ctx, []*step{get})
-	return done(err)
+	get, done := s.rowsStep(id, t)
+	_, err := s.roundTrip(ctx, []*step{get})
+	rows, err := done(err)
+	switch {
+	case err != nil:
+		return 0, nil, err
+	case rows[0] == nil:
+		return 0, nil, fmt.Errorf("pgcap: %s: %s row %q: %w", s.db.name, t, id, txn.ErrNotFound)
+	}
+	return rows[0].Revision, rows[0].Data, nil
 }
 
 // Delete implements txn.Participant.
@@ -225,6 +239,7 @@ func (s *session) Delete(ctx context.Context, t txn.Table, id string) error {
 		s.failed = derr
 		return fmt.Errorf("pgcap: %s: delete %s row %q: %w", s.db.name, tab, id, derr)
 	}
+	s.hostWrote = true
 	return nil
 }
 
@@ -240,50 +255,28 @@ func (s *session) usable() error {
 	return nil
 }
 
-// ReadRows implements capability.RowReader: a transaction of its own,
-// which the caller ends; when it begins it, in one round trip: BEGIN, the
-// reads and a ROLLBACK (no code of the plugin's runs in it, so begin's
-// checks have nothing to guard).
+// ReadRows implements capability.RowReader: outside the call's
+// transaction, one statement, which is a transaction of its own (get_rows
+// reads every row in one query, so in one snapshot); inside it, the same
+// statement in it. No code of the plugin's runs in it, so begin's checks
+// have nothing to guard.
 func (s *session) ReadRows(ctx context.Context, id string, tables ...txn.Table) ([]capability.Row, error) {
 	if s.failed != nil || s.ended {
 		return nil, s.usable()
 	}
-	var steps []*step
-	fresh := !s.began
-	if fresh {
-		steps = append(steps, hostStep("BEGIN ISOLATION LEVEL READ COMMITTED"),
-			hostStep("SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout+s.lockWait+time.Second)))
+	get, done := s.rowsStep(id, tables...)
+	_, err := s.roundTrip(ctx, []*step{get})
+	if err != nil && !s.began && !s.pc.IsClosed() && s.pc.TxStatus() != 'I' {
+		s.began = true // for End to roll back
 	}
-	done := make([]func(error) (int64, []byte, error), len(tables))
-	for i, t := range tables {
-		tab, err := tableName(t)
-		if err != nil {
-			return nil, err
-		}
-		var get *step
-		get, done[i] = s.getStep(tab, id)
-		steps = append(steps, get)
-	}
-	if fresh {
-		steps = append(steps, hostStep("ROLLBACK"))
-	}
-	_, err := s.roundTrip(ctx, steps)
+	found, err := done(err)
 	if err != nil {
-		if fresh && !s.pc.IsClosed() && s.pc.TxStatus() != 'I' {
-			s.began = true // for End to roll back
-		}
-		s.failed = err
-		return nil, fmt.Errorf("pgcap: %s: read the host rows of %q: %w", s.db.name, id, err)
+		return nil, err
 	}
 	rows := make([]capability.Row, len(tables))
-	for i := range tables {
-		rev, data, err := done[i](nil)
-		switch {
-		case errors.Is(err, txn.ErrNotFound):
-		case err != nil:
-			return nil, err
-		default:
-			rows[i] = capability.Row{Revision: rev, Data: data}
+	for i, r := range found {
+		if r != nil {
+			rows[i] = *r
 		}
 	}
 	return rows, nil

@@ -139,6 +139,7 @@ func TestPostgreSQL(t *testing.T) {
 
 			t.Run("values", func(t *testing.T) { testValues(t, e) })
 			t.Run("transaction per call", func(t *testing.T) { testTransactionPerCall(t, e) })
+			t.Run("a call that writes nothing", func(t *testing.T) { testWroteNothing(t, e) })
 			t.Run("hostile", func(t *testing.T) { testHostile(t, e) })
 			t.Run("transaction control", func(t *testing.T) { testTransactionControl(t, e) })
 			t.Run("limits", func(t *testing.T) { testLimits(t, e) })
@@ -287,6 +288,10 @@ func testHostile(t *testing.T, e *env) {
 		{"the commit guard", "DELETE FROM wasmhist.commit_guard", abi.ErrPermissionDenied},
 		{"put_row without the key", "SELECT wasmhist.put_row('guess', 'sessions', 's1', 100, '{}')", abi.ErrPermissionDenied},
 		{"get_row without the key", "SELECT * FROM wasmhist.get_row('guess', 'sessions', 's1')", abi.ErrPermissionDenied},
+		{"get_rows without the key", "SELECT * FROM wasmhist.get_rows('guess', '{sessions}', 's1')", abi.ErrPermissionDenied},
+		// In a transaction that wrote: one that has not returns false
+		// before it checks the key, having done nothing.
+		{"guard_if_wrote without the key", "WITH w AS (INSERT INTO secret VALUES ('x') RETURNING 1) SELECT wasmhist.guard_if_wrote('guess', '\\x00') FROM w", abi.ErrPermissionDenied},
 		{"check_key", "SELECT wasmhist.check_key('guess')", abi.ErrPermissionDenied},
 		{"drop the host schema", "DROP SCHEMA wasmhist CASCADE", abi.ErrPermissionDenied},
 		{"move a table into the host schema", "ALTER TABLE secret SET SCHEMA wasmhist", abi.ErrPermissionDenied},
@@ -365,6 +370,48 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// testWroteNothing covers the end of a call whose transaction has nothing
+// to commit, which the host rolls back, and the begin that bounds every
+// call's statements on the server.
+func testWroteNothing(t *testing.T, e *env) {
+	ctx := context.Background()
+	g := NewGrant(Config{Name: "main", AdminDSN: e.dsn, Schema: "nowrite", Limits: Limits{Timeout: 3 * time.Second}, LockWait: 2 * time.Second})
+	e.oneCall(t, g, "CREATE TABLE t (x integer)")
+
+	t.Run("the server's limit is set at the begin", func(t *testing.T) {
+		// Set inside begin_checks, it holds for the statements after it:
+		// the request limit, the lock wait and a second.
+		resp := e.oneCall(t, g, "SELECT current_setting('statement_timeout')")
+		assert.JSONEq(t, `["6s"]`, mustJSON(resp.Results[0].Rows[0]))
+	})
+	t.Run("a NOTIFY is sent by a call that writes", func(t *testing.T) {
+		l, err := pgx.Connect(ctx, e.dsn)
+		require.NoError(t, err)
+		defer l.Close(ctx)
+		_, err = l.Exec(ctx, "LISTEN nowrite_news")
+		require.NoError(t, err)
+		// A call that writes nothing ends in a ROLLBACK, which drops
+		// its notification; were it committed, "alone" would come first.
+		e.oneCall(t, g, "SELECT pg_notify('nowrite_news', 'alone')")
+		e.oneCall(t, g, "INSERT INTO t VALUES (1)", "SELECT pg_notify('nowrite_news', 'with a write')")
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := l.WaitForNotification(wctx)
+		require.NoError(t, err)
+		assert.Equal(t, "with a write", n.Payload)
+	})
+	t.Run("its statements are prepared for the calls after", func(t *testing.T) {
+		const q = "SELECT count(*) FROM t WHERE x > 0"
+		e.oneCall(t, g, q)
+		assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM pg_stat_activity a WHERE a.usename LIKE 'wasmhist_nowrite_%'"),
+			"one connection of the role, which holds the statement")
+		c := e.begin(ctx, t, g)
+		resp := c.must(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE NOT from_sql AND statement = '"+q+"'")
+		require.NoError(t, c.end(ctx, true))
+		assert.JSONEq(t, `[1]`, mustJSON(resp.Results[0].Rows[0]))
+	})
 }
 
 func testTransactionControl(t *testing.T, e *env) {

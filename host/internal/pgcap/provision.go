@@ -106,6 +106,22 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 			INSERT INTO `+qs+`.commit_guard (token_hash) SELECT guard.token_hash
 			WHERE NOT EXISTS (SELECT 1 FROM `+qs+`.commit_guard g WHERE g.token_hash = guard.token_hash);
 		END $f$`,
+		// guard_if_wrote is the check after each statement of the
+		// plugin's until its transaction writes (see session.exec): the
+		// guard when the transaction has a transaction id or a cursor WITH
+		// HOLD, which its COMMIT would run. A function, so that the server
+		// plans its queries once a connection, not once a statement.
+		`CREATE OR REPLACE FUNCTION `+qs+`.guard_if_wrote(key text, token_hash bytea) RETURNS boolean
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			IF pg_current_xact_id_if_assigned() IS NULL AND NOT EXISTS (SELECT FROM pg_cursors c WHERE c.is_holdable) THEN
+				RETURN false;
+			END IF;
+			PERFORM `+qs+`.check_key(key);
+			INSERT INTO `+qs+`.commit_guard (token_hash) SELECT guard_if_wrote.token_hash
+			WHERE NOT EXISTS (SELECT 1 FROM `+qs+`.commit_guard g WHERE g.token_hash = guard_if_wrote.token_hash);
+			RETURN true;
+		END $f$`,
 		`CREATE OR REPLACE FUNCTION `+qs+`.release(key text, token_hash bytea) RETURNS void
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
@@ -154,6 +170,20 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 				RAISE EXCEPTION 'unknown host table %', tab USING ERRCODE = 'invalid_parameter_value';
 			END IF;
 		END $f$`,
+		// get_rows reads the rows of tabs for row_id in one query, so in
+		// one snapshot, and in one statement, which needs no transaction
+		// block of its own.
+		`CREATE OR REPLACE FUNCTION `+qs+`.get_rows(key text, tabs text[], row_id text) RETURNS TABLE (tab text, revision bigint, body text)
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			PERFORM `+qs+`.check_key(key);
+			IF tabs IS NULL OR NOT tabs <@ ARRAY['sessions', 'journal'] THEN
+				RAISE EXCEPTION 'unknown host table in %', tabs USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+			RETURN QUERY SELECT 'sessions'::text, s.revision, s.data::text FROM `+qs+`.sessions s WHERE 'sessions' = ANY (tabs) AND s.id = row_id
+				UNION ALL
+				SELECT 'journal'::text, j.revision, j.data::text FROM `+qs+`.journal j WHERE 'journal' = ANY (tabs) AND j.owner = session_user AND j.id = row_id;
+		END $f$`,
 		`CREATE OR REPLACE FUNCTION `+qs+`.delete_row(key text, tab text, row_id text) RETURNS void
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
@@ -166,16 +196,30 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 				RAISE EXCEPTION 'unknown host table %', tab USING ERRCODE = 'invalid_parameter_value';
 			END IF;
 		END $f$`,
-		// begin_gate and catalog_writes are the checks of each
-		// transaction's begin (see session.beginSteps) as functions, whose
-		// plans the server keeps across transactions: the same queries
-		// sent as statements are planned again each time.
+		// The checks of a transaction's begin and commit are functions,
+		// whose plans the server keeps across transactions: the same
+		// queries sent as statements are planned again each time.
+		// begin_gate alone is what hosts of the version before send after
+		// BEGIN, kept for them while they share the database.
 		`CREATE OR REPLACE FUNCTION `+qs+`.begin_gate() RETURNS void
 		LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
 			IF current_setting('track_counts') <> 'on' OR EXISTS (`+outboundSQL("session_user")+`) THEN
 				RAISE EXCEPTION 'the host refuses this connection''s transactions' USING ERRCODE = 'insufficient_privilege';
 			END IF;
+		END $f$`,
+		// begin_checks is begin_gate, the transaction's server-side limit
+		// (set within the function, it holds for the transaction's
+		// statements after it) and catalog_writes in one statement: what
+		// the host sends after each BEGIN (see session.beginSteps).
+		`CREATE OR REPLACE FUNCTION `+qs+`.begin_checks(timeout text) RETURNS TABLE (inserted bigint, updated bigint, deleted bigint)
+		LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $f$
+		BEGIN
+			IF current_setting('track_counts') <> 'on' OR EXISTS (`+outboundSQL("session_user")+`) THEN
+				RAISE EXCEPTION 'the host refuses this connection''s transactions' USING ERRCODE = 'insufficient_privilege';
+			END IF;
+			PERFORM set_config('statement_timeout', timeout, true);
+			RETURN QUERY `+catalogWritesSQL+`;
 		END $f$`,
 		`CREATE OR REPLACE FUNCTION `+qs+`.catalog_writes() RETURNS TABLE (inserted bigint, updated bigint, deleted bigint)
 		LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $f$
@@ -248,9 +292,9 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 			END LOOP;
 			PERFORM `+qs+`.command_probes_done(key);
 		END $f$`,
-		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.release(text, bytea),
-			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.delete_row(text, text, text),
-			`+qs+`.begin_gate(), `+qs+`.catalog_writes(), `+qs+`.reset_session(), `+qs+`.fire_deferred(text), `+qs+`.command_id(text), `+qs+`.command_probes_done(text) FROM PUBLIC`,
+		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.guard_if_wrote(text, bytea), `+qs+`.release(text, bytea),
+			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.get_rows(text, text[], text), `+qs+`.delete_row(text, text, text),
+			`+qs+`.begin_gate(), `+qs+`.begin_checks(text), `+qs+`.catalog_writes(), `+qs+`.reset_session(), `+qs+`.fire_deferred(text), `+qs+`.command_id(text), `+qs+`.command_probes_done(text) FROM PUBLIC`,
 		// Plugin roles use the host schema to call the functions above:
 		// nothing else in it is PUBLIC's, whoever put it there (an
 		// extension created by an admin whose name is the schema's lands
@@ -371,7 +415,7 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 		`ALTER SCHEMA ` + qs + ` OWNER TO ` + qr,
 		`REVOKE ALL ON SCHEMA ` + qs + ` FROM PUBLIC`,
 		`GRANT USAGE ON SCHEMA ` + qh + ` TO ` + qr,
-		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.catalog_writes(), ` + qh + `.reset_session(), ` + qh + `.fire_deferred(text), ` + qh + `.command_id(text), ` + qh + `.command_probes_done(text) TO ` + qr,
+		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.guard_if_wrote(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.get_rows(text, text[], text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.begin_checks(text), ` + qh + `.catalog_writes(), ` + qh + `.reset_session(), ` + qh + `.fire_deferred(text), ` + qh + `.command_id(text), ` + qh + `.command_probes_done(text) TO ` + qr,
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {

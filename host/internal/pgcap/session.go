@@ -40,8 +40,10 @@ type session struct {
 	waited   time.Duration
 
 	began bool
-	// wrote: the transaction has written (it has a transaction id).
-	wrote bool
+	// wrote: the plugin's statements have written (the transaction has a
+	// transaction id, or a cursor WITH HOLD); hostWrote: the host wrote
+	// its rows (Put, Delete).
+	wrote, hostWrote bool
 	// guarded: it holds a commit guard, which only the host's release
 	// passes, from the first write until settle.
 	guarded bool
@@ -134,7 +136,7 @@ func (s *session) begin(ctx context.Context) error {
 	if err := s.beginTracked(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = "+pgMillis(s.limits.Timeout+s.lockWait+time.Second)); err != nil {
 		return err
 	}
-	s.began, s.wrote, s.guarded, s.settled = true, false, false, false
+	s.began, s.wrote, s.hostWrote, s.guarded, s.settled = true, false, false, false, false
 	return nil
 }
 
@@ -145,24 +147,25 @@ type beginRead struct {
 }
 
 // beginSteps are begin's statements and beginTracked's reads, sent in
-// front of the first statement of the transaction, in its round trip,
-// with a gate that fails, so that nothing after it runs, when
-// beginTracked would refuse the call (see beginOutcome): the host
-// schema's begin_gate, which fails when the server does not keep the
-// catalog counters or the role may open connections out of the run.
-// The gate and the counters are functions of the host schema because
-// the server keeps a function's plans across transactions, where it plans
-// the same queries sent as statements again each time.
+// front of the first statement of the transaction, in its round trip:
+// BEGIN and the host schema's begin_checks, one statement that sets
+// begin's server-side limit, reads the catalog counters and is the gate
+// that fails, so that nothing after it runs, when beginTracked would
+// refuse the call (see beginOutcome): when the server does not keep the
+// catalog counters or the role may open connections out of the run. It
+// is a function because the server keeps a function's plans across
+// transactions, where it plans the same queries sent as statements again
+// each time, and one because each statement costs the server its own
+// parse, bind and execute.
 func (s *session) beginSteps() ([]*step, *beginRead) {
 	b := &beginRead{}
-	writes := hostStep(s.db.sql.writes)
-	writes.read = func(rr *pgconn.ResultReader) { b.writes, b.err = streamCatalogWrites(rr) }
-	return []*step{
-		hostStep("BEGIN ISOLATION LEVEL READ COMMITTED"),
-		hostStep("SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout+s.lockWait+time.Second)),
-		writes,
-		hostStep(s.db.sql.gate),
-	}, b
+	checks := &step{
+		sql:    s.db.sql.checks,
+		values: [][]byte{millis(s.limits.Timeout + s.lockWait + time.Second)},
+		oids:   []uint32{oidText},
+		read:   func(rr *pgconn.ResultReader) { b.writes, b.err = streamCatalogWrites(rr) },
+	}
+	return []*step{hostStep("BEGIN ISOLATION LEVEL READ COMMITTED"), checks}, b
 }
 
 // beginOutcome records the outcome of a round trip in front of which
@@ -172,7 +175,7 @@ func (s *session) beginSteps() ([]*step, *beginRead) {
 func (s *session) beginOutcome(ctx context.Context, steps []*step, b *beginRead, failed int, err error) (redo bool, _ error) {
 	if err == nil || failed != 0 {
 		// BEGIN ran.
-		s.began, s.wrote, s.guarded, s.settled = true, false, false, false
+		s.began, s.wrote, s.hostWrote, s.guarded, s.settled = true, false, false, false, false
 	}
 	if err != nil && failed < len(steps) {
 		// begin's part failed: nothing after it ran.
@@ -197,8 +200,11 @@ func (s *session) beginOutcome(ctx context.Context, steps []*step, b *beginRead,
 	return false, nil
 }
 
-func pgMillis(d time.Duration) string {
-	return "'" + strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "ms'"
+func pgMillis(d time.Duration) string { return "'" + string(millis(d)) + "'" }
+
+// millis is d as a setting's value in milliseconds, at least 1.
+func millis(d time.Duration) []byte {
+	return append(strconv.AppendInt(nil, max(d.Milliseconds(), 1), 10), "ms"...)
 }
 
 // host runs statements of the host's own (no parameters) on the
@@ -264,7 +270,7 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 		nbegin int
 	)
 	if !s.began {
-		s.wrote, s.guarded, s.settled = false, false, false
+		s.wrote, s.hostWrote, s.guarded, s.settled = false, false, false, false
 		steps, begin = s.beginSteps()
 		nbegin = len(steps)
 	}
@@ -555,7 +561,10 @@ func (s *session) guardStep(onlyIfWrote bool, token string) *guarding {
 	g.oids = []uint32{oidText, oidBytea}
 	g.read = func(rr *pgconn.ResultReader) {
 		for rr.NextRow() {
-			g.armed = true
+			// guard returns no value; guard_if_wrote whether it armed.
+			if v := rr.Values(); !onlyIfWrote || (len(v) == 1 && string(v[0]) == "t") {
+				g.armed = true
+			}
 		}
 	}
 	return g
@@ -595,8 +604,8 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 			values: [][]byte{s.db.keyBytes, []byte(`\x` + hex.EncodeToString(h[:]))},
 			oids:   []uint32{oidText, oidBytea},
 		},
-		hostStep("SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout)),
-		hostStep("SET LOCAL client_connection_check_interval = " + pgMillis(checkInterval)),
+		hostStep("SELECT pg_catalog.set_config('statement_timeout', " + pgMillis(s.limits.Timeout) +
+			", true), pg_catalog.set_config('client_connection_check_interval', " + pgMillis(checkInterval) + ", true)"),
 		{
 			sql:    s.db.sql.fire,
 			values: [][]byte{s.db.keyBytes},
@@ -680,8 +689,8 @@ func (db *database) qhost() string { return pgx.Identifier{db.hostSchema}.Saniti
 // host schema, written once per database.
 type hostSQL struct {
 	guard, guardIfWrote, release, deferGuard string
-	put, get, del                            string
-	gate, writes, fire                       string
+	put, getRows, del                        string
+	checks, writes, fire                     string
 	// reset resets the session state a plugin's statements may leave on
 	// a connection, keeping the server's cached plans and the host's
 	// prepared statements (see provisionHost's reset_session). A cached
@@ -693,13 +702,13 @@ type hostSQL struct {
 func newHostSQL(qs string) hostSQL {
 	return hostSQL{
 		guard:        `SELECT ` + qs + `.guard($1, $2)`,
-		guardIfWrote: `SELECT ` + qs + `.guard($1, $2) WHERE pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL OR EXISTS (SELECT FROM pg_catalog.pg_cursors c WHERE c.is_holdable)`,
+		guardIfWrote: `SELECT ` + qs + `.guard_if_wrote($1, $2)`,
 		release:      `SELECT ` + qs + `.release($1, $2)`,
 		deferGuard:   `SET CONSTRAINTS ` + qs + `.commit_guard DEFERRED`,
 		put:          `SELECT ` + qs + `.put_row($1, $2, $3, $4, $5)`,
-		get:          `SELECT revision, body FROM ` + qs + `.get_row($1, $2, $3)`,
+		getRows:      `SELECT tab, revision, body FROM ` + qs + `.get_rows($1, $2, $3)`,
 		del:          `SELECT ` + qs + `.delete_row($1, $2, $3)`,
-		gate:         `SELECT ` + qs + `.begin_gate()`,
+		checks:       `SELECT * FROM ` + qs + `.begin_checks($1)`,
 		fire:         `SELECT ` + qs + `.fire_deferred($1)`,
 		writes:       `SELECT * FROM ` + qs + `.catalog_writes()`,
 		reset:        `SELECT ` + qs + `.reset_session()`,
@@ -747,7 +756,7 @@ func (s *session) End(ctx context.Context, ok bool) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, hostLimit)
 	defer cancel()
-	_, err, derr := s.finish(rctx, "ROLLBACK")
+	_, err, derr := s.finish(rctx, false, "ROLLBACK")
 	reset = derr != nil
 	if err != nil {
 		return fmt.Errorf("pgcap: %s: roll back: %w", s.db.name, err)
@@ -759,20 +768,20 @@ func (s *session) End(ctx context.Context, ok bool) error {
 }
 
 // finish ends the transaction with the last of q (COMMIT or ROLLBACK),
-// after the others, and, when a statement of the plugin's ran on the
+// after the others, for a call that succeeded when ok, and, when a statement of the plugin's ran on the
 // connection, resets the session state the plugin may have left
 // (hostSQL.reset), in one round trip: the reset has a Sync of its own,
 // sent with q's, so that it runs even when q fails. It returns the last
 // q's command tag, q's error and the reset's error, after which the
 // caller closes the connection.
 //
-// After a COMMIT it also prepares the statements the call learned (see
+// For a call that succeeded it also prepares the statements it learned (see
 // stmtcache.go), between the two: analysing a statement can run the
 // plugin's code (a domain's CHECK on a cast constant), so they are
 // prepared in a read-only transaction of their own, within the request
 // limit, which is rolled back, and the reset comes after it. The
 // statements the cache forgot are closed with the reset.
-func (s *session) finish(ctx context.Context, q ...string) (tag pgconn.CommandTag, err, resetErr error) {
+func (s *session) finish(ctx context.Context, ok bool, q ...string) (tag pgconn.CommandTag, err, resetErr error) {
 	s.open = false
 	p := s.pc.StartPipeline(ctx)
 	for _, q := range q {
@@ -783,7 +792,7 @@ func (s *session) finish(ctx context.Context, q ...string) (tag pgconn.CommandTa
 	var drops []string
 	var prepares []*cachedStatement
 	if s.used {
-		if q[len(q)-1] == "COMMIT" && len(s.learn.stmts) > 0 {
+		if ok && len(s.learn.stmts) > 0 {
 			s.cache.evict(len(s.learn.stmts))
 			prepares = s.learn.stmts
 			p.SendQueryParams("BEGIN READ ONLY", nil, nil, nil, nil)
@@ -886,18 +895,33 @@ func (s *session) commit(ctx context.Context) (reset bool, _ error) {
 			return s.used, fmt.Errorf("pgcap: %s: commit refused, rolled back: %w", s.db.name, err)
 		}
 	}
+	cctx, cancel := s.bounded(ctx, s.limits.Timeout)
+	defer cancel()
+	if !s.wrote && !s.hostWrote {
+		// Nothing to commit: the host wrote no row, no statement took a transaction id (every
+		// write does) and no cursor WITH HOLD is open (either arms the
+		// guard, see session.exec). A ROLLBACK ends the transaction in
+		// one statement where the COMMIT below takes four, and runs
+		// nothing of the plugin's: no trigger was queued, and a NOTIFY
+		// alone goes with it (SPEC: a notification is sent by a call that
+		// writes).
+		_, err, resetErr := s.finish(cctx, true, "ROLLBACK")
+		if err != nil {
+			return resetErr != nil, fmt.Errorf("pgcap: %s: end a call that wrote nothing: %w", s.db.name, s.commitError(cctx, "end the transaction", err))
+		}
+		return resetErr != nil, nil
+	}
 	// A cursor WITH HOLD has its query run to its end by the COMMIT: the
 	// cursors are closed first. settle left no trigger of the plugin's to
 	// run. Read-only is a second line (on PostgreSQL 15 a RESET turns it
 	// off); set in a savepoint it would end with it, so the plugin's last
 	// one is released first.
-	cctx, cancel := s.bounded(ctx, s.limits.Timeout)
-	defer cancel()
-	end := []string{"CLOSE ALL", "SET LOCAL statement_timeout = " + pgMillis(s.limits.Timeout), "SET TRANSACTION READ ONLY", "COMMIT"}
+	end := []string{"CLOSE ALL", "SELECT pg_catalog.set_config('statement_timeout', " + pgMillis(s.limits.Timeout) +
+		", true), pg_catalog.set_config('transaction_read_only', 'on', true)", "COMMIT"}
 	if s.open {
 		end = append([]string{releaseStmt}, end...)
 	}
-	tag, err, resetErr := s.finish(cctx, end...)
+	tag, err, resetErr := s.finish(cctx, true, end...)
 	if err == nil && tag.String() != "COMMIT" {
 		err = errors.New("the server rolled the transaction back")
 	}

@@ -27,6 +27,8 @@ const (
 	oidFloat4  = 700
 	oidFloat8  = 701
 	oidNumeric = 1700
+	// oidTextArray is text[], for the host's own statements only.
+	oidTextArray = 1009
 )
 
 // statement is one decoded request statement, its arguments in
