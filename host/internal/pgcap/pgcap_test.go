@@ -915,6 +915,23 @@ func testTxn(t *testing.T, e *env) {
 		assert.Equal(t, `2 {"a":2}`, sessionRow(t, "run1"))
 		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM runs.m WHERE x = 7"))
 	})
+	t.Run("a call after the host's rows is guarded again", func(t *testing.T) {
+		// Writing the host's rows ran the plugin's deferred triggers with
+		// every constraint immediate: the commit guard's trigger must be
+		// deferred again, or the next call's guard fails its statement.
+		tx := txn.New()
+		t.Cleanup(func() { tx.Rollback(ctx) }) // a failure here must not hold the connection
+		tctx := txn.With(ctx, tx)
+		call(t, tctx, true, "INSERT INTO m VALUES (11)")
+		require.NoError(t, tx.Put(ctx, target, txn.Sessions, "run3", 1, []byte(`{"c":1}`)))
+		call(t, tctx, true, "INSERT INTO m VALUES (12)")
+		c := e.begin(tctx, t, g)
+		_, err := c.sql(tctx, "INSERT INTO m VALUES (13)", "COMMIT")
+		require.ErrorIs(t, err, abi.ErrPermissionDenied)
+		require.Error(t, c.end(tctx, true))
+		require.Error(t, tx.Commit(ctx))
+		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM runs.m WHERE x >= 11"))
+	})
 	t.Run("read-only calls leave the txn", func(t *testing.T) {
 		tx := txn.New()
 		tctx := txn.With(ctx, tx)

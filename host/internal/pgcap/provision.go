@@ -292,9 +292,34 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 			END LOOP;
 			PERFORM `+qs+`.command_probes_done(key);
 		END $f$`,
+		// fire_deferred with host_timeout is what ends the plugin's part of
+		// a transaction that wrote (see session.settle), in one statement:
+		// the plugin's deferred triggers, then the commit guard's trigger
+		// deferred again, for a guard a later statement of the plugin's
+		// arms, and the host's limit for the statements after it, which
+		// holds whatever the triggers set.
+		`CREATE OR REPLACE FUNCTION `+qs+`.fire_deferred(key text, host_timeout text) RETURNS void
+		LANGUAGE plpgsql SECURITY INVOKER AS $f$
+		BEGIN
+			PERFORM `+qs+`.fire_deferred(key);
+			EXECUTE 'SET CONSTRAINTS `+qs+`.commit_guard DEFERRED';
+			PERFORM pg_catalog.set_config('statement_timeout', host_timeout, true);
+		END $f$`,
+		// before_commit is what the host sends before its COMMIT (see
+		// session.commit): every cursor closed, since the COMMIT would run
+		// a cursor WITH HOLD's query to its end, the limit of the COMMIT,
+		// and the transaction read-only, as a second line. No SET clause:
+		// a function's own settings end with it; every name is qualified.
+		`CREATE OR REPLACE FUNCTION `+qs+`.before_commit(timeout text) RETURNS void
+		LANGUAGE plpgsql SECURITY INVOKER AS $f$
+		BEGIN
+			EXECUTE 'CLOSE ALL';
+			PERFORM pg_catalog.set_config('statement_timeout', timeout, true);
+			PERFORM pg_catalog.set_config('transaction_read_only', 'on', true);
+		END $f$`,
 		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.guard_if_wrote(text, bytea), `+qs+`.release(text, bytea),
 			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.get_rows(text, text[], text), `+qs+`.delete_row(text, text, text),
-			`+qs+`.begin_gate(), `+qs+`.begin_checks(text), `+qs+`.catalog_writes(), `+qs+`.reset_session(), `+qs+`.fire_deferred(text), `+qs+`.command_id(text), `+qs+`.command_probes_done(text) FROM PUBLIC`,
+			`+qs+`.begin_gate(), `+qs+`.begin_checks(text), `+qs+`.catalog_writes(), `+qs+`.reset_session(), `+qs+`.fire_deferred(text), `+qs+`.fire_deferred(text, text), `+qs+`.before_commit(text), `+qs+`.command_id(text), `+qs+`.command_probes_done(text) FROM PUBLIC`,
 		// Plugin roles use the host schema to call the functions above:
 		// nothing else in it is PUBLIC's, whoever put it there (an
 		// extension created by an admin whose name is the schema's lands
@@ -415,7 +440,7 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 		`ALTER SCHEMA ` + qs + ` OWNER TO ` + qr,
 		`REVOKE ALL ON SCHEMA ` + qs + ` FROM PUBLIC`,
 		`GRANT USAGE ON SCHEMA ` + qh + ` TO ` + qr,
-		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.guard_if_wrote(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.get_rows(text, text[], text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.begin_checks(text), ` + qh + `.catalog_writes(), ` + qh + `.reset_session(), ` + qh + `.fire_deferred(text), ` + qh + `.command_id(text), ` + qh + `.command_probes_done(text) TO ` + qr,
+		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.guard_if_wrote(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.get_rows(text, text[], text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.begin_checks(text), ` + qh + `.catalog_writes(), ` + qh + `.reset_session(), ` + qh + `.fire_deferred(text), ` + qh + `.fire_deferred(text, text), ` + qh + `.before_commit(text), ` + qh + `.command_id(text), ` + qh + `.command_probes_done(text) TO ` + qr,
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {

@@ -598,26 +598,23 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 	ctx, cancel := s.bounded(ctx, s.limits.Timeout)
 	defer cancel()
 	h := sha256.Sum256([]byte(s.token))
+	// The guard released and the plugin's limits set in one statement;
+	// then the triggers, after which fire_deferred sets the host's limit
+	// for the statements after it, the host's, whatever the plugin's
+	// triggers set, and defers the guard's trigger again.
 	steps := []*step{
 		{
-			sql:    s.db.sql.release,
+			sql: s.db.sql.release + ", pg_catalog.set_config('statement_timeout', " + pgMillis(s.limits.Timeout) +
+				", true), pg_catalog.set_config('client_connection_check_interval', " + pgMillis(checkInterval) + ", true)",
 			values: [][]byte{s.db.keyBytes, []byte(`\x` + hex.EncodeToString(h[:]))},
 			oids:   []uint32{oidText, oidBytea},
 		},
-		hostStep("SELECT pg_catalog.set_config('statement_timeout', " + pgMillis(s.limits.Timeout) +
-			", true), pg_catalog.set_config('client_connection_check_interval', " + pgMillis(checkInterval) + ", true)"),
 		{
 			sql:    s.db.sql.fire,
-			values: [][]byte{s.db.keyBytes},
-			oids:   []uint32{oidText},
+			values: [][]byte{s.db.keyBytes, millis(hostLimit)},
+			oids:   []uint32{oidText, oidText},
 		},
 	}
-	// The plugin's part ends here: the statements after it, the host's,
-	// run within the host's limit, whatever the plugin's triggers set.
-	plugin := len(steps)
-	steps = append(steps,
-		hostStep("SET LOCAL statement_timeout = "+pgMillis(hostLimit)),
-		hostStep(s.db.sql.deferGuard))
 	n := len(steps)
 	// The catalog counters commit compares (checkCatalog), after the
 	// plugin's deferred triggers and the host's statements.
@@ -630,11 +627,7 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 	}
 	failed, err := s.roundTrip(ctx, append(append(steps, then...), counters))
 	if err != nil && failed < n {
-		step := "run the plugin's deferred triggers"
-		if failed >= plugin {
-			step = "defer the commit guard"
-		}
-		return nil, s.poison(s.commitError(ctx, step, err))
+		return nil, s.poison(s.commitError(ctx, "run the plugin's deferred triggers", err))
 	}
 	s.guarded, s.settled = false, true
 	if err == nil && werr == nil {
@@ -688,15 +681,22 @@ func (db *database) qhost() string { return pgx.Identifier{db.hostSchema}.Saniti
 // hostSQL are the host's statements on a plugin's connection that name the
 // host schema, written once per database.
 type hostSQL struct {
-	guard, guardIfWrote, release, deferGuard string
-	put, getRows, del                        string
-	checks, writes, fire                     string
+	guard, guardIfWrote, release string
+	put, getRows, del            string
+	checks, writes, fire         string
 	// reset resets the session state a plugin's statements may leave on
 	// a connection, keeping the server's cached plans and the host's
 	// prepared statements (see provisionHost's reset_session). A cached
 	// plan depends on nothing the plugin could leave behind: the server
 	// plans again when a search_path, object or privilege it used changes.
 	reset string
+	qs    string // the host schema, quoted
+}
+
+// beforeCommit is the host schema's before_commit with timeout, which
+// the host sends before its COMMIT.
+func (h *hostSQL) beforeCommit(timeout time.Duration) string {
+	return `SELECT ` + h.qs + `.before_commit(` + pgMillis(timeout) + `)`
 }
 
 func newHostSQL(qs string) hostSQL {
@@ -704,12 +704,12 @@ func newHostSQL(qs string) hostSQL {
 		guard:        `SELECT ` + qs + `.guard($1, $2)`,
 		guardIfWrote: `SELECT ` + qs + `.guard_if_wrote($1, $2)`,
 		release:      `SELECT ` + qs + `.release($1, $2)`,
-		deferGuard:   `SET CONSTRAINTS ` + qs + `.commit_guard DEFERRED`,
+		qs:           qs,
 		put:          `SELECT ` + qs + `.put_row($1, $2, $3, $4, $5)`,
 		getRows:      `SELECT tab, revision, body FROM ` + qs + `.get_rows($1, $2, $3)`,
 		del:          `SELECT ` + qs + `.delete_row($1, $2, $3)`,
 		checks:       `SELECT * FROM ` + qs + `.begin_checks($1)`,
-		fire:         `SELECT ` + qs + `.fire_deferred($1)`,
+		fire:         `SELECT ` + qs + `.fire_deferred($1, $2)`,
 		writes:       `SELECT * FROM ` + qs + `.catalog_writes()`,
 		reset:        `SELECT ` + qs + `.reset_session()`,
 	}
@@ -912,12 +912,11 @@ func (s *session) commit(ctx context.Context) (reset bool, _ error) {
 		return resetErr != nil, nil
 	}
 	// A cursor WITH HOLD has its query run to its end by the COMMIT: the
-	// cursors are closed first. settle left no trigger of the plugin's to
-	// run. Read-only is a second line (on PostgreSQL 15 a RESET turns it
-	// off); set in a savepoint it would end with it, so the plugin's last
-	// one is released first.
-	end := []string{"CLOSE ALL", "SELECT pg_catalog.set_config('statement_timeout', " + pgMillis(s.limits.Timeout) +
-		", true), pg_catalog.set_config('transaction_read_only', 'on', true)", "COMMIT"}
+	// cursors are closed first (before_commit). settle left no trigger of
+	// the plugin's to run. Read-only is a second line (on PostgreSQL 15 a
+	// RESET turns it off); set in a savepoint it would end with it, so the
+	// plugin's last one is released first.
+	end := []string{s.db.sql.beforeCommit(s.limits.Timeout), "COMMIT"}
 	if s.open {
 		end = append([]string{releaseStmt}, end...)
 	}
