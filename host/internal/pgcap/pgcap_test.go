@@ -962,6 +962,29 @@ func testTxn(t *testing.T, e *env) {
 		require.NoError(t, tx.Commit(ctx))
 		assert.Equal(t, `1 {"b":1}`, sessionRow(t, "run2"))
 	})
+	t.Run("the host key is in no statement the plugin's code runs in", func(t *testing.T) {
+		// Code can read the parameters of the statement it runs in: an
+		// error's context shows them once log_parameter_max_length_on_error
+		// is on, which any role may set. The plugin's deferred triggers run
+		// in the host's statement that ends its part of a call.
+		call(t, ctx, true, "CREATE TABLE loot (c text)", "CREATE TABLE bait (x integer)",
+			`CREATE FUNCTION steal() RETURNS trigger LANGUAGE plpgsql AS $$ DECLARE c text; BEGIN
+				BEGIN RAISE EXCEPTION 'x'; EXCEPTION WHEN OTHERS THEN GET STACKED DIAGNOSTICS c = PG_EXCEPTION_CONTEXT; END;
+				INSERT INTO loot VALUES (c); RETURN NULL; END $$`,
+			"CREATE CONSTRAINT TRIGGER steal AFTER INSERT ON bait DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION steal()")
+		call(t, ctx, true, "SET log_parameter_max_length_on_error = -1", "INSERT INTO bait VALUES (1)")
+		tx := txn.New()
+		t.Cleanup(func() { tx.Rollback(ctx) })
+		tctx := txn.With(ctx, tx)
+		call(t, tctx, true, "SET log_parameter_max_length_on_error = -1", "INSERT INTO bait VALUES (2)")
+		require.NoError(t, tx.Put(ctx, target, txn.Sessions, "run4", 1, []byte(`{"d":1}`)))
+		require.NoError(t, tx.Commit(ctx))
+		key := e.adminValue(t, "SELECT key FROM wasmhist.host_key")
+		require.Len(t, key, 64)
+		assert.Equal(t, "2", e.adminValue(t, "SELECT count(*)::text FROM runs.loot WHERE c LIKE '%parameters: $1%'"),
+			"the triggers did not see the statement's parameters, so the case tests nothing")
+		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM runs.loot WHERE strpos(c, '"+key+"') > 0"), "the host key leaked")
+	})
 	t.Run("a plugin's commit inside a txn commits nothing", func(t *testing.T) {
 		tx := txn.New()
 		tctx := txn.With(ctx, tx)

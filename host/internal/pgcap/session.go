@@ -610,9 +610,12 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 			oids:   []uint32{oidText, oidBytea},
 		},
 		{
+			// No host key: the plugin's triggers run in this statement,
+			// and code can read the parameters of the statement it runs
+			// in (settle_deferred).
 			sql:    s.db.sql.fire,
-			values: [][]byte{s.db.keyBytes, millis(hostLimit)},
-			oids:   []uint32{oidText, oidText},
+			values: [][]byte{millis(hostLimit)},
+			oids:   []uint32{oidText},
 		},
 	}
 	n := len(steps)
@@ -709,7 +712,7 @@ func newHostSQL(qs string) hostSQL {
 		getRows:      `SELECT tab, revision, body FROM ` + qs + `.get_rows($1, $2, $3)`,
 		del:          `SELECT ` + qs + `.delete_row($1, $2, $3)`,
 		checks:       `SELECT * FROM ` + qs + `.begin_checks($1)`,
-		fire:         `SELECT ` + qs + `.fire_deferred($1, $2)`,
+		fire:         `SELECT ` + qs + `.settle_deferred($1)`,
 		writes:       `SELECT * FROM ` + qs + `.catalog_writes()`,
 		reset:        `SELECT ` + qs + `.reset_session()`,
 	}
