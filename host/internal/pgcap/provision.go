@@ -250,63 +250,32 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 			EXECUTE 'RESET SESSION AUTHORIZATION';
 			EXECUTE 'RESET ALL';
 		END $f$`,
-		// fire_deferred, with the host key, is kept for hosts of the
-		// version before; hosts of this one call settle_deferred, below,
-		// which takes none. It runs the plugin's deferred triggers (see
-		// session.settle) until none is left: a trigger may defer others
-		// again (SET CONSTRAINTS ALL DEFERRED), which would run at the
-		// COMMIT, after the host's checks. Only a write can queue a
+		// settle_deferred ends the plugin's part of a transaction that
+		// wrote (see session.settle), in one statement. It runs the
+		// plugin's deferred triggers until none is left: a trigger may defer
+		// others again (SET CONSTRAINTS ALL DEFERRED), which would run at
+		// the COMMIT, after the host's checks. Only a write can queue a
 		// trigger, and every write takes a new command id, which nothing
 		// lowers (where a TRUNCATE resets a table's counters): so a round
 		// after which command_id's probe row has the id right after the
-		// one before wrote nothing and left nothing to run. No SET clause:
-		// the plugin's triggers run in it, under the plugin's search_path,
-		// so every name of its own is qualified or a keyword (an operator
-		// found through that search_path could end the loop early).
+		// one before wrote nothing and left nothing to run. Then it defers
+		// the commit guard's trigger again, for a guard a later statement
+		// of the plugin's arms, and sets the host's limit for the
+		// statements after it, which holds whatever the triggers set.
+		//
+		// No SET clause: the plugin's triggers run in it, under the
+		// plugin's search_path, so every name of its own is qualified or a
+		// keyword (an operator found through that search_path could end
+		// the loop early). No host key, in it or in the probe functions it
+		// calls: code running inside a statement can read its parameters
+		// (an error's context shows them once the plugin sets
+		// log_parameter_max_length_on_error). A plugin that calls the
+		// probes itself only inserts rows into a table whose rows every
+		// settle deletes, within its own transaction, whose COMMIT the
+		// guard refuses once it wrote. (Hosts of the version before call
+		// fire_deferred, command_id and command_probes_done with the key,
+		// which they create themselves.)
 		`CREATE UNLOGGED TABLE IF NOT EXISTS `+qs+`.command_probe (one boolean)`,
-		`CREATE OR REPLACE FUNCTION `+qs+`.command_id(key text) RETURNS bigint
-		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
-		DECLARE
-			id bigint;
-		BEGIN
-			PERFORM `+qs+`.check_key(key);
-			INSERT INTO `+qs+`.command_probe VALUES (true) RETURNING cmin::text::bigint INTO id;
-			RETURN id;
-		END $f$`,
-		`CREATE OR REPLACE FUNCTION `+qs+`.command_probes_done(key text) RETURNS void
-		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
-		BEGIN
-			PERFORM `+qs+`.check_key(key);
-			DELETE FROM `+qs+`.command_probe;
-		END $f$`,
-		`CREATE OR REPLACE FUNCTION `+qs+`.fire_deferred(key text) RETURNS void
-		LANGUAGE plpgsql SECURITY INVOKER AS $f$
-		DECLARE
-			before bigint;
-			after bigint;
-		BEGIN
-			before := `+qs+`.command_id(key);
-			LOOP
-				EXECUTE 'SET CONSTRAINTS ALL IMMEDIATE';
-				after := `+qs+`.command_id(key);
-				EXIT WHEN after OPERATOR(pg_catalog.=) (before OPERATOR(pg_catalog.+) 1);
-				before := after;
-			END LOOP;
-			PERFORM `+qs+`.command_probes_done(key);
-		END $f$`,
-		// settle_deferred is fire_deferred for hosts of this version, and
-		// what ends the plugin's part of a transaction that wrote (see
-		// session.settle), in one statement: the plugin's deferred
-		// triggers, then the commit guard's trigger deferred again, for a
-		// guard a later statement of the plugin's arms, and the host's
-		// limit for the statements after it, which holds whatever the
-		// triggers set. It takes no host key, nor do the probe functions
-		// it calls: the plugin's triggers run inside it, and code running
-		// inside a statement can read its parameters (an error's context
-		// shows them once the plugin sets log_parameter_max_length_on_error).
-		// A plugin that calls the keyless probes itself only inserts rows
-		// into a table whose rows every settle deletes, within its own
-		// transaction, whose COMMIT the guard refuses once it wrote.
 		`CREATE OR REPLACE FUNCTION `+qs+`.command_id() RETURNS bigint
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		DECLARE
@@ -351,7 +320,7 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		END $f$`,
 		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.guard_if_wrote(text, bytea), `+qs+`.release(text, bytea),
 			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.get_rows(text, text[], text), `+qs+`.delete_row(text, text, text),
-			`+qs+`.begin_gate(), `+qs+`.begin_checks(text), `+qs+`.catalog_writes(), `+qs+`.reset_session(), `+qs+`.fire_deferred(text), `+qs+`.settle_deferred(text), `+qs+`.before_commit(text), `+qs+`.command_id(text), `+qs+`.command_probes_done(text), `+qs+`.command_id(), `+qs+`.command_probes_done() FROM PUBLIC`,
+			`+qs+`.begin_gate(), `+qs+`.begin_checks(text), `+qs+`.catalog_writes(), `+qs+`.reset_session(), `+qs+`.settle_deferred(text), `+qs+`.before_commit(text), `+qs+`.command_id(), `+qs+`.command_probes_done() FROM PUBLIC`,
 		// Plugin roles use the host schema to call the functions above:
 		// nothing else in it is PUBLIC's, whoever put it there (an
 		// extension created by an admin whose name is the schema's lands
@@ -472,7 +441,7 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 		`ALTER SCHEMA ` + qs + ` OWNER TO ` + qr,
 		`REVOKE ALL ON SCHEMA ` + qs + ` FROM PUBLIC`,
 		`GRANT USAGE ON SCHEMA ` + qh + ` TO ` + qr,
-		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.guard_if_wrote(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.get_rows(text, text[], text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.begin_checks(text), ` + qh + `.catalog_writes(), ` + qh + `.reset_session(), ` + qh + `.fire_deferred(text), ` + qh + `.settle_deferred(text), ` + qh + `.before_commit(text), ` + qh + `.command_id(text), ` + qh + `.command_probes_done(text), ` + qh + `.command_id(), ` + qh + `.command_probes_done() TO ` + qr,
+		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.guard_if_wrote(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.get_rows(text, text[], text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.begin_checks(text), ` + qh + `.catalog_writes(), ` + qh + `.reset_session(), ` + qh + `.settle_deferred(text), ` + qh + `.before_commit(text), ` + qh + `.command_id(), ` + qh + `.command_probes_done() TO ` + qr,
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {

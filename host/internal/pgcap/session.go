@@ -573,7 +573,7 @@ func (s *session) guardStep(onlyIfWrote bool, token string) *guarding {
 // settle ends the plugin's part of a transaction that wrote, before the
 // host writes its own rows or commits: it releases the guard and runs the
 // plugin's deferred triggers until none is left (the host schema's
-// fire_deferred: a trigger may defer others again, which would otherwise
+// settle_deferred: a trigger may defer others again, which would otherwise
 // run in the COMMIT, after the host's checks), within the request limit
 // and what is left of the call, under a statement timeout set by the
 // host's own statement just before, so that the plugin's COMMIT never
@@ -599,7 +599,7 @@ func (s *session) settle(ctx context.Context, then ...*step) (thenErr, err error
 	defer cancel()
 	h := sha256.Sum256([]byte(s.token))
 	// The guard released and the plugin's limits set in one statement;
-	// then the triggers, after which fire_deferred sets the host's limit
+	// then the triggers, after which settle_deferred sets the host's limit
 	// for the statements after it, the host's, whatever the plugin's
 	// triggers set, and defers the guard's trigger again.
 	steps := []*step{
