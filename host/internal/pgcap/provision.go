@@ -34,11 +34,13 @@ import (
 //     still fires once the row is deleted. The released column is no
 //     longer used. Nothing of it is in a setting the plugin's code could
 //     read.
-//   - put_row, get_row, guard, release: SECURITY DEFINER functions owned by the
-//     admin, through which the host writes its rows in the transaction of a
-//     plugin's connection. The plugin's role may execute them, but each
-//     checks the host key, passed as a bind parameter (so it shows in no
-//     statement text), before doing anything.
+//   - put_row, get_rows, delete_row, guard, guard_if_wrote, release:
+//     SECURITY DEFINER functions owned by the admin, through which the host
+//     writes its rows in the transaction of a plugin's connection. The
+//     plugin's role may execute them, but each checks the host key, passed
+//     as a bind parameter (so it shows in no statement text), before doing
+//     anything. No code of the plugin's runs in a statement that carries
+//     the key: code can read the parameters of the statement it runs in.
 func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key string, err error) {
 	qs := pgx.Identifier{schema}.Sanitize()
 	if _, err := tx.Exec(ctx, txn.PostgresLock(qs)); err != nil {
