@@ -985,6 +985,27 @@ func testTxn(t *testing.T, e *env) {
 			"the triggers did not see the statement's parameters, so the case tests nothing")
 		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM runs.loot WHERE strpos(c, '"+key+"') > 0"), "the host key leaked")
 	})
+	t.Run("a settle deletes its own probe rows only, through an index", func(t *testing.T) {
+		// The probe functions take no key, so any plugin can pile rows up
+		// in the shared table, or hold them in a long transaction: a
+		// settle must not read them. Rows of another backend (committed
+		// here by the admin, as a stand-in) outlive it, and the delete of
+		// one backend's rows uses the index.
+		_, err := e.admin.Exec(ctx, "INSERT INTO wasmhist.command_probes (pid) SELECT 1 FROM generate_series(1, 20000)")
+		require.NoError(t, err)
+		defer e.admin.Exec(ctx, "DELETE FROM wasmhist.command_probes WHERE pid = 1")
+		_, err = e.admin.Exec(ctx, "ANALYZE wasmhist.command_probes")
+		require.NoError(t, err)
+		call(t, ctx, true, "INSERT INTO m VALUES (14)")
+		assert.Equal(t, "20000", e.adminValue(t, "SELECT count(*)::text FROM wasmhist.command_probes"))
+		var plan string
+		require.NoError(t, e.admin.QueryRow(ctx, "EXPLAIN (FORMAT JSON) DELETE FROM wasmhist.command_probes p WHERE p.pid = pg_backend_pid()").Scan(&plan))
+		assert.Contains(t, plan, "command_probes_pid", "the delete of one backend's rows reads the table")
+		assert.NotContains(t, plan, "Seq Scan")
+		assert.Equal(t, "{enable_seqscan=off}", e.adminValue(t,
+			"SELECT array_remove(proconfig, 'search_path=pg_catalog, pg_temp')::text FROM pg_proc WHERE oid = 'wasmhist.command_probes_done()'::regprocedure"),
+			"a plan made while the table was empty would read it whole")
+	})
 	t.Run("a plugin's commit inside a txn commits nothing", func(t *testing.T) {
 		tx := txn.New()
 		tctx := txn.With(ctx, tx)

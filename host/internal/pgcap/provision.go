@@ -274,22 +274,28 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		// log_parameter_max_length_on_error). A plugin that calls the
 		// probes itself only inserts rows into a table whose rows every
 		// settle deletes, within its own transaction, whose COMMIT the
-		// guard refuses once it wrote. (Hosts of the version before call
-		// fire_deferred, command_id and command_probes_done with the key,
+		// guard refuses once it wrote. Each row names its backend, and a
+		// settle deletes its own through an index: rows another tenant
+		// piles up, or holds in a long transaction, cost it nothing.
+		// (Hosts of the version before call fire_deferred, command_id and
+		// command_probes_done with the key, on the table command_probe,
 		// which they create themselves.)
-		`CREATE UNLOGGED TABLE IF NOT EXISTS `+qs+`.command_probe (one boolean)`,
+		`CREATE UNLOGGED TABLE IF NOT EXISTS `+qs+`.command_probes (pid integer NOT NULL)`,
+		`CREATE INDEX IF NOT EXISTS command_probes_pid ON `+qs+`.command_probes (pid)`,
 		`CREATE OR REPLACE FUNCTION `+qs+`.command_id() RETURNS bigint
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		DECLARE
 			id bigint;
 		BEGIN
-			INSERT INTO `+qs+`.command_probe VALUES (true) RETURNING cmin::text::bigint INTO id;
+			INSERT INTO `+qs+`.command_probes (pid) VALUES (pg_backend_pid()) RETURNING cmin::text::bigint INTO id;
 			RETURN id;
 		END $f$`,
+		// Through the index whatever the statistics say: a plan made while
+		// the table was empty lasts a connection.
 		`CREATE OR REPLACE FUNCTION `+qs+`.command_probes_done() RETURNS void
-		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET enable_seqscan = off AS $f$
 		BEGIN
-			DELETE FROM `+qs+`.command_probe;
+			DELETE FROM `+qs+`.command_probes p WHERE p.pid = pg_backend_pid();
 		END $f$`,
 		`CREATE OR REPLACE FUNCTION `+qs+`.settle_deferred(host_timeout text) RETURNS void
 		LANGUAGE plpgsql SECURITY INVOKER AS $f$
