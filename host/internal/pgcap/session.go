@@ -771,14 +771,15 @@ func (s *session) End(ctx context.Context, ok bool) error {
 }
 
 // finish ends the transaction with the last of q (COMMIT or ROLLBACK),
-// after the others, for a call that succeeded when ok, and, when a statement of the plugin's ran on the
+// after the others, and, when a statement of the plugin's ran on the
 // connection, resets the session state the plugin may have left
 // (hostSQL.reset), in one round trip: the reset has a Sync of its own,
 // sent with q's, so that it runs even when q fails. It returns the last
 // q's command tag, q's error and the reset's error, after which the
 // caller closes the connection.
 //
-// For a call that succeeded it also prepares the statements it learned (see
+// For a call that succeeded (ok), whether it commits or, having written
+// nothing, rolls back, it also prepares the statements it learned (see
 // stmtcache.go), between the two: analysing a statement can run the
 // plugin's code (a domain's CHECK on a cast constant), so they are
 // prepared in a read-only transaction of their own, within the request
