@@ -156,19 +156,20 @@ func (s *session) Put(ctx context.Context, t txn.Table, id string, rev int64, da
 	return nil
 }
 
-// rowsStep reads the host rows of tabs for id in one statement
-// (get_rows); done returns what it read, given the round trip's error: a
-// row for each of tabs, nil where there is none.
-func (s *session) rowsStep(id string, tabs ...txn.Table) (st *step, done func(err error) ([]*capability.Row, error)) {
-	rows := make([]*capability.Row, len(tabs))
+// rows reads the host rows of tabs for id in one statement (get_rows),
+// in the session's transaction if it has begun, else in one of its own:
+// a row for each of tabs, nil where there is none.
+func (s *session) rows(ctx context.Context, id string, tabs ...txn.Table) ([]*capability.Row, error) {
 	names := make([]string, len(tabs))
-	var bad error
 	for i, t := range tabs {
-		if names[i], bad = tableName(t); bad != nil {
-			break
+		var err error
+		if names[i], err = tableName(t); err != nil {
+			return nil, err
 		}
 	}
-	st = &step{
+	rows := make([]*capability.Row, len(tabs))
+	var bad error
+	_, err := s.roundTrip(ctx, []*step{{
 		sql:    s.db.sql.getRows,
 		values: [][]byte{s.db.keyBytes, []byte("{" + strings.Join(names, ",") + "}"), []byte(id)},
 		oids:   []uint32{oidText, oidTextArray, oidText},
@@ -187,17 +188,18 @@ func (s *session) rowsStep(id string, tabs ...txn.Table) (st *step, done func(er
 				}
 			}
 		},
-	}
-	return st, func(err error) ([]*capability.Row, error) {
-		if err != nil {
-			s.failed = err
-			return nil, fmt.Errorf("pgcap: %s: read the host rows of %q: %w", s.db.name, id, err)
+	}})
+	if err != nil {
+		if !s.began && !s.pc.IsClosed() && s.pc.TxStatus() != 'I' {
+			s.began = true // for End to roll back
 		}
-		if bad != nil {
-			return nil, fmt.Errorf("pgcap: %s: read the host rows of %q: %w", s.db.name, id, bad)
-		}
-		return rows, nil
+		s.failed = err
+		return nil, fmt.Errorf("pgcap: %s: read the host rows of %q: %w", s.db.name, id, err)
 	}
+	if bad != nil {
+		return nil, fmt.Errorf("pgcap: %s: read the host rows of %q: %w", s.db.name, id, bad)
+	}
+	return rows, nil
 }
 
 // Get implements txn.Participant.
@@ -205,9 +207,7 @@ func (s *session) Get(ctx context.Context, t txn.Table, id string) (int64, []byt
 	if err := s.usable(); err != nil {
 		return 0, nil, err
 	}
-	get, done := s.rowsStep(id, t)
-	_, err := s.roundTrip(ctx, []*step{get})
-	rows, err := done(err)
+	rows, err := s.rows(ctx, id, t)
 	switch {
 	case err != nil:
 		return 0, nil, err
@@ -264,12 +264,7 @@ func (s *session) ReadRows(ctx context.Context, id string, tables ...txn.Table) 
 	if s.failed != nil || s.ended {
 		return nil, s.usable()
 	}
-	get, done := s.rowsStep(id, tables...)
-	_, err := s.roundTrip(ctx, []*step{get})
-	if err != nil && !s.began && !s.pc.IsClosed() && s.pc.TxStatus() != 'I' {
-		s.began = true // for End to roll back
-	}
-	found, err := done(err)
+	found, err := s.rows(ctx, id, tables...)
 	if err != nil {
 		return nil, err
 	}

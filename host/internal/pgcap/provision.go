@@ -119,9 +119,7 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 			IF pg_current_xact_id_if_assigned() IS NULL AND NOT EXISTS (SELECT FROM pg_cursors c WHERE c.is_holdable) THEN
 				RETURN false;
 			END IF;
-			PERFORM `+qs+`.check_key(key);
-			INSERT INTO `+qs+`.commit_guard (token_hash) SELECT guard_if_wrote.token_hash
-			WHERE NOT EXISTS (SELECT 1 FROM `+qs+`.commit_guard g WHERE g.token_hash = guard_if_wrote.token_hash);
+			PERFORM `+qs+`.guard(key, token_hash);
 			RETURN true;
 		END $f$`,
 		`CREATE OR REPLACE FUNCTION `+qs+`.release(key text, token_hash bytea) RETURNS void
@@ -201,19 +199,11 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		// The checks of a transaction's begin and commit are functions,
 		// whose plans the server keeps across transactions: the same
 		// queries sent as statements are planned again each time.
-		// begin_gate alone is what hosts of the version before send after
-		// BEGIN, kept for them while they share the database.
-		`CREATE OR REPLACE FUNCTION `+qs+`.begin_gate() RETURNS void
-		LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $f$
-		BEGIN
-			IF current_setting('track_counts') <> 'on' OR EXISTS (`+outboundSQL("session_user")+`) THEN
-				RAISE EXCEPTION 'the host refuses this connection''s transactions' USING ERRCODE = 'insufficient_privilege';
-			END IF;
-		END $f$`,
-		// begin_checks is begin_gate, the transaction's server-side limit
-		// (set within the function, it holds for the transaction's
+		// begin_checks is the escape check, the transaction's server-side
+		// limit (set within the function, it holds for the transaction's
 		// statements after it) and catalog_writes in one statement: what
-		// the host sends after each BEGIN (see session.beginSteps).
+		// the host sends after each BEGIN (see session.beginSteps). (Hosts
+		// of the version before send begin_gate, which they create.)
 		`CREATE OR REPLACE FUNCTION `+qs+`.begin_checks(timeout text) RETURNS TABLE (inserted bigint, updated bigint, deleted bigint)
 		LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
@@ -326,9 +316,7 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 			PERFORM pg_catalog.set_config('statement_timeout', timeout, true);
 			PERFORM pg_catalog.set_config('transaction_read_only', 'on', true);
 		END $f$`,
-		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+qs+`.guard(text, bytea), `+qs+`.guard_if_wrote(text, bytea), `+qs+`.release(text, bytea),
-			`+qs+`.put_row(text, text, text, bigint, text), `+qs+`.get_row(text, text, text), `+qs+`.get_rows(text, text[], text), `+qs+`.delete_row(text, text, text),
-			`+qs+`.begin_gate(), `+qs+`.begin_checks(text), `+qs+`.catalog_writes(), `+qs+`.reset_session(), `+qs+`.settle_deferred(text), `+qs+`.before_commit(text), `+qs+`.command_id(), `+qs+`.command_probes_done() FROM PUBLIC`,
+		`REVOKE ALL ON FUNCTION `+qs+`.check_key(text), `+qs+`.commit_guard_check(), `+hostFunctions(qs)+` FROM PUBLIC`,
 		// Plugin roles use the host schema to call the functions above:
 		// nothing else in it is PUBLIC's, whoever put it there (an
 		// extension created by an admin whose name is the schema's lands
@@ -368,6 +356,25 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 	}
 	err = tx.QueryRow(ctx, `SELECT key FROM `+qs+`.host_key`).Scan(&key)
 	return key, err
+}
+
+// callable are the host schema's functions that plugin roles execute
+// (the host calls them on the plugin's connections), by signature.
+var callable = []string{
+	"guard(text, bytea)", "guard_if_wrote(text, bytea)", "release(text, bytea)",
+	"put_row(text, text, text, bigint, text)", "get_row(text, text, text)", "get_rows(text, text[], text)", "delete_row(text, text, text)",
+	"begin_checks(text)", "catalog_writes()", "reset_session()", "settle_deferred(text)", "before_commit(text)",
+	"command_id()", "command_probes_done()",
+}
+
+// hostFunctions is callable, qualified by the quoted host schema qs, as
+// a list for GRANT and REVOKE.
+func hostFunctions(qs string) string {
+	fs := make([]string, len(callable))
+	for i, f := range callable {
+		fs[i] = qs + "." + f
+	}
+	return strings.Join(fs, ", ")
 }
 
 func firstLine(q string) string {
@@ -449,7 +456,7 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 		`ALTER SCHEMA ` + qs + ` OWNER TO ` + qr,
 		`REVOKE ALL ON SCHEMA ` + qs + ` FROM PUBLIC`,
 		`GRANT USAGE ON SCHEMA ` + qh + ` TO ` + qr,
-		`GRANT EXECUTE ON FUNCTION ` + qh + `.guard(text, bytea), ` + qh + `.guard_if_wrote(text, bytea), ` + qh + `.release(text, bytea), ` + qh + `.put_row(text, text, text, bigint, text), ` + qh + `.get_row(text, text, text), ` + qh + `.get_rows(text, text[], text), ` + qh + `.delete_row(text, text, text), ` + qh + `.begin_gate(), ` + qh + `.begin_checks(text), ` + qh + `.catalog_writes(), ` + qh + `.reset_session(), ` + qh + `.settle_deferred(text), ` + qh + `.before_commit(text), ` + qh + `.command_id(), ` + qh + `.command_probes_done() TO ` + qr,
+		`GRANT EXECUTE ON FUNCTION ` + hostFunctions(qh) + ` TO ` + qr,
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {
