@@ -118,3 +118,30 @@ func New(cfg Config) host.Grant {
 	})
 	return capability.Seal(g).(host.Grant)
 }
+
+// ErrKeyRotated is the cause of a call's failure when the host key was
+// rotated (RotateKey) after the host read it. Only that call fails: the
+// host's next call reads the new key.
+var ErrKeyRotated = pgcap.ErrKeyRotated
+
+// Rotation is what RotateKey changed: the plugin roles given a new
+// password, the tenant schemas (and their roles) renamed, and the plugin
+// roles' backends ended.
+type Rotation = pgcap.Rotation
+
+// RotateKey replaces the host key of hostSchema ("wasmhist" when empty)
+// in the database adminDSN connects to, as that admin. The key derives
+// every plugin role's password and every tenant's schema name, and the
+// host's functions check it; a deployment that has reason to think the key
+// known outside its hosts (a plugin that read it, a leaked backup of the
+// host schema) rotates it, and the old key then opens nothing.
+//
+// In one transaction it gives every plugin role the password the new key
+// derives and every tenant schema and its role the names it derives (the
+// data, grants and journal rows stay theirs); then it ends the plugin
+// roles' backends. Hosts may run meanwhile: a call in flight, or the
+// first call of a host that still holds the old key, fails without
+// committing anything, and that host's next call uses the new key.
+func RotateKey(ctx context.Context, adminDSN, hostSchema string) (Rotation, error) {
+	return pgcap.RotateKey(ctx, adminDSN, hostSchema)
+}

@@ -22,7 +22,7 @@ import (
 //   - host_key: one random key, readable by the admin only. Every host
 //     with the admin DSN reads the same key, derives the same role
 //     passwords from it (HMAC) and passes it to the functions below, so
-//     nothing rotates and no two hosts race.
+//     no two hosts race. Only the operator replaces it (RotateKey).
 //   - journal: the commit journal, one row per (plugin role, session).
 //   - commit_guard: an unlogged table whose deferred constraint trigger
 //     fails any COMMIT of a transaction that wrote while the
@@ -79,7 +79,7 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 		BEGIN
 			IF key IS NULL OR key IS DISTINCT FROM (SELECT k.key FROM `+qs+`.host_key k) THEN
-				RAISE EXCEPTION 'only the host may use this function' USING ERRCODE = 'insufficient_privilege';
+				RAISE EXCEPTION '`+keyRefused+`' USING ERRCODE = 'insufficient_privilege';
 			END IF;
 		END $f$`,
 		`CREATE OR REPLACE FUNCTION `+qs+`.commit_guard_check() RETURNS trigger

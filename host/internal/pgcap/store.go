@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,9 +31,12 @@ var ErrClosed = errors.New("pgcap: store closed")
 // admin pool, which provisions, and a pool per role, which serves the
 // plugins. A Host has one Store and closes it with itself.
 type Store struct {
-	mu     sync.Mutex
-	dbs    map[string]*database
-	closed bool
+	mu  sync.Mutex
+	dbs map[string]*database
+	// retired are the databases replaced after a key rotation, closing
+	// as their calls end.
+	retired []*database
+	closed  bool
 }
 
 // NewStore returns an empty Store.
@@ -46,7 +50,10 @@ func (s *Store) Close() error {
 	for _, db := range s.dbs {
 		db.close()
 	}
-	s.dbs = nil
+	for _, db := range s.retired {
+		db.close()
+	}
+	s.dbs, s.retired = nil, nil
 	return nil
 }
 
@@ -63,7 +70,10 @@ type database struct {
 	key   string // the host key, hex; never printed
 	// keyBytes is key as a bind parameter (pgx only reads it).
 	keyBytes []byte
-	db       string // current_database()
+	// stale is set once the key was found rotated (see RotateKey): the
+	// Store then serves its database's calls from a new database.
+	stale atomic.Bool
+	db    string // current_database()
 	// sql are the host's statements naming the host schema.
 	sql hostSQL
 
@@ -91,6 +101,12 @@ func (s *Store) database(ctx context.Context, c *Config) (*database, error) {
 		return nil, ErrClosed
 	}
 	db, ok := s.dbs[c.Name]
+	if ok && db.stale.Load() {
+		// Its pools close once the calls that hold their connections end.
+		s.retired = append(s.retired, db)
+		go db.close()
+		ok = false
+	}
 	if !ok {
 		db = &database{name: c.Name, dsn: c.AdminDSN, hostSchema: c.hostSchema(), ready: make(chan struct{}), roles: map[string]*role{}}
 		db.sql = newHostSQL(db.qhost())
@@ -234,6 +250,9 @@ func (db *database) initRole(ctx context.Context, r *role) {
 	defer cancel()
 	if err := db.provisionRole(ctx, r); err != nil {
 		r.err = fmt.Errorf("pgcap: %s: provision schema %q: %w", db.name, r.schema, err)
+		if errors.Is(err, ErrKeyRotated) {
+			r.err = err
+		}
 		return
 	}
 	cfg, err := poolConfig(db.dsn)
@@ -296,6 +315,10 @@ func runtimeParams(schema string) map[string]string {
 
 func (db *database) provisionRole(ctx context.Context, r *role) error {
 	return pgx.BeginFunc(ctx, db.admin, func(tx pgx.Tx) error {
+		// Never a password or a tenant's schema of a key rotated away.
+		if err := db.checkKey(ctx, tx); err != nil {
+			return err
+		}
 		if r.legacy != "" {
 			if err := migrateTenant(ctx, tx, db.hostSchema, r.schema, r.name, r.legacy, roleName(db.db, r.legacy)); err != nil {
 				return fmt.Errorf("give tenant schema %q its opaque name: %w", r.legacy, err)
@@ -313,11 +336,18 @@ func (db *database) acquire(ctx context.Context, r *role) (*pgxpool.Conn, error)
 	var pe *pgconn.PgError
 	if err != nil && errors.As(err, &pe) && pe.Code == "28P01" {
 		if perr := db.provisionRole(ctx, r); perr != nil {
+			if errors.Is(perr, ErrKeyRotated) {
+				return nil, perr
+			}
 			return nil, fmt.Errorf("pgcap: %s: schema %q: %w", db.name, r.schema, perr)
 		}
 		c, err = r.pool.Acquire(ctx)
 	}
 	if err != nil {
+		if errors.Is(err, ErrKeyRotated) || db.keyRotated(ctx) {
+			// A tenant's role renamed, or a password no longer the key's.
+			return nil, db.rotated()
+		}
 		return nil, fmt.Errorf("pgcap: %s: connect as the role of schema %q: %w", db.name, r.schema, err)
 	}
 	return c, nil

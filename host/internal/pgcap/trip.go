@@ -2,6 +2,7 @@ package pgcap
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -101,5 +102,16 @@ func (s *session) roundTrip(ctx context.Context, steps []*step) (int, error) {
 	if failed < first || failed-first >= len(steps) {
 		return -1, err
 	}
+	if st := steps[failed-first]; s.keyRefused(st, err) && s.db.keyRotated(ctx) {
+		err = s.db.rotated()
+	}
 	return failed - first, err
+}
+
+// keyRefused reports whether err is check_key refusing the host key that
+// st, a statement of the host's, passed.
+func (s *session) keyRefused(st *step, err error) bool {
+	var pe *pgconn.PgError
+	return len(st.values) > 0 && len(st.values[0]) > 0 && &st.values[0][0] == &s.db.keyBytes[0] &&
+		errors.As(err, &pe) && pe.Code == "42501" && pe.Message == keyRefused
 }

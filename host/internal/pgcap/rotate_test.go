@@ -1,0 +1,185 @@
+package pgcap
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/internal/pgtest"
+)
+
+// TestRotateKey rotates the host key under a host that holds the old one,
+// with a superuser and with a CREATEROLE admin: the old key opens nothing,
+// every plugin role's password and tenant name follow the new key with
+// their data, and the running host fails a call or two, commits nothing
+// of them, and then serves with the new key.
+func TestRotateKey(t *testing.T) {
+	srv := pgtest.Start(t)
+	for _, mode := range []struct{ name, db, dsn string }{
+		{"superuser admin", "postgres", srv.DSN("postgres")},
+		{"createrole admin", "managed", srv.Admin(t, "managed")},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := &env{dsn: mode.dsn, store: NewStore(), adminSuper: mode.db == "postgres"}
+			t.Cleanup(func() { e.store.Close() })
+			var err error
+			e.admin, err = pgx.Connect(ctx, srv.DSN(mode.db))
+			require.NoError(t, err)
+			t.Cleanup(func() { e.admin.Close(context.Background()) })
+
+			_, err = RotateKey(ctx, e.dsn, "")
+			require.ErrorContains(t, err, "no host has provisioned it", "nothing to rotate yet")
+
+			plain := e.grant("plain", Limits{})
+			tenants := NewGrant(Config{Name: "main", AdminDSN: e.dsn, Schema: "multi", Tenant: func(ctx context.Context) (string, error) {
+				return ctx.Value(tenantKey{}).(string), nil
+			}})
+			actx := context.WithValue(ctx, tenantKey{}, "acme")
+			e.oneCall(t, plain, "CREATE TABLE m (x text)", "INSERT INTO m VALUES ('before')")
+			// Another host, which serves the tenant: each host finds the
+			// rotation on its own.
+			et := &env{dsn: e.dsn, store: NewStore(), admin: e.admin}
+			t.Cleanup(func() { et.store.Close() })
+			c := et.begin(actx, t, tenants)
+			c.must(actx, "CREATE TABLE m (x text)", "INSERT INTO m VALUES ('before')")
+			require.NoError(t, c.end(actx, true))
+			// A third, which has read the key and serves a tenant new to
+			// it after the rotation.
+			en := &env{dsn: e.dsn, store: NewStore(), admin: e.admin}
+			t.Cleanup(func() { en.store.Close() })
+			en.oneCall(t, plain, "SELECT 1")
+			db, err := e.store.database(ctx, &Config{Name: "main", AdminDSN: e.dsn, Schema: "plain"})
+			require.NoError(t, err)
+			oldKey, oldSchema := db.key, e.tenantSchema(t, "multi", "acme")
+			plainRole, oldTenantRole := roleName(db.db, "plain"), roleName(db.db, oldSchema)
+			e.superExec(t, "INSERT INTO wasmhist.journal (owner, id, revision, updated, data) VALUES ('"+oldTenantRole+"', 'j', 1, now(), '{}')")
+
+			rot, err := RotateKey(ctx, e.dsn, "")
+			require.NoError(t, err)
+			assert.Equal(t, 2, rot.Roles, "the plain role and the tenant's")
+			assert.Equal(t, 1, rot.Tenants)
+			assert.GreaterOrEqual(t, rot.Ended, 2, "each role's pool kept a connection")
+
+			newKey := e.adminValue(t, "SELECT key FROM wasmhist.host_key")
+			require.Len(t, newKey, 64)
+			require.NotEqual(t, oldKey, newKey)
+			_, err = e.admin.Exec(ctx, "SELECT wasmhist.check_key($1)", oldKey)
+			require.ErrorContains(t, err, keyRefused, "the old key opens the host's functions")
+			_, err = e.admin.Exec(ctx, "SELECT wasmhist.check_key($1)", newKey)
+			require.NoError(t, err)
+
+			newSchema := tenantSchema(newKey, "multi", "acme")
+			newTenantRole := roleName(db.db, newSchema)
+			require.NotEqual(t, oldSchema, newSchema)
+			assert.Equal(t, newSchema, e.tenantSchema(t, "multi", "acme"))
+			assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_namespace WHERE nspname = '"+oldSchema+"'"))
+			assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_roles WHERE rolname = '"+oldTenantRole+"'"))
+			assert.Equal(t, newTenantRole, e.adminValue(t, "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = '"+newSchema+"'"))
+			assert.Equal(t, "before", e.adminValue(t, "SELECT x FROM "+newSchema+".m"))
+			assert.Equal(t, newTenantRole, e.adminValue(t, "SELECT owner FROM wasmhist.journal WHERE id = 'j'"))
+			for _, role := range []string{plainRole, newTenantRole} {
+				v := e.adminValue(t, "SELECT rolpassword FROM pg_authid WHERE rolname = '"+role+"'")
+				assert.True(t, scramMatches(t, v, password(newKey, role)), "%s: the new key's password", role)
+				assert.False(t, scramMatches(t, v, password(oldKey, role)), "%s: the old key's password", role)
+			}
+
+			// The hosts that hold the old key: each one's write fails
+			// while it does (its pooled connection ended, then the key or
+			// the renamed role refused), commits nothing then, and
+			// succeeds once it read the new key.
+			for _, w := range []struct {
+				name  string
+				ctx   context.Context
+				grant func() *testCall
+				table string
+			}{
+				{"plain", ctx, func() *testCall { return e.begin(ctx, t, plain) }, "plain.m"},
+				{"tenant", actx, func() *testCall { return et.begin(actx, t, tenants) }, newSchema + ".m"},
+			} {
+				var errs []error
+				for len(errs) < 3 {
+					c := w.grant()
+					_, err := c.sql(w.ctx, "INSERT INTO m VALUES ('after')")
+					if err == nil {
+						err = c.end(w.ctx, true)
+					} else {
+						c.end(w.ctx, false)
+					}
+					if err == nil {
+						break
+					}
+					errs = append(errs, err)
+					t.Logf("%s: %v", w.name, err)
+				}
+				require.Less(t, len(errs), 3, "%s: no write succeeded: %v", w.name, errs)
+				require.NotEmpty(t, errs, "%s: the old key served a write", w.name)
+				last := errs[len(errs)-1]
+				assert.ErrorContains(t, last, "the host key was rotated after this host read it", w.name)
+				assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM "+w.table+" WHERE x = 'after'"), "%s: a failed call committed", w.name)
+			}
+			// Provisioning checks the key it derives from: a host holding
+			// the old one makes no schema under the name it derives.
+			ictx := context.WithValue(ctx, tenantKey{}, "initech")
+			c = en.begin(ictx, t, tenants)
+			_, err = c.sql(ictx, "CREATE TABLE m (x text)")
+			require.ErrorContains(t, err, "the host key was rotated after this host read it")
+			c.end(ictx, false)
+			assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM pg_namespace WHERE nspname = '"+tenantSchema(oldKey, "multi", "initech")+"'"))
+			c = en.begin(ictx, t, tenants)
+			resp := c.must(ictx, "CREATE TABLE m (x text)", "SELECT current_schema()::text")
+			require.NoError(t, c.end(ictx, true))
+			assert.JSONEq(t, mustJSON([]string{tenantSchema(newKey, "multi", "initech")}), mustJSON(resp.Results[1].Rows[0]))
+			for _, s := range []*Store{e.store, et.store, en.store} {
+				now, err := s.database(ctx, &Config{Name: "main", AdminDSN: e.dsn, Schema: "plain"})
+				require.NoError(t, err)
+				assert.Equal(t, newKey, now.key)
+			}
+
+			// A host that started after the rotation serves both with
+			// the new key at once.
+			s2 := NewStore()
+			t.Cleanup(func() { s2.Close() })
+			e2 := &env{dsn: e.dsn, store: s2, admin: e.admin}
+			assert.JSONEq(t, `[2]`, mustJSON(e2.oneCall(t, plain, "SELECT count(*) FROM m").Results[0].Rows[0]))
+			c = e2.begin(actx, t, tenants)
+			resp = c.must(actx, "SELECT count(*) FROM m", "SELECT current_schema()::text")
+			require.NoError(t, c.end(actx, true))
+			assert.JSONEq(t, `[2]`, mustJSON(resp.Results[0].Rows[0]))
+			assert.JSONEq(t, mustJSON([]string{newSchema}), mustJSON(resp.Results[1].Rows[0]))
+		})
+	}
+}
+
+// scramMatches reports whether the SCRAM-SHA-256 verifier v, as
+// pg_authid stores it, is that of password pw.
+func scramMatches(t *testing.T, v, pw string) bool {
+	t.Helper()
+	// SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>
+	head, keys, ok := strings.Cut(strings.TrimPrefix(v, "SCRAM-SHA-256$"), "$")
+	require.True(t, ok, "not a SCRAM verifier")
+	iter, salt64, _ := strings.Cut(head, ":")
+	stored64, _, _ := strings.Cut(keys, ":")
+	n, err := strconv.Atoi(iter)
+	require.NoError(t, err)
+	salt, err := base64.StdEncoding.DecodeString(salt64)
+	require.NoError(t, err)
+	stored, err := base64.StdEncoding.DecodeString(stored64)
+	require.NoError(t, err)
+	salted, err := pbkdf2.Key(sha256.New, pw, salt, n, sha256.Size)
+	require.NoError(t, err)
+	m := hmac.New(sha256.New, salted)
+	m.Write([]byte("Client Key"))
+	sum := sha256.Sum256(m.Sum(nil))
+	return hmac.Equal(sum[:], stored)
+}
+
