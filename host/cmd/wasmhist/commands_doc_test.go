@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmhist/wasmhist/host/agent/model/openai/openaitest"
+	"github.com/wasmhist/wasmhist/internal/pgtest"
 )
 
 // referenceExamples returns the command lines of the sh block of
@@ -44,8 +45,9 @@ const localModelURL = "http://localhost:11434/v1"
 // TestCommandReferenceExamples runs the examples of docs/commands.md in
 // order, in one empty directory, with the built command first in PATH, a
 // HOME of their own (holding ~/src/wasmhist, the clone 'new plugin' builds
-// against) and the offline model, or a fake OpenAI service for the line
-// that names one: each must succeed. Every example a command's help shows
+// against), a PostgreSQL server in $WASMHIST_POSTGRES_DSN and the offline
+// model, or a fake OpenAI service for the line that names one: each must
+// succeed. Every example a command's help shows
 // is one of them, so that those run too.
 func TestCommandReferenceExamples(t *testing.T) {
 	t.Parallel()
@@ -58,7 +60,7 @@ func TestCommandReferenceExamples(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "plugins", "inmemory"), 0o755))
 	require.NoError(t, copyFile(filepath.Join(pluginDir, "inmemory.wasm"), filepath.Join(dir, "plugins", "inmemory", "inmemory.wasm")))
 	srv := openaitest.NewServer(t)
-	env := append(os.Environ(),
+	env := append(os.Environ(), postgresDSNEnv+"="+pgtest.Start(t).DSN("postgres"),
 		"PATH="+filepath.Dir(binary)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		pluginDirEnv+"="+pluginDir, "HOME="+home, cacheDirEnv+"="+filepath.Join(home, "cache"),
 		"XDG_STATE_HOME="+filepath.Join(home, "state"), "OPENAI_API_KEY=", configFileEnv+"=")

@@ -206,6 +206,10 @@ func arguments(cmd string, positional []string, values map[string]string) ([]str
 		if len(positional) == 0 {
 			return []string{"show", "clear"}, ""
 		}
+	case "postgres":
+		if len(positional) == 0 {
+			return []string{"rotate-key"}, ""
+		}
 	case "new":
 		if len(positional) == 0 {
 			return []string{"plugin"}, ""

@@ -14,7 +14,7 @@ import (
 // commandPaths are every command and subcommand with flags of its own.
 var commandPaths = [][]string{
 	{"chat"}, {"history"}, {"inspect"}, {"conformance"}, {"session"}, {"session", "validate"}, {"session", "list"},
-	{"session", "show"}, {"session", "delete"}, {"session", "export"}, {"session", "import"}, {"session", "fork"}, {"session", "migrate"}, {"session", "prune"}, {"cache"}, {"version"},
+	{"session", "show"}, {"session", "delete"}, {"session", "export"}, {"session", "import"}, {"session", "fork"}, {"session", "migrate"}, {"session", "prune"}, {"cache"}, {"postgres"}, {"version"},
 	{"new", "plugin"}, {"completion"},
 }
 

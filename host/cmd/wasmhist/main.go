@@ -91,6 +91,7 @@ func commands() []command {
 		{name: "conformance", summary: "run the conformance suite against a plugin binary", run: runConformance},
 		{name: "new", summary: "write a new plugin module (new plugin NAME) that builds and passes conformance", run: runNew},
 		{name: "session", summary: "validate, list, show, delete, export, import, fork, migrate or prune sessions", run: runSession},
+		{name: "postgres", summary: "rotate the host key of a PostgreSQL database (postgres rotate-key), hosts running", run: runPostgres},
 		{name: "cache", summary: "show or clear the compile cache of plugins (cache show, cache clear)", run: runCache},
 		{name: "completion", summary: "print a shell completion script: completion bash, zsh or fish", run: runCompletion},
 		{name: "version", summary: "print the versions of wasmhist, its ABI, Go, wazero and the Extism go-sdk", run: runVersion},

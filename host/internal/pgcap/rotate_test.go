@@ -182,4 +182,3 @@ func scramMatches(t *testing.T, v, pw string) bool {
 	sum := sha256.Sum256(m.Sum(nil))
 	return hmac.Equal(sum[:], stored)
 }
-
