@@ -139,9 +139,11 @@ type Rotation = pgcap.Rotation
 // In one transaction it gives every plugin role the password the new key
 // derives and every tenant schema and its role the names it derives (the
 // data, grants and journal rows stay theirs); then it ends the plugin
-// roles' backends. Hosts may run meanwhile: a call in flight, or the
-// first call of a host that still holds the old key, fails without
-// committing anything, and that host's next call uses the new key.
+// roles' backends. Hosts of this version may run meanwhile: a call in
+// flight, or the first call of a host that still holds the old key,
+// fails without committing anything, and that host's next call uses the
+// new key. Programs of the versions before RotateKey refuse the database
+// afterwards ("upgrade the program"): upgrade every host first.
 func RotateKey(ctx context.Context, adminDSN, hostSchema string) (Rotation, error) {
 	return pgcap.RotateKey(ctx, adminDSN, hostSchema)
 }

@@ -348,8 +348,8 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 		if _, err := tx.Exec(ctx, `INSERT INTO `+qs+`.store_version (version) VALUES ($1)`, txn.PostgresSessionsLayout); err != nil {
 			return "", err
 		}
-	case *v > txn.PostgresSessionsLayout:
-		return "", fmt.Errorf("the sessions tables are at version %d, newer than this program's %d: upgrade the program", *v, txn.PostgresSessionsLayout)
+	case *v > txn.PostgresRotatedLayout:
+		return "", fmt.Errorf("the sessions tables are at version %d, newer than this program's %d: upgrade the program", *v, txn.PostgresRotatedLayout)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO `+qs+`.host_key (key) VALUES ($1) ON CONFLICT DO NOTHING`, freshKey); err != nil {
 		return "", err

@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
@@ -72,76 +74,135 @@ func RotateKey(ctx context.Context, adminDSN, hostSchema string) (Rotation, erro
 	rand.Read(fresh[:])
 	key := hex.EncodeToString(fresh[:])
 	var roles []uint32
-	err = txn.PostgresRetry(ctx, func() error {
-		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			r, err := rotate(ctx, tx, hostSchema, key)
-			rot, roles = r, nil
-			if err != nil {
+	for try := 1; ; try++ {
+		err = txn.PostgresRetry(ctx, func() error {
+			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				var err error
+				rot, roles, err = rotate(ctx, tx, hostSchema, key)
 				return err
-			}
-			rows, err := tx.Query(ctx, pluginRolesSQL, hostSchema)
-			if err != nil {
-				return err
-			}
-			roles, err = pgx.CollectRows(rows, pgx.RowTo[uint32])
-			return err
+			})
 		})
-	})
+		var pe *pgconn.PgError
+		if err == nil || try == rotateTries || !errors.As(err, &pe) || pe.Code != "55P03" {
+			break
+		}
+	}
 	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "55P03" {
+			return fail(fmt.Errorf("%w: a lock was held for longer than %s, %d times: try again when the plugins' calls are fewer", err, rotateLockWait, rotateTries))
+		}
 		return fail(err)
 	}
 	// Committed: no new connection of a plugin role logs in with a
-	// password of the old key. Those made before end here; one that was
-	// logging in as the transaction committed shows up a moment later.
-	for try := 0; try < 20; try++ {
-		var n int
-		if err := conn.QueryRow(ctx, `SELECT count(pg_catalog.pg_terminate_backend(a.pid)) FROM pg_catalog.pg_stat_activity a
-			WHERE a.usesysid = ANY($1) AND a.pid <> pg_catalog.pg_backend_pid()`, roles).Scan(&n); err != nil {
-			return rot, fmt.Errorf("pgcap: rotate the host key of schema %q: the key is rotated, but ending the plugin roles' backends failed: %w: end them (pg_terminate_backend) or restart the hosts", hostSchema, err)
-		}
-		rot.Ended += n
-		if n == 0 && try > 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return rot, fmt.Errorf("pgcap: rotate the host key of schema %q: the key is rotated; ending the plugin roles' backends: %w", hostSchema, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	// password of the old key. The backends of those made before, and of
+	// one that was logging in as the transaction committed, end here.
+	n, err := endBackends(ctx, conn, roles)
+	rot.Ended += n
+	if err != nil {
+		return rot, fmt.Errorf("pgcap: rotate the host key of schema %q: the key is rotated, but ending the plugin roles' backends failed: %w: end them (pg_terminate_backend) or restart the hosts", hostSchema, err)
 	}
 	return rot, nil
 }
 
-// pluginRolesSQL lists the plugin roles of the host schema $1: those
-// granted USAGE on it (provisionRole), other than its owner, the admin.
-const pluginRolesSQL = `SELECT DISTINCT a.grantee::oid FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
-	WHERE n.nspname = $1 AND a.privilege_type = 'USAGE' AND a.grantee <> n.nspowner AND a.grantee <> 0`
+// Bounds of a rotation's transaction: a lock it waits for longer than
+// rotateLockWait (a plugin's open transaction that altered its role, or
+// granted on its schema) fails the attempt, and rotateTries attempts, each
+// after ending the plugin roles' backends again, fail the rotation.
+const (
+	rotateLockWait = 5 * time.Second
+	rotateTries    = 3
+)
 
-// rotate is RotateKey's transaction: it renames the tenants' schemas and
-// roles, gives every plugin role the password key derives and stores key.
-func rotate(ctx context.Context, tx pgx.Tx, hostSchema, key string) (Rotation, error) {
+// pluginRolesSQL lists the plugin roles of the host schema $1: the roles
+// named as roleName names them that provisionRole granted EXECUTE on the
+// host's put_row. A role the operator granted USAGE on the host schema,
+// to read its sessions, is not one.
+const pluginRolesSQL = `SELECT DISTINCT a.grantee FROM pg_catalog.pg_proc p
+	JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace, pg_catalog.aclexplode(p.proacl) a
+	JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+	WHERE n.nspname = $1 AND p.proname = 'put_row' AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+		AND r.rolname LIKE 'wasmhist\_%'`
+
+// endTries bounds endBackends's rounds, each waiting up to a second for
+// the backends it ends.
+const endTries = 10
+
+// endBackends ends every backend of roles but this one, waiting for each
+// to exit, until none is left, and returns how many ended.
+func endBackends(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, roles []uint32) (int, error) {
+	ended, tries := 0, 0
+	for {
+		// Inside a transaction pg_stat_activity is a snapshot taken at
+		// its first read, unless cleared.
+		var n, left int
+		if err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_catalog.pg_terminate_backend(a.pid, 1000)), count(*)
+			FROM pg_catalog.pg_stat_clear_snapshot() c, pg_catalog.pg_stat_activity a
+			WHERE a.usesysid = ANY($1) AND a.pid <> pg_catalog.pg_backend_pid()`, roles).Scan(&n, &left); err != nil {
+			return ended, err
+		}
+		ended += n
+		if left == 0 {
+			return ended, nil
+		}
+		if tries++; tries == endTries {
+			return ended, fmt.Errorf("%d backends of the plugin roles did not end in %d rounds", left, endTries)
+		}
+	}
+}
+
+// rotate is RotateKey's transaction: it ends the plugin roles' backends,
+// so that none holds a lock it needs or writes a journal row under a name
+// it renames, renames the tenants' schemas and roles, gives every plugin
+// role the password key derives, drops the host functions that older
+// hosts call with the key, records the layout older programs refuse and
+// stores key. It returns the plugin roles.
+func rotate(ctx context.Context, tx pgx.Tx, hostSchema, key string) (Rotation, []uint32, error) {
 	var rot Rotation
 	qh := pgx.Identifier{hostSchema}.Sanitize()
 	var exists bool
 	if err := tx.QueryRow(ctx, `SELECT pg_catalog.to_regclass($1) IS NOT NULL`, qh+".host_key").Scan(&exists); err != nil {
-		return rot, err
+		return rot, nil, err
 	}
 	if !exists {
-		return rot, fmt.Errorf("no host has provisioned it in this database (it has no host_key table): check the connection string's database and the host schema")
+		return rot, nil, fmt.Errorf("no host has provisioned it in this database (it has no host_key table): check the connection string's database and the host schema")
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = `+pgMillis(rotateLockWait)); err != nil {
+		return rot, nil, err
 	}
 	if _, err := tx.Exec(ctx, txn.PostgresLock(qh)); err != nil {
-		return rot, err
+		return rot, nil, err
 	}
 	var old, db string
 	if err := tx.QueryRow(ctx, `SELECT k.key, pg_catalog.current_database() FROM `+qh+`.host_key k`).Scan(&old, &db); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return rot, errors.New("it has no host key yet: a host makes one at its first call")
+			return rot, nil, errors.New("it has no host key yet: a host makes one at its first call")
 		}
-		return rot, err
+		return rot, nil, err
 	}
-	rows, err := tx.Query(ctx, `SELECT schema, prefix, tenant FROM `+qh+`.tenants`)
+	rows, err := tx.Query(ctx, pluginRolesSQL, hostSchema)
 	if err != nil {
-		return rot, err
+		return rot, nil, err
+	}
+	roles, err := pgx.CollectRows(rows, pgx.RowTo[uint32])
+	if err != nil {
+		return rot, nil, err
+	}
+	n, err := endBackends(ctx, tx, roles)
+	rot.Ended += n
+	if err != nil {
+		return rot, nil, err
+	}
+	// A journal row written from here to the commit waits for it, and is
+	// then its role's by the new name.
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+qh+`.journal IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+		return rot, nil, err
+	}
+	rows, err = tx.Query(ctx, `SELECT schema, prefix, tenant FROM `+qh+`.tenants`)
+	if err != nil {
+		return rot, nil, err
 	}
 	type tenant struct{ schema, prefix, name string }
 	tenants, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (tenant, error) {
@@ -149,7 +210,7 @@ func rotate(ctx context.Context, tx pgx.Tx, hostSchema, key string) (Rotation, e
 		return t, r.Scan(&t.schema, &t.prefix, &t.name)
 	})
 	if err != nil {
-		return rot, err
+		return rot, nil, err
 	}
 	for _, t := range tenants {
 		to := tenantSchema(key, t.prefix, t.name)
@@ -157,27 +218,43 @@ func rotate(ctx context.Context, tx pgx.Tx, hostSchema, key string) (Rotation, e
 			continue
 		}
 		if err := renameTenant(ctx, tx, qh, t.schema, to, roleName(db, t.schema), roleName(db, to)); err != nil {
-			return rot, fmt.Errorf("rename the schema of tenant %q of %q: %w", t.name, t.prefix, err)
+			return rot, nil, fmt.Errorf("rename the schema of tenant %q of %q: %w", t.name, t.prefix, err)
 		}
 		rot.Tenants++
 	}
-	rows, err = tx.Query(ctx, `SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid IN (`+pluginRolesSQL+`)`, hostSchema)
+	rows, err = tx.Query(ctx, `SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = ANY($1)`, roles)
 	if err != nil {
-		return rot, err
+		return rot, nil, err
 	}
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return rot, err
+		return rot, nil, err
 	}
 	for _, name := range names {
 		// As a SCRAM verifier: the statement may be logged.
 		if _, err := tx.Exec(ctx, `ALTER ROLE `+pgx.Identifier{name}.Sanitize()+` PASSWORD `+quoteLiteral(scramVerifier(password(key, name)))); err != nil {
-			return rot, fmt.Errorf("ALTER ROLE %s PASSWORD: %w", pgx.Identifier{name}.Sanitize(), err)
+			return rot, nil, fmt.Errorf("ALTER ROLE %s PASSWORD: %w", pgx.Identifier{name}.Sanitize(), err)
 		}
 		rot.Roles++
 	}
+	stmts := []string{
+		// Hosts of the versions before key rotation grant these when they
+		// provision a role, and call fire_deferred with the key in a
+		// statement the plugin's triggers run in: gone, a host of theirs
+		// still running can neither give a role the old key's password
+		// again nor commit a write.
+		`DROP FUNCTION IF EXISTS ` + qh + `.fire_deferred(text), ` + qh + `.fire_deferred(text, text), ` + qh + `.command_id(text), ` + qh + `.command_probes_done(text)`,
+		// And one that starts refuses the database.
+		`INSERT INTO ` + qh + `.store_version (version) SELECT ` + strconv.Itoa(txn.PostgresRotatedLayout) + `
+			WHERE (SELECT max(version) FROM ` + qh + `.store_version) < ` + strconv.Itoa(txn.PostgresRotatedLayout),
+	}
+	for _, q := range stmts {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return rot, nil, fmt.Errorf("%s: %w", firstLine(q), err)
+		}
+	}
 	_, err = tx.Exec(ctx, `UPDATE `+qh+`.host_key SET key = $1`, key)
-	return rot, err
+	return rot, roles, err
 }
 
 // renameTenant moves a tenant from schema from and role fromRole to

@@ -4,16 +4,21 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/pbkdf2"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 )
 
@@ -158,6 +163,170 @@ func TestRotateKey(t *testing.T) {
 			assert.JSONEq(t, mustJSON([]string{newSchema}), mustJSON(resp.Results[1].Rows[0]))
 		})
 	}
+}
+
+// TestRotateKeyRaces: what a plugin, an operator's own role, a host of an
+// older version or a call in flight can do to a rotation, and a retired
+// database's close.
+func TestRotateKeyRaces(t *testing.T) {
+	srv := pgtest.Start(t)
+	ctx := context.Background()
+	e := &env{dsn: srv.DSN("postgres"), store: NewStore(), adminSuper: true}
+	t.Cleanup(func() { e.store.Close() })
+	var err error
+	e.admin, err = pgx.Connect(ctx, srv.DSN("postgres"))
+	require.NoError(t, err)
+	t.Cleanup(func() { e.admin.Close(context.Background()) })
+	tenants := NewGrant(Config{Name: "main", AdminDSN: e.dsn, Schema: "multi", Tenant: func(ctx context.Context) (string, error) {
+		return ctx.Value(tenantKey{}).(string), nil
+	}})
+	actx := context.WithValue(ctx, tenantKey{}, "acme")
+	c := e.begin(actx, t, tenants)
+	c.must(actx, "CREATE TABLE m (x text)")
+	require.NoError(t, c.end(actx, true))
+	// fresh is a host that read the key as it is now.
+	fresh := func(t *testing.T) *env {
+		f := &env{dsn: e.dsn, store: NewStore(), admin: e.admin}
+		t.Cleanup(func() { f.store.Close() })
+		return f
+	}
+	orphans := func(t *testing.T) string {
+		return e.adminValue(t, "SELECT count(*)::text FROM wasmhist.journal j WHERE NOT EXISTS (SELECT FROM pg_roles r WHERE r.rolname = j.owner)")
+	}
+
+	t.Run("a journal row written during the rotation keeps its role", func(t *testing.T) {
+		rconn, err := pgx.Connect(ctx, e.dsn)
+		require.NoError(t, err)
+		defer rconn.Close(ctx)
+		rtx, err := rconn.Begin(ctx)
+		require.NoError(t, err)
+		defer rtx.Rollback(ctx)
+		var fresh [32]byte
+		rand.Read(fresh[:])
+		_, _, err = rotate(ctx, rtx, "wasmhist", hex.EncodeToString(fresh[:]))
+		require.NoError(t, err)
+		// The rotation is open; a run of the tenant's writes its journal
+		// row (on a connection made after the rotation ended the others).
+		done := make(chan error, 1)
+		go func() {
+			var err error
+			for range 3 {
+				tx := txn.New()
+				tctx := txn.With(actx, tx)
+				c := e.begin(tctx, t, tenants)
+				if _, err = c.sql(tctx, "INSERT INTO m VALUES ('during')"); err == nil {
+					if err = c.end(tctx, true); err == nil {
+						if err = tx.Put(ctx, txn.PostgresTarget("main"), txn.Journal, "run-during", 1, []byte(`{}`)); err == nil {
+							err = tx.Commit(ctx)
+						}
+					}
+				}
+				if err == nil || !strings.Contains(err.Error(), "connection was lost") {
+					break
+				}
+				tx.Rollback(ctx)
+			}
+			done <- err
+		}()
+		// Until the run waits for a lock the rotation holds, or ended.
+		waiting := func() bool {
+			return e.adminValue(t, "SELECT count(*)::text FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name LIKE 'wasmhist sql multi%'") != "0"
+		}
+		var runErr error
+		ended := false
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !waiting(); time.Sleep(20 * time.Millisecond) {
+			select {
+			case runErr = <-done:
+				ended = true
+			default:
+			}
+			if ended {
+				break
+			}
+		}
+		require.NoError(t, rtx.Commit(ctx))
+		if !ended {
+			runErr = <-done
+		}
+		t.Logf("the run during the rotation: %v", runErr)
+		assert.Equal(t, "0", orphans(t), "a journal row names a role that is not there")
+	})
+
+	t.Run("a plugin holding its role's row does not stall it", func(t *testing.T) {
+		f := fresh(t)
+		evil := e.grant("evil", Limits{})
+		f.oneCall(t, evil, "SELECT 1")
+		c := f.begin(ctx, t, evil)
+		c.must(ctx, "ALTER ROLE CURRENT_USER PASSWORD 'x'", "GRANT USAGE ON SCHEMA evil TO PUBLIC")
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		rot, err := RotateKey(rctx, e.dsn, "")
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), rotateLockWait, "it waited for the plugin's locks")
+		assert.GreaterOrEqual(t, rot.Ended, 1)
+		_, err = c.sql(ctx, "SELECT 1")
+		require.Error(t, err, "the plugin's backend lives on")
+		c.end(ctx, false)
+		role := roleName("postgres", "evil")
+		v := e.adminValue(t, "SELECT rolpassword FROM pg_authid WHERE rolname = '"+role+"'")
+		assert.True(t, scramMatches(t, v, password(e.adminValue(t, "SELECT key FROM wasmhist.host_key"), role)), "the role kept a password it chose")
+	})
+
+	t.Run("an operator's role is not a plugin's", func(t *testing.T) {
+		e.superExec(t, "CREATE ROLE reporter LOGIN PASSWORD 'operator-chosen'", "GRANT USAGE ON SCHEMA wasmhist TO reporter")
+		rconn, err := pgx.Connect(ctx, strings.Replace(e.dsn, "user="+pgtest.Superuser, "user=reporter", 1))
+		require.NoError(t, err)
+		defer rconn.Close(ctx)
+		before := e.adminValue(t, "SELECT rolpassword FROM pg_authid WHERE rolname = 'reporter'")
+		_, err = RotateKey(ctx, e.dsn, "")
+		require.NoError(t, err)
+		assert.Equal(t, before, e.adminValue(t, "SELECT rolpassword FROM pg_authid WHERE rolname = 'reporter'"))
+		require.NoError(t, rconn.Ping(ctx), "its connection was ended")
+	})
+
+	t.Run("hosts of older versions are shut out", func(t *testing.T) {
+		// What the versions before key rotation create and grant.
+		e.superExec(t, "CREATE FUNCTION wasmhist.fire_deferred(key text) RETURNS void LANGUAGE sql AS 'SELECT'",
+			"GRANT EXECUTE ON FUNCTION wasmhist.fire_deferred(text) TO "+roleName("postgres", "evil"))
+		_, err := RotateKey(ctx, e.dsn, "")
+		require.NoError(t, err)
+		assert.Equal(t, "<null>", e.adminValue(t, "SELECT to_regprocedure('wasmhist.fire_deferred(text)')::text"))
+		assert.Equal(t, strconv.Itoa(txn.PostgresRotatedLayout), e.adminValue(t, "SELECT max(version)::text FROM wasmhist.store_version"))
+		// This version serves the database after it.
+		fresh(t).oneCall(t, e.grant("plain", Limits{}), "SELECT 1")
+	})
+	e = fresh(t)
+
+	t.Run("a retired database closes as its calls end", func(t *testing.T) {
+		cfg := &Config{Name: "main", AdminDSN: e.dsn, Schema: "p"}
+		e.oneCall(t, e.grant("p", Limits{}), "SELECT 1")
+		d, err := e.store.database(ctx, cfg)
+		require.NoError(t, err)
+		held := e.begin(ctx, t, e.grant("p", Limits{}))
+		held.must(ctx, "SELECT 1")
+		d.stale.Store(true)
+		now, err := e.store.database(ctx, cfg)
+		require.NoError(t, err)
+		require.NotSame(t, d, now)
+		// A call that took d before it was retired, for another schema:
+		// it is refused at once, not made to wait for the close.
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err = d.tenantRole(tctx, "q", "")
+		require.ErrorContains(t, err, "its connections are closing")
+		assert.Less(t, time.Since(start), time.Second)
+		e.store.mu.Lock()
+		assert.Contains(t, e.store.retired, d)
+		e.store.mu.Unlock()
+		require.NoError(t, held.end(ctx, true))
+		require.Eventually(t, func() bool {
+			e.store.mu.Lock()
+			defer e.store.mu.Unlock()
+			return !slices.Contains(e.store.retired, d)
+		}, 10*time.Second, 10*time.Millisecond, "the retired database did not close once its call ended")
+	})
 }
 
 // scramMatches reports whether the SCRAM-SHA-256 verifier v, as

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +81,8 @@ type database struct {
 
 	mu    sync.Mutex
 	roles map[string]*role // by schema
+	// closing: close has taken roles; no role is added after.
+	closing bool
 }
 
 // role is one plugin schema's role and its pool.
@@ -104,7 +108,12 @@ func (s *Store) database(ctx context.Context, c *Config) (*database, error) {
 	if ok && db.stale.Load() {
 		// Its pools close once the calls that hold their connections end.
 		s.retired = append(s.retired, db)
-		go db.close()
+		go func(old *database) {
+			old.close()
+			s.mu.Lock()
+			s.retired = slices.DeleteFunc(s.retired, func(d *database) bool { return d == old })
+			s.mu.Unlock()
+		}(db)
 		ok = false
 	}
 	if !ok {
@@ -136,16 +145,25 @@ func (s *Store) database(ctx context.Context, c *Config) (*database, error) {
 
 func (db *database) close() {
 	<-db.ready
-	if db.admin != nil {
-		db.admin.Close()
-	}
+	// Not under mu while a pool waits for its connections: a call that
+	// holds one may be waiting for mu.
 	db.mu.Lock()
-	defer db.mu.Unlock()
+	db.closing = true
+	roles := make([]*role, 0, len(db.roles))
 	for _, r := range db.roles {
+		roles = append(roles, r)
+	}
+	db.mu.Unlock()
+	for _, r := range roles {
 		<-r.ready
 		if r.pool != nil {
 			r.pool.Close()
 		}
+	}
+	// Last: the calls those connections served use it until they end
+	// (to end a stuck backend, to watch lock waits).
+	if db.admin != nil {
+		db.admin.Close()
 	}
 }
 
@@ -221,6 +239,10 @@ func (db *database) role(ctx context.Context, schema string) (*role, error) {
 // names became opaque was legacy.
 func (db *database) tenantRole(ctx context.Context, schema, legacy string) (*role, error) {
 	db.mu.Lock()
+	if db.closing {
+		db.mu.Unlock()
+		return nil, fmt.Errorf("pgcap: %s: its connections are closing, after a key rotation or at the Store's Close: try the call again", db.name)
+	}
 	r, ok := db.roles[schema]
 	if !ok {
 		r = &role{schema: schema, legacy: legacy, name: roleName(db.db, schema), ready: make(chan struct{})}
@@ -344,7 +366,8 @@ func (db *database) acquire(ctx context.Context, r *role) (*pgxpool.Conn, error)
 		c, err = r.pool.Acquire(ctx)
 	}
 	if err != nil {
-		if errors.Is(err, ErrKeyRotated) || db.keyRotated(ctx) {
+		var pe *pgconn.PgError
+		if errors.Is(err, ErrKeyRotated) || errors.As(err, &pe) && strings.HasPrefix(pe.Code, "28") && db.keyRotated(ctx) {
 			// A tenant's role renamed, or a password no longer the key's.
 			return nil, db.rotated()
 		}

@@ -86,6 +86,15 @@ func PostgresLock(qs string) string {
 // PostgresSessions creates; the store records it in store_version.
 const PostgresSessionsLayout = 1
 
+// PostgresRotatedLayout is the version a rotation of the host key records
+// (pgcap.RotateKey) in store_version: the tables are
+// PostgresSessionsLayout's, and it is the newest version this program
+// reads. Programs from before key rotation refuse it ("upgrade the
+// program"): they would give plugin roles the old key's passwords again,
+// and the oldest of them pass the key to a statement a plugin's trigger
+// can read it in.
+const PostgresRotatedLayout = 2
+
 // PostgresSessions creates the session store's tables in the schema qs
 // (quoted) if missing: store_version, and sessions with one row a session,
 // its revision, when it was written and its JSON as session.Encode wrote it

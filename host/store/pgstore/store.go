@@ -35,7 +35,9 @@ const DefaultSchema = "wasmhist"
 
 // schemaVersion is the layout of the tables this version writes. Open
 // records it in the store_version table so that a later version knows
-// what to migrate, and refuses a schema a later version has migrated.
+// what to migrate, and refuses a schema a later version has migrated
+// (newer than txn.PostgresRotatedLayout, the same tables after a host
+// key rotation).
 const schemaVersion = txn.PostgresSessionsLayout
 
 // Config says where the store lives. Its zero value, with a DSN, is the
@@ -131,8 +133,8 @@ func (s *Store) migrate(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO `+version+` (version) VALUES ($1)`, schemaVersion); err != nil {
 			return fail(err)
 		}
-	case *v > schemaVersion:
-		return fail(fmt.Errorf("the sessions tables are at version %d, newer than this program's %d: upgrade the program", *v, schemaVersion))
+	case *v > txn.PostgresRotatedLayout:
+		return fail(fmt.Errorf("the sessions tables are at version %d, newer than this program's %d: upgrade the program", *v, txn.PostgresRotatedLayout))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fail(err)

@@ -142,10 +142,16 @@ func testStore(t *testing.T, srv *pgtest.Server, dsn, superDSN string) {
 	t.Run("newer schema refused", func(t *testing.T) {
 		schema := newSchema()
 		open(t, schema)
+		// 2 is the same tables after a rotation of the host key.
 		_, err := conn.Exec(t.Context(), `UPDATE `+pgx.Identifier{schema, "store_version"}.Sanitize()+` SET version = 2`)
 		require.NoError(t, err)
+		st, err := pgstore.OpenConfig(t.Context(), pgstore.Config{DSN: dsn, Schema: schema})
+		require.NoError(t, err)
+		st.Close()
+		_, err = conn.Exec(t.Context(), `UPDATE `+pgx.Identifier{schema, "store_version"}.Sanitize()+` SET version = 3`)
+		require.NoError(t, err)
 		_, err = pgstore.OpenConfig(t.Context(), pgstore.Config{DSN: dsn, Schema: schema})
-		require.ErrorContains(t, err, "version 2, newer than this program's 1")
+		require.ErrorContains(t, err, "version 3, newer than this program's 2")
 	})
 
 	// Hosts take turns on a row no plugin role may lock: a session holding
