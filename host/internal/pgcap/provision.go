@@ -491,8 +491,9 @@ func provisionRole(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, pw 
 // schema and role still have the names that said the tenant (legacy,
 // prefix__tenant, and its role legacyRole), renames them to schema and
 // name, moving the role's journal rows with it: the data, its owner's
-// grants and the role's members stay as they were. It runs under the
-// host schema's lock, before provisionRole.
+// grants and the role's members stay as they were (renameTenant, which a
+// key rotation runs too). It runs under the host schema's lock, before
+// provisionRole.
 func migrateTenant(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, legacy, legacyRole string) error {
 	qh := pgx.Identifier{hostSchema}.Sanitize()
 	if _, err := tx.Exec(ctx, txn.PostgresLock(qh)); err != nil {
@@ -502,27 +503,7 @@ func migrateTenant(ctx context.Context, tx pgx.Tx, hostSchema, schema, name, leg
 	if _, err := tx.Exec(ctx, `INSERT INTO `+qh+`.tenants (schema, prefix, tenant) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, schema, prefix, tenant); err != nil {
 		return err
 	}
-	var oldSchema, newSchema, oldRole, newRole bool
-	if err := tx.QueryRow(ctx, `SELECT
-			EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = $1), EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = $2),
-			EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = $3), EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = $4)`,
-		legacy, schema, legacyRole, name).Scan(&oldSchema, &newSchema, &oldRole, &newRole); err != nil {
-		return err
-	}
-	if oldSchema && !newSchema {
-		if _, err := tx.Exec(ctx, `ALTER SCHEMA `+pgx.Identifier{legacy}.Sanitize()+` RENAME TO `+pgx.Identifier{schema}.Sanitize()); err != nil {
-			return err
-		}
-	}
-	if oldRole && !newRole {
-		if _, err := tx.Exec(ctx, `ALTER ROLE `+pgx.Identifier{legacyRole}.Sanitize()+` RENAME TO `+pgx.Identifier{name}.Sanitize()); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE `+qh+`.journal SET owner = $1 WHERE owner = $2`, name, legacyRole); err != nil {
-			return err
-		}
-	}
-	return nil
+	return renameTenant(ctx, tx, qh, legacy, schema, legacyRole, name)
 }
 
 // checkSignal makes sure the admin has the privileges of role name: a
