@@ -41,7 +41,7 @@ import (
 //     as a bind parameter (so it shows in no statement text), before doing
 //     anything. No code of the plugin's runs in a statement that carries
 //     the key: code can read the parameters of the statement it runs in.
-func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key string, err error) {
+func provisionHost(ctx context.Context, tx pgx.Tx, schema string) (key string, err error) {
 	qs := pgx.Identifier{schema}.Sanitize()
 	if _, err := tx.Exec(ctx, txn.PostgresLock(qs)); err != nil {
 		return "", err
@@ -157,18 +157,6 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 				RAISE EXCEPTION 'unknown host table %', tab USING ERRCODE = 'invalid_parameter_value';
 			END IF;
 			RETURN stored;
-		END $f$`,
-		`CREATE OR REPLACE FUNCTION `+qs+`.get_row(key text, tab text, row_id text) RETURNS TABLE (revision bigint, body text)
-		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
-		BEGIN
-			PERFORM `+qs+`.check_key(key);
-			IF tab = 'sessions' THEN
-				RETURN QUERY SELECT s.revision, s.data::text FROM `+qs+`.sessions s WHERE s.id = row_id;
-			ELSIF tab = 'journal' THEN
-				RETURN QUERY SELECT j.revision, j.data::text FROM `+qs+`.journal j WHERE j.owner = session_user AND j.id = row_id;
-			ELSE
-				RAISE EXCEPTION 'unknown host table %', tab USING ERRCODE = 'invalid_parameter_value';
-			END IF;
 		END $f$`,
 		// get_rows reads the rows of tabs for row_id in one query, so in
 		// one snapshot, and in one statement, which needs no transaction
@@ -351,7 +339,8 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 	case *v > txn.PostgresRotatedLayout:
 		return "", fmt.Errorf("the sessions tables are at version %d, newer than this program's %d: upgrade the program", *v, txn.PostgresRotatedLayout)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO `+qs+`.host_key (key) VALUES ($1) ON CONFLICT DO NOTHING`, freshKey); err != nil {
+	// Made by the server, never a parameter, which may be logged.
+	if _, err := tx.Exec(ctx, `INSERT INTO `+qs+`.host_key (key) VALUES (`+newKeySQL+`) ON CONFLICT DO NOTHING`); err != nil {
 		return "", err
 	}
 	err = tx.QueryRow(ctx, `SELECT key FROM `+qs+`.host_key`).Scan(&key)
@@ -362,7 +351,7 @@ func provisionHost(ctx context.Context, tx pgx.Tx, schema, freshKey string) (key
 // (the host calls them on the plugin's connections), by signature.
 var callable = []string{
 	"guard(text, bytea)", "guard_if_wrote(text, bytea)", "release(text, bytea)",
-	"put_row(text, text, text, bigint, text)", "get_row(text, text, text)", "get_rows(text, text[], text)", "delete_row(text, text, text)",
+	"put_row(text, text, text, bigint, text)", "get_rows(text, text[], text)", "delete_row(text, text, text)",
 	"begin_checks(text)", "catalog_writes()", "reset_session()", "settle_deferred(text)", "before_commit(text)",
 	"command_id()", "command_probes_done()",
 }

@@ -3,8 +3,6 @@ package pgcap
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -70,34 +68,51 @@ func RotateKey(ctx context.Context, adminDSN, hostSchema string) (Rotation, erro
 		return fail(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var fresh [32]byte
-	rand.Read(fresh[:])
-	key := hex.EncodeToString(fresh[:])
+	in := func(f func(tx pgx.Tx) error) error {
+		return txn.PostgresRetry(ctx, func() error { return pgx.BeginFunc(ctx, conn, f) })
+	}
 	var roles []uint32
 	for try := 1; ; try++ {
-		err = txn.PostgresRetry(ctx, func() error {
-			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// First the plugin roles' logins go off, so that the backends the
+		// rotation ends stay ended: a busy host reconnects within
+		// milliseconds, with the old password until the rotation commits.
+		err = in(func(tx pgx.Tx) error {
+			var err error
+			rot.Ended, err = lockOut(ctx, tx, hostSchema)
+			return err
+		})
+		if err == nil {
+			var n int
+			err = in(func(tx pgx.Tx) error {
 				var err error
-				rot, roles, err = rotate(ctx, tx, hostSchema, key)
+				n, roles, err = rotate(ctx, tx, hostSchema, &rot)
 				return err
 			})
-		})
+			rot.Ended += n
+		}
 		var pe *pgconn.PgError
 		if err == nil || try == rotateTries || !errors.As(err, &pe) || pe.Code != "55P03" {
 			break
 		}
 	}
 	if err != nil {
+		// The old key stays; the roles' logins come back.
+		if rerr := in(func(tx pgx.Tx) error { return setLogins(ctx, tx, hostSchema, -1) }); rerr != nil {
+			return fail(fmt.Errorf("%w; and giving the plugin roles their logins back failed: %w: run the rotation again", err, rerr))
+		}
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "55P03" {
 			return fail(fmt.Errorf("%w: a lock was held for longer than %s, %d times: try again when the plugins' calls are fewer", err, rotateLockWait, rotateTries))
 		}
 		return fail(err)
 	}
-	// Committed: no new connection of a plugin role logs in with a
-	// password of the old key. The backends of those made before, and of
-	// one that was logging in as the transaction committed, end here.
-	n, err := endBackends(ctx, conn, roles)
+	// Committed: a login now needs the new key's password. A backend
+	// that started before the commit and still runs ends here.
+	var committed time.Time
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.statement_timestamp()`).Scan(&committed); err != nil {
+		return rot, fmt.Errorf("pgcap: rotate the host key of schema %q: the key is rotated, but reading the server's clock failed: %w: restart the hosts", hostSchema, err)
+	}
+	n, err := endBackends(ctx, conn, roles, committed)
 	rot.Ended += n
 	if err != nil {
 		return rot, fmt.Errorf("pgcap: rotate the host key of schema %q: the key is rotated, but ending the plugin roles' backends failed: %w: end them (pg_terminate_backend) or restart the hosts", hostSchema, err)
@@ -105,10 +120,11 @@ func RotateKey(ctx context.Context, adminDSN, hostSchema string) (Rotation, erro
 	return rot, nil
 }
 
-// Bounds of a rotation's transaction: a lock it waits for longer than
+// Bounds of a rotation's transactions: a lock one waits for longer than
 // rotateLockWait (a plugin's open transaction that altered its role, or
-// granted on its schema) fails the attempt, and rotateTries attempts, each
-// after ending the plugin roles' backends again, fail the rotation.
+// granted on its schema, whose backend began again) fails the attempt,
+// and rotateTries attempts, each ending the plugin roles' backends again,
+// fail the rotation.
 const (
 	rotateLockWait = 5 * time.Second
 	rotateTries    = 3
@@ -128,81 +144,145 @@ const pluginRolesSQL = `SELECT DISTINCT a.grantee FROM pg_catalog.pg_proc p
 // the backends it ends.
 const endTries = 10
 
-// endBackends ends every backend of roles but this one, waiting for each
-// to exit, until none is left, and returns how many ended.
-func endBackends(ctx context.Context, q interface {
+type queryRower interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, roles []uint32) (int, error) {
-	ended, tries := 0, 0
-	for {
+}
+
+// endBackends ends every backend of roles but this one that started
+// before before, waiting for each to exit, until none is left, and
+// returns how many ended.
+func endBackends(ctx context.Context, q queryRower, roles []uint32, before time.Time) (int, error) {
+	ended := 0
+	for try := 0; ; try++ {
 		// Inside a transaction pg_stat_activity is a snapshot taken at
 		// its first read, unless cleared.
 		var n, left int
 		if err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_catalog.pg_terminate_backend(a.pid, 1000)), count(*)
 			FROM pg_catalog.pg_stat_clear_snapshot() c, pg_catalog.pg_stat_activity a
-			WHERE a.usesysid = ANY($1) AND a.pid <> pg_catalog.pg_backend_pid()`, roles).Scan(&n, &left); err != nil {
+			WHERE a.usesysid = ANY($1) AND a.pid <> pg_catalog.pg_backend_pid() AND a.backend_start < $2`, roles, before).Scan(&n, &left); err != nil {
 			return ended, err
 		}
 		ended += n
-		if left == 0 {
+		if left == n {
 			return ended, nil
 		}
-		if tries++; tries == endTries {
-			return ended, fmt.Errorf("%d backends of the plugin roles did not end in %d rounds", left, endTries)
+		if try == endTries {
+			return ended, fmt.Errorf("%d backends of the plugin roles did not end in %d rounds", left-n, endTries)
 		}
 	}
 }
 
-// rotate is RotateKey's transaction: it ends the plugin roles' backends,
-// so that none holds a lock it needs or writes a journal row under a name
-// it renames, renames the tenants' schemas and roles, gives every plugin
-// role the password key derives, drops the host functions that older
-// hosts call with the key, records the layout older programs refuse and
-// stores key. It returns the plugin roles.
-func rotate(ctx context.Context, tx pgx.Tx, hostSchema, key string) (Rotation, []uint32, error) {
-	var rot Rotation
-	qh := pgx.Identifier{hostSchema}.Sanitize()
+// hostTables checks that a host has provisioned the host schema qh, and
+// sets the transaction's lock timeout and takes the host lock.
+func hostTables(ctx context.Context, tx pgx.Tx, qh string) error {
 	var exists bool
 	if err := tx.QueryRow(ctx, `SELECT pg_catalog.to_regclass($1) IS NOT NULL`, qh+".host_key").Scan(&exists); err != nil {
-		return rot, nil, err
+		return err
 	}
 	if !exists {
-		return rot, nil, fmt.Errorf("no host has provisioned it in this database (it has no host_key table): check the connection string's database and the host schema")
+		return errors.New("no host has provisioned it in this database (it has no host_key table): check the connection string's database and the host schema")
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = `+pgMillis(rotateLockWait)); err != nil {
-		return rot, nil, err
+		return err
 	}
-	if _, err := tx.Exec(ctx, txn.PostgresLock(qh)); err != nil {
-		return rot, nil, err
+	_, err := tx.Exec(ctx, txn.PostgresLock(qh))
+	return err
+}
+
+// pluginRoles returns the oids and names of the plugin roles of hostSchema.
+func pluginRoles(ctx context.Context, tx pgx.Tx, hostSchema string) ([]uint32, []string, error) {
+	rows, err := tx.Query(ctx, `SELECT r.oid, r.rolname FROM pg_catalog.pg_roles r WHERE r.oid IN (`+pluginRolesSQL+`)`, hostSchema)
+	if err != nil {
+		return nil, nil, err
 	}
-	var old, db string
-	if err := tx.QueryRow(ctx, `SELECT k.key, pg_catalog.current_database() FROM `+qh+`.host_key k`).Scan(&old, &db); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return rot, nil, errors.New("it has no host key yet: a host makes one at its first call")
+	var oids []uint32
+	var names []string
+	var oid uint32
+	var name string
+	_, err = pgx.ForEachRow(rows, []any{&oid, &name}, func() error {
+		oids, names = append(oids, oid), append(names, name)
+		return nil
+	})
+	return oids, names, err
+}
+
+// setLogins sets every plugin role's connection limit: 0 turns its
+// logins off, -1 (what provisioning leaves) back on.
+func setLogins(ctx context.Context, tx pgx.Tx, hostSchema string, limit int) error {
+	if err := hostTables(ctx, tx, pgx.Identifier{hostSchema}.Sanitize()); err != nil {
+		return err
+	}
+	_, names, err := pluginRoles(ctx, tx, hostSchema)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if _, err := tx.Exec(ctx, `ALTER ROLE `+pgx.Identifier{name}.Sanitize()+` CONNECTION LIMIT `+strconv.Itoa(limit)); err != nil {
+			return err
 		}
-		return rot, nil, err
 	}
-	rows, err := tx.Query(ctx, pluginRolesSQL, hostSchema)
+	return nil
+}
+
+// lockOut is the rotation's first transaction: it ends the plugin roles'
+// backends, which may hold their roles' rows (a plugin's ALTER ROLE in an
+// open transaction) and make a provisioning host wait while it holds the
+// host lock, then takes the host lock and turns the roles' logins off.
+func lockOut(ctx context.Context, tx pgx.Tx, hostSchema string) (int, error) {
+	oids, _, err := pluginRoles(ctx, tx, hostSchema)
 	if err != nil {
-		return rot, nil, err
+		return 0, err
 	}
-	roles, err := pgx.CollectRows(rows, pgx.RowTo[uint32])
-	if err != nil {
-		return rot, nil, err
+	// One round: new backends may still log in until this commits.
+	var ended int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_catalog.pg_terminate_backend(a.pid, 1000))
+		FROM pg_catalog.pg_stat_activity a WHERE a.usesysid = ANY($1) AND a.pid <> pg_catalog.pg_backend_pid()`, oids).Scan(&ended); err != nil {
+		return 0, err
 	}
-	n, err := endBackends(ctx, tx, roles)
-	rot.Ended += n
+	return ended, setLogins(ctx, tx, hostSchema, 0)
+}
+
+// rotate is the rotation's second transaction: with the plugin roles'
+// logins off, it ends their backends, so that none holds a lock it needs
+// or writes a journal row under a name it renames; it stores a new key,
+// made by the server and read back (a parameter may be logged, a result
+// is not), renames the tenants' schemas and roles, gives every plugin role
+// the password the key derives and its logins back, drops the host
+// functions older hosts grant and call with the key, and records the
+// layout older programs refuse. It returns how many backends it ended
+// and the plugin roles.
+func rotate(ctx context.Context, tx pgx.Tx, hostSchema string, rot *Rotation) (int, []uint32, error) {
+	qh := pgx.Identifier{hostSchema}.Sanitize()
+	if err := hostTables(ctx, tx, qh); err != nil {
+		return 0, nil, err
+	}
+	roles, names, err := pluginRoles(ctx, tx, hostSchema)
 	if err != nil {
-		return rot, nil, err
+		return 0, nil, err
+	}
+	var now time.Time
+	if err := tx.QueryRow(ctx, `SELECT pg_catalog.clock_timestamp()`).Scan(&now); err != nil {
+		return 0, nil, err
+	}
+	ended, err := endBackends(ctx, tx, roles, now.Add(time.Hour))
+	if err != nil {
+		return ended, nil, err
 	}
 	// A journal row written from here to the commit waits for it, and is
 	// then its role's by the new name.
 	if _, err := tx.Exec(ctx, `LOCK TABLE `+qh+`.journal IN SHARE ROW EXCLUSIVE MODE`); err != nil {
-		return rot, nil, err
+		return ended, nil, err
 	}
-	rows, err = tx.Query(ctx, `SELECT schema, prefix, tenant FROM `+qh+`.tenants`)
+	var key, db string
+	if err := tx.QueryRow(ctx, `UPDATE `+qh+`.host_key SET key = `+newKeySQL+` RETURNING key, pg_catalog.current_database()`).Scan(&key, &db); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ended, nil, errors.New("it has no host key yet: a host makes one at its first call")
+		}
+		return ended, nil, err
+	}
+	rows, err := tx.Query(ctx, `SELECT schema, prefix, tenant FROM `+qh+`.tenants`)
 	if err != nil {
-		return rot, nil, err
+		return ended, nil, err
 	}
 	type tenant struct{ schema, prefix, name string }
 	tenants, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (tenant, error) {
@@ -210,52 +290,53 @@ func rotate(ctx context.Context, tx pgx.Tx, hostSchema, key string) (Rotation, [
 		return t, r.Scan(&t.schema, &t.prefix, &t.name)
 	})
 	if err != nil {
-		return rot, nil, err
+		return ended, nil, err
 	}
+	renamed := map[string]string{}
 	for _, t := range tenants {
 		to := tenantSchema(key, t.prefix, t.name)
 		if to == t.schema {
 			continue
 		}
 		if err := renameTenant(ctx, tx, qh, t.schema, to, roleName(db, t.schema), roleName(db, to)); err != nil {
-			return rot, nil, fmt.Errorf("rename the schema of tenant %q of %q: %w", t.name, t.prefix, err)
+			return ended, nil, fmt.Errorf("rename the schema of tenant %q of %q: %w", t.name, t.prefix, err)
 		}
+		renamed[roleName(db, t.schema)] = roleName(db, to)
 		rot.Tenants++
 	}
-	rows, err = tx.Query(ctx, `SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = ANY($1)`, roles)
-	if err != nil {
-		return rot, nil, err
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return rot, nil, err
-	}
 	for _, name := range names {
+		if to, ok := renamed[name]; ok {
+			name = to
+		}
 		// As a SCRAM verifier: the statement may be logged.
-		if _, err := tx.Exec(ctx, `ALTER ROLE `+pgx.Identifier{name}.Sanitize()+` PASSWORD `+quoteLiteral(scramVerifier(password(key, name)))); err != nil {
-			return rot, nil, fmt.Errorf("ALTER ROLE %s PASSWORD: %w", pgx.Identifier{name}.Sanitize(), err)
+		if _, err := tx.Exec(ctx, `ALTER ROLE `+pgx.Identifier{name}.Sanitize()+` CONNECTION LIMIT -1 PASSWORD `+quoteLiteral(scramVerifier(password(key, name)))); err != nil {
+			return ended, nil, fmt.Errorf("ALTER ROLE %s PASSWORD: %w", pgx.Identifier{name}.Sanitize(), err)
 		}
 		rot.Roles++
 	}
 	stmts := []string{
-		// Hosts of the versions before key rotation grant these when they
-		// provision a role, and call fire_deferred with the key in a
-		// statement the plugin's triggers run in: gone, a host of theirs
-		// still running can neither give a role the old key's password
-		// again nor commit a write.
-		`DROP FUNCTION IF EXISTS ` + qh + `.fire_deferred(text), ` + qh + `.fire_deferred(text, text), ` + qh + `.command_id(text), ` + qh + `.command_probes_done(text)`,
+		// Hosts of the versions before key rotation grant get_row when
+		// they provision a role (this version no longer makes it), and
+		// the oldest call fire_deferred with the key in a statement the
+		// plugin's triggers run in: gone, a host of theirs still running
+		// can neither give a role the old key's password again nor
+		// commit a write.
+		`DROP FUNCTION IF EXISTS ` + qh + `.get_row(text, text, text), ` + qh + `.fire_deferred(text), ` + qh + `.fire_deferred(text, text), ` + qh + `.command_id(text), ` + qh + `.command_probes_done(text)`,
 		// And one that starts refuses the database.
 		`INSERT INTO ` + qh + `.store_version (version) SELECT ` + strconv.Itoa(txn.PostgresRotatedLayout) + `
 			WHERE (SELECT max(version) FROM ` + qh + `.store_version) < ` + strconv.Itoa(txn.PostgresRotatedLayout),
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {
-			return rot, nil, fmt.Errorf("%s: %w", firstLine(q), err)
+			return ended, nil, fmt.Errorf("%s: %w", firstLine(q), err)
 		}
 	}
-	_, err = tx.Exec(ctx, `UPDATE `+qh+`.host_key SET key = $1`, key)
-	return rot, roles, err
+	return ended, roles, nil
 }
+
+// newKeySQL makes a host key on the server, 64 hex digits (244 random
+// bits from two version 4 UUIDs), so that it is never a parameter.
+const newKeySQL = `pg_catalog.replace(pg_catalog.gen_random_uuid()::text || pg_catalog.gen_random_uuid()::text, '-', '')`
 
 // renameTenant moves a tenant from schema from and role fromRole to
 // schema to and role toRole, with its journal rows and its row of the

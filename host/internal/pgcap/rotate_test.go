@@ -4,13 +4,16 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/pbkdf2"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +21,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 )
@@ -201,9 +206,9 @@ func TestRotateKeyRaces(t *testing.T) {
 		rtx, err := rconn.Begin(ctx)
 		require.NoError(t, err)
 		defer rtx.Rollback(ctx)
-		var fresh [32]byte
-		rand.Read(fresh[:])
-		_, _, err = rotate(ctx, rtx, "wasmhist", hex.EncodeToString(fresh[:]))
+		// Its second transaction, without the first's logins off: a
+		// connection that got in before them.
+		_, _, err = rotate(ctx, rtx, "wasmhist", &Rotation{})
 		require.NoError(t, err)
 		// The rotation is open; a run of the tenant's writes its journal
 		// row (on a connection made after the rotation ended the others).
@@ -285,6 +290,20 @@ func TestRotateKeyRaces(t *testing.T) {
 		require.NoError(t, rconn.Ping(ctx), "its connection was ended")
 	})
 
+	t.Run("a rotation that fails keeps the key and gives the logins back", func(t *testing.T) {
+		// A view on a function the rotation drops makes its second
+		// transaction fail, after the first turned the logins off.
+		e.superExec(t, `CREATE FUNCTION wasmhist.get_row(key text, tab text, row_id text) RETURNS TABLE (revision bigint, body text) LANGUAGE sql AS 'SELECT 1::bigint, ''x''::text'`,
+			`CREATE VIEW public.keeps AS SELECT * FROM wasmhist.get_row('', '', '')`)
+		before := e.adminValue(t, "SELECT key FROM wasmhist.host_key")
+		_, err := RotateKey(ctx, e.dsn, "")
+		require.ErrorContains(t, err, "depend")
+		assert.Equal(t, before, e.adminValue(t, "SELECT key FROM wasmhist.host_key"))
+		assert.Equal(t, "-1", e.adminValue(t, `SELECT string_agg(DISTINCT rolconnlimit::text, ',') FROM pg_roles WHERE rolname LIKE 'wasmhist\_%'`))
+		fresh(t).oneCall(t, e.grant("plain", Limits{}), "SELECT 1")
+		e.superExec(t, "DROP VIEW public.keeps", "DROP FUNCTION wasmhist.get_row(text, text, text)")
+	})
+
 	t.Run("hosts of older versions are shut out", func(t *testing.T) {
 		// What the versions before key rotation create and grant.
 		e.superExec(t, "CREATE FUNCTION wasmhist.fire_deferred(key text) RETURNS void LANGUAGE sql AS 'SELECT'",
@@ -326,6 +345,137 @@ func TestRotateKeyRaces(t *testing.T) {
 			defer e.store.mu.Unlock()
 			return !slices.Contains(e.store.retired, d)
 		}, 10*time.Second, 10*time.Millisecond, "the retired database did not close once its call ended")
+	})
+}
+
+// TestRotateKeySCRAM rotates on a server that checks passwords (SCRAM) for
+// every role but the superuser: the old key's passwords are refused, the
+// new key's accepted, a busy host does not keep the rotation from ending
+// its backends, a plugin's lock behind a provisioning host does not stall
+// it, and what hosts of the version before grant fails afterwards.
+func TestRotateKeySCRAM(t *testing.T) {
+	srv := pgtest.Start(t)
+	require.NoError(t, os.WriteFile(filepath.Join(srv.Dir, "data", "pg_hba.conf"), []byte("local all "+pgtest.Superuser+" trust\nlocal all all scram-sha-256\n"), 0o600))
+	ctx := context.Background()
+	e := &env{dsn: srv.DSN("postgres"), store: NewStore(), adminSuper: true}
+	t.Cleanup(func() { e.store.Close() })
+	var err error
+	e.admin, err = pgx.Connect(ctx, srv.DSN("postgres"))
+	require.NoError(t, err)
+	t.Cleanup(func() { e.admin.Close(context.Background()) })
+	e.superExec(t, "SELECT pg_reload_conf()")
+	login := func(role, pw string) error {
+		c, err := pgx.Connect(ctx, strings.Replace(e.dsn, "user="+pgtest.Superuser, "user="+role+" password="+pw, 1))
+		if err == nil {
+			c.Close(ctx)
+		}
+		return err
+	}
+	plain := e.grant("plain", Limits{})
+	e.oneCall(t, plain, "CREATE TABLE m (x text)")
+	role := roleName("postgres", "plain")
+	key := func() string { return e.adminValue(t, "SELECT key FROM wasmhist.host_key") }
+	old := key()
+	require.Eventually(t, func() bool { return login(role, password(old, role)) == nil }, 5*time.Second, 50*time.Millisecond, "the derived password logs in")
+	require.Error(t, login(role, "guess"), "the server checks passwords")
+
+	t.Run("the old key's password is refused, a busy host's backends end", func(t *testing.T) {
+		// A host of this version, busy: four callers, reconnecting as
+		// soon as their backends end.
+		busy := &env{dsn: e.dsn, store: NewStore(), admin: e.admin}
+		t.Cleanup(func() { busy.store.Close() })
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var ok atomic.Int64
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					c := &testCall{t: t, call: capability.NewCall(ctx, "test", []capability.Grant{plain}, busy.backends())}
+					b, _ := json.Marshal(abi.SQLRequest{Statements: []abi.SQLStatement{{SQL: "INSERT INTO m VALUES ('busy')"}}})
+					if _, err := Kind.Func.Call(ctx, c.call, b); err == nil && c.call.End(ctx, true) == nil {
+						ok.Add(1)
+						continue
+					}
+					c.call.End(ctx, false)
+				}
+			}()
+		}
+		require.Eventually(t, func() bool { return ok.Load() > 20 }, 20*time.Second, 10*time.Millisecond)
+		rot, err := RotateKey(ctx, e.dsn, "")
+		close(stop)
+		wg.Wait()
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, rot.Ended, 1)
+		now := key()
+		require.NotEqual(t, old, now)
+		require.ErrorContains(t, login(role, password(old, role)), "password authentication failed")
+		require.NoError(t, login(role, password(now, role)))
+		// The host that held the old key (on the server's checks, not
+		// trust's) serves again.
+		var errs []string
+		for range 3 {
+			c := e.begin(ctx, t, plain)
+			_, err := c.sql(ctx, "INSERT INTO m VALUES ('after')")
+			if err == nil {
+				err = c.end(ctx, true)
+			} else {
+				c.end(ctx, false)
+			}
+			if err == nil {
+				break
+			}
+			errs = append(errs, err.Error())
+		}
+		require.Less(t, len(errs), 3, "%v", errs)
+		assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM plain.m WHERE x = 'after'"))
+	})
+
+	t.Run("a plugin's lock behind a provisioning host does not stall it", func(t *testing.T) {
+		f := &env{dsn: e.dsn, store: NewStore(), admin: e.admin}
+		t.Cleanup(func() { f.store.Close() })
+		evil := e.grant("evil", Limits{})
+		f.oneCall(t, evil, "SELECT 1")
+		c := f.begin(ctx, t, evil)
+		c.must(ctx, "ALTER ROLE CURRENT_USER SET work_mem = '4MB'")
+		// Another host provisions the same role: it takes the host lock,
+		// then waits for the role's row the plugin holds.
+		g := &env{dsn: e.dsn, store: NewStore(), admin: e.admin}
+		t.Cleanup(func() { g.store.Close() })
+		done := make(chan error, 1)
+		go func() {
+			c := g.begin(ctx, t, evil)
+			_, err := c.sql(ctx, "SELECT 1")
+			c.end(ctx, false)
+			done <- err
+		}()
+		require.Eventually(t, func() bool {
+			return e.adminValue(t, "SELECT count(*)::text FROM pg_locks WHERE NOT granted") != "0"
+		}, 10*time.Second, 10*time.Millisecond, "the provisioning host never waited")
+		start := time.Now()
+		_, err := RotateKey(ctx, e.dsn, "")
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), rotateLockWait, "it waited for the chain of locks")
+		<-done
+		c.end(ctx, false)
+	})
+
+	t.Run("what the version before grants fails after it", func(t *testing.T) {
+		old := []string{"guard(text, bytea)", "guard_if_wrote(text, bytea)", "release(text, bytea)",
+			"put_row(text, text, text, bigint, text)", "get_row(text, text, text)", "get_rows(text, text[], text)", "delete_row(text, text, text)",
+			"begin_checks(text)", "catalog_writes()", "reset_session()", "settle_deferred(text)", "before_commit(text)",
+			"command_id()", "command_probes_done()"}
+		for i := range old {
+			old[i] = "wasmhist." + old[i]
+		}
+		_, err := e.admin.Exec(ctx, "GRANT EXECUTE ON FUNCTION "+strings.Join(old, ", ")+" TO "+role)
+		require.ErrorContains(t, err, "wasmhist.get_row(text, text, text) does not exist")
 	})
 }
 

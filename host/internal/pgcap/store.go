@@ -2,8 +2,6 @@ package pgcap
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -204,8 +202,6 @@ func (db *database) init(ctx context.Context) {
 		fail(err)
 		return
 	}
-	var fresh [32]byte
-	rand.Read(fresh[:])
 	err = txn.PostgresBootstrapRun(ctx, pgx.Identifier{db.hostSchema}.Sanitize(), func(ctx context.Context, q string) error {
 		_, err := db.admin.Exec(ctx, q)
 		return err
@@ -219,7 +215,7 @@ func (db *database) init(ctx context.Context) {
 			if err := tx.QueryRow(ctx, `SELECT current_database()`).Scan(&db.db); err != nil {
 				return err
 			}
-			key, err := provisionHost(ctx, tx, db.hostSchema, hex.EncodeToString(fresh[:]))
+			key, err := provisionHost(ctx, tx, db.hostSchema)
 			db.key, db.keyBytes = key, []byte(key)
 			return err
 		})
@@ -370,6 +366,9 @@ func (db *database) acquire(ctx context.Context, r *role) (*pgxpool.Conn, error)
 		if errors.Is(err, ErrKeyRotated) || errors.As(err, &pe) && strings.HasPrefix(pe.Code, "28") && db.keyRotated(ctx) {
 			// A tenant's role renamed, or a password no longer the key's.
 			return nil, db.rotated()
+		}
+		if pe != nil && pe.Code == "53300" {
+			return nil, fmt.Errorf("pgcap: %s: the role of schema %q may not log in: a rotation of the host key is under way, or was interrupted: if none runs, run one again (wasmhist postgres rotate-key)", db.name, r.schema)
 		}
 		return nil, fmt.Errorf("pgcap: %s: connect as the role of schema %q: %w", db.name, r.schema, err)
 	}
