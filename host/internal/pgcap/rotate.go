@@ -36,18 +36,22 @@ type Rotation struct {
 }
 
 // RotateKey replaces the host key of the host schema hostSchema
-// (DefaultHostSchema when empty) of the database adminDSN connects to,
-// in one transaction under the host schema's lock: every plugin role's
-// password is derived again from the new key, and every tenant's schema
-// and role get the names the new key derives (their data, grants and
-// journal rows stay theirs). Then it ends every backend of a plugin role.
+// (DefaultHostSchema when empty) of the database adminDSN connects to.
+// A first transaction ends the plugin roles' backends and turns their
+// logins off; a second, under the host schema's lock, has the server make
+// a new key, renames every tenant's schema and role to the names it
+// derives (their data, grants and journal rows stay theirs), gives every
+// plugin role the password it derives and its logins back, and shuts out
+// hosts of older versions (see rotate). Then it ends every plugin-role
+// backend that started before the commit. A rotation that fails keeps the
+// old key and gives the logins back.
 //
 // A key known outside the host (for example read by a plugin from a host
 // that leaked it) then opens nothing: the host's functions refuse it, and
-// no role's password derives from it. Hosts running meanwhile notice at
-// their next use of the key or of a connection, fail that call (and the
-// calls in flight, whose backends end), and read the new key for the call
-// after; nothing of a failed call commits.
+// no role's password derives from it. Hosts of this version running
+// meanwhile notice at their next use of the key or of a connection, fail
+// that call (and the calls in flight, whose backends end), and read the
+// new key for the call after; nothing of a failed call commits.
 func RotateKey(ctx context.Context, adminDSN, hostSchema string) (Rotation, error) {
 	var rot Rotation
 	if hostSchema == "" {
