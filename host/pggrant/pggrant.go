@@ -47,6 +47,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/internal/capability"
+	"github.com/wasmhist/wasmhist/host/internal/hosterr"
 	"github.com/wasmhist/wasmhist/host/internal/pgcap"
 	"github.com/wasmhist/wasmhist/host/internal/sqlwire"
 )
@@ -120,14 +121,20 @@ func New(cfg Config) host.Grant {
 }
 
 // ErrKeyRotated is the cause of a call's failure when the host key was
-// rotated (RotateKey) after the host read it. Only that call fails: the
+// rotated (RotateKey) after the host read it: that call fails, and the
 // host's next call reads the new key.
-var ErrKeyRotated = pgcap.ErrKeyRotated
+var ErrKeyRotated = hosterr.ErrKeyRotated
 
-// Rotation is what RotateKey changed: the plugin roles given a new
-// password, the tenant schemas (and their roles) renamed, and the plugin
-// roles' backends ended.
-type Rotation = pgcap.Rotation
+// Rotation is what RotateKey changed.
+type Rotation struct {
+	// Roles is the number of plugin roles given the new key's password.
+	Roles int
+	// Tenants is the number of tenant schemas, with their roles, renamed
+	// to the names the new key derives.
+	Tenants int
+	// Ended is the number of plugin-role backends ended.
+	Ended int
+}
 
 // RotateKey replaces the host key of hostSchema ("wasmhist" when empty)
 // in the database adminDSN connects to, as that admin. The key derives
@@ -136,14 +143,18 @@ type Rotation = pgcap.Rotation
 // known outside its hosts (a plugin that read it, a leaked backup of the
 // host schema) rotates it, and the old key then opens nothing.
 //
-// In one transaction it gives every plugin role the password the new key
-// derives and every tenant schema and its role the names it derives (the
-// data, grants and journal rows stay theirs); then it ends the plugin
-// roles' backends. Hosts of this version may run meanwhile: a call in
-// flight, or the first call of a host that still holds the old key,
-// fails without committing anything, and that host's next call uses the
-// new key. Programs of the versions before RotateKey refuse the database
+// It ends the plugin roles' backends and turns their logins off; then, in
+// one transaction, it gives every plugin role the password the new key
+// derives and its logins back, and every tenant schema and its role the
+// names it derives (the data, grants and journal rows stay theirs). Hosts
+// of this version may run meanwhile: their calls fail while the logins
+// are off (a second or so, longer when plugins hold locks), as do the
+// calls in flight and the first call of a host that still holds the old
+// key, without committing anything; the host's next call uses the new
+// key. A rotation that fails keeps the old key and gives the logins back.
+// Programs of the versions before RotateKey refuse the database
 // afterwards ("upgrade the program"): upgrade every host first.
 func RotateKey(ctx context.Context, adminDSN, hostSchema string) (Rotation, error) {
-	return pgcap.RotateKey(ctx, adminDSN, hostSchema)
+	r, err := pgcap.RotateKey(ctx, adminDSN, hostSchema)
+	return Rotation{Roles: r.Roles, Tenants: r.Tenants, Ended: r.Ended}, err
 }

@@ -19,9 +19,11 @@ func runPostgres(ctx context.Context, e *env, args []string) error {
 		details: "  The host key, which only the admin reads, derives every plugin role's password and\n" +
 			"  tenant schema name and opens the host's functions. Rotate it when it may be known\n" +
 			"  elsewhere: every plugin role gets a new password, every tenant schema and role its new\n" +
-			"  name with its data, and the plugin roles' connections end. A running host fails the\n" +
-			"  call in flight and the first call with the old key, committing nothing of them, and\n" +
-			"  then uses the new key.",
+			"  name with its data, and the plugin roles' connections end. The plugin roles may not\n" +
+			"  log in while it runs (a second or so), so hosts' calls fail meanwhile; a running host\n" +
+			"  also fails its call in flight and its first call with the old key, committing nothing\n" +
+			"  of them, and then uses the new key. Upgrade every host first: older versions refuse\n" +
+			"  the database after a rotation.",
 		examples: []string{"wasmhist postgres rotate-key"},
 	})
 	db := fs.String("db", "postgres", "postgres, or env:VAR for the connection string in $VAR")

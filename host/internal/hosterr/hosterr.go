@@ -29,4 +29,7 @@ var (
 	ErrInvalidSession   = errors.New("invalid session")
 	ErrInvalidState     = errors.New("invalid state")
 	ErrClosed           = errors.New("closed")
+	// ErrKeyRotated: the PostgreSQL host key was rotated after the host
+	// read it (package pggrant re-exports it).
+	ErrKeyRotated = errors.New("the host key was rotated")
 )

@@ -6,18 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/wasmhist/wasmhist/host/internal/hosterr"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
 
 // ErrKeyRotated is the cause of a call's failure when the host key was
 // rotated (RotateKey) after this host read it: the call fails, and the
 // host's next call reads the new key.
-var ErrKeyRotated = errors.New("the host key was rotated")
+var ErrKeyRotated = hosterr.ErrKeyRotated
 
 // keyRefused is the message of check_key's exception (see provisionHost).
 const keyRefused = "only the host may use this function"
@@ -53,12 +55,11 @@ type Rotation struct {
 // that call (and the calls in flight, whose backends end), and read the
 // new key for the call after; nothing of a failed call commits.
 func RotateKey(ctx context.Context, adminDSN, hostSchema string) (Rotation, error) {
-	var rot Rotation
 	if hostSchema == "" {
 		hostSchema = DefaultHostSchema
 	}
 	if !validSchemaName(hostSchema) {
-		return rot, fmt.Errorf("pgcap: rotate the host key: host schema %q: want 1 to 40 of a-z, 0-9 and _", hostSchema)
+		return Rotation{}, fmt.Errorf("pgcap: rotate the host key: host schema %q: want 1 to 40 of a-z, 0-9 and _", hostSchema)
 	}
 	fail := func(err error) (Rotation, error) {
 		return Rotation{}, fmt.Errorf("pgcap: rotate the host key of schema %q: %w", hostSchema, err)
@@ -72,36 +73,39 @@ func RotateKey(ctx context.Context, adminDSN, hostSchema string) (Rotation, erro
 		return fail(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	qh := pgx.Identifier{hostSchema}.Sanitize()
 	in := func(f func(tx pgx.Tx) error) error {
 		return txn.PostgresRetry(ctx, func() error { return pgx.BeginFunc(ctx, conn, f) })
 	}
+	var rot Rotation
 	var roles []uint32
 	for try := 1; ; try++ {
 		// First the plugin roles' logins go off, so that the backends the
 		// rotation ends stay ended: a busy host reconnects within
 		// milliseconds, with the old password until the rotation commits.
+		var ended int
 		err = in(func(tx pgx.Tx) error {
 			var err error
-			rot.Ended, err = lockOut(ctx, tx, hostSchema)
+			ended, err = lockOut(ctx, tx, hostSchema)
 			return err
 		})
 		if err == nil {
-			var n int
 			err = in(func(tx pgx.Tx) error {
 				var err error
-				n, roles, err = rotate(ctx, tx, hostSchema, &rot)
+				rot, roles, err = rotate(ctx, tx, hostSchema)
 				return err
 			})
-			rot.Ended += n
 		}
+		rot.Ended += ended
 		var pe *pgconn.PgError
 		if err == nil || try == rotateTries || !errors.As(err, &pe) || pe.Code != "55P03" {
 			break
 		}
 	}
 	if err != nil {
-		// The old key stays; the roles' logins come back.
-		if rerr := in(func(tx pgx.Tx) error { return setLogins(ctx, tx, hostSchema, -1) }); rerr != nil {
+		// The old key stays; the roles' logins come back, even when ctx
+		// ended or the connection broke.
+		if rerr := restoreLogins(ctx, cfg.ConnConfig, qh); rerr != nil {
 			return fail(fmt.Errorf("%w; and giving the plugin roles their logins back failed: %w: run the rotation again", err, rerr))
 		}
 		var pe *pgconn.PgError
@@ -157,7 +161,7 @@ type queryRower interface {
 // returns how many ended.
 func endBackends(ctx context.Context, q queryRower, roles []uint32, before time.Time) (int, error) {
 	ended := 0
-	for try := 0; ; try++ {
+	for round := 1; ; round++ {
 		// Inside a transaction pg_stat_activity is a snapshot taken at
 		// its first read, unless cleared.
 		var n, left int
@@ -170,7 +174,7 @@ func endBackends(ctx context.Context, q queryRower, roles []uint32, before time.
 		if left == n {
 			return ended, nil
 		}
-		if try == endTries {
+		if round == endTries {
 			return ended, fmt.Errorf("%d backends of the plugin roles did not end in %d rounds", left-n, endTries)
 		}
 	}
@@ -210,83 +214,177 @@ func pluginRoles(ctx context.Context, tx pgx.Tx, hostSchema string) ([]uint32, [
 	return oids, names, err
 }
 
-// setLogins sets every plugin role's connection limit: 0 turns its
-// logins off, -1 (what provisioning leaves) back on.
-func setLogins(ctx context.Context, tx pgx.Tx, hostSchema string, limit int) error {
-	if err := hostTables(ctx, tx, pgx.Identifier{hostSchema}.Sanitize()); err != nil {
+// loginLimitsTable records, while a rotation has the plugin roles' logins
+// off, each role's connection limit before (by oid, which a rename keeps),
+// so that the limits an operator set come back with the logins.
+const loginLimitsTable = "login_limits"
+
+// lockOut is the rotation's first transaction: it ends the plugin roles'
+// backends, which may hold their roles' rows (a plugin's ALTER ROLE in an
+// open transaction) and make a provisioning host wait while it holds the
+// host lock, then takes the host lock, records each role's connection
+// limit (one an interrupted rotation recorded stays) and sets it to 0. A
+// role whose row a new backend took meanwhile is waited for briefly, its
+// backends ended again, and tried again.
+func lockOut(ctx context.Context, tx pgx.Tx, hostSchema string) (int, error) {
+	qh := pgx.Identifier{hostSchema}.Sanitize()
+	oids, names, err := pluginRoles(ctx, tx, hostSchema)
+	if err != nil {
+		return 0, err
+	}
+	// One round: new backends may still log in until this commits.
+	ended, err := endBackends(ctx, tx, oids, time.Now().Add(24*time.Hour))
+	if err != nil {
+		return ended, err
+	}
+	if err := hostTables(ctx, tx, qh); err != nil {
+		return ended, err
+	}
+	for _, q := range []string{
+		`CREATE TABLE IF NOT EXISTS ` + qh + `.` + loginLimitsTable + ` (role oid PRIMARY KEY, connlimit integer NOT NULL)`,
+		`REVOKE ALL ON ` + qh + `.` + loginLimitsTable + ` FROM PUBLIC`,
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return ended, err
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+qh+`.`+loginLimitsTable+` (role, connlimit)
+		SELECT r.oid, r.rolconnlimit FROM pg_catalog.pg_roles r WHERE r.oid = ANY($1) ON CONFLICT DO NOTHING`, oids); err != nil {
+		return ended, err
+	}
+	for i, name := range names {
+		for attempt := 1; ; attempt++ {
+			if _, err := tx.Exec(ctx, `SAVEPOINT login_off; SET LOCAL lock_timeout = '200ms'`); err != nil {
+				return ended, err
+			}
+			_, err := tx.Exec(ctx, `ALTER ROLE `+pgx.Identifier{name}.Sanitize()+` CONNECTION LIMIT 0`)
+			if err == nil {
+				if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT login_off`); err != nil {
+					return ended, err
+				}
+				break
+			}
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "55P03" || attempt == loginOffTries {
+				return ended, err
+			}
+			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT login_off`); err != nil {
+				return ended, err
+			}
+			n, err := endBackends(ctx, tx, oids[i:i+1], time.Now().Add(24*time.Hour))
+			ended += n
+			if err != nil {
+				return ended, err
+			}
+		}
+	}
+	return ended, nil
+}
+
+// loginOffTries bounds lockOut's attempts at one role, each waiting up to
+// 200 ms for its row.
+const loginOffTries = 25
+
+// setLimits gives the plugin roles lockOut recorded their connection
+// limits back and forgets them.
+func setLimits(ctx context.Context, tx pgx.Tx, qh string) error {
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT pg_catalog.to_regclass($1) IS NOT NULL`, qh+"."+loginLimitsTable).Scan(&exists); err != nil || !exists {
 		return err
 	}
-	_, names, err := pluginRoles(ctx, tx, hostSchema)
+	rows, err := tx.Query(ctx, `DELETE FROM `+qh+`.`+loginLimitsTable+` l USING pg_catalog.pg_roles r WHERE r.oid = l.role RETURNING r.rolname, l.connlimit`)
 	if err != nil {
 		return err
 	}
-	for _, name := range names {
-		if _, err := tx.Exec(ctx, `ALTER ROLE `+pgx.Identifier{name}.Sanitize()+` CONNECTION LIMIT `+strconv.Itoa(limit)); err != nil {
+	type limit struct {
+		name string
+		n    int
+	}
+	limits, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (limit, error) {
+		var l limit
+		return l, r.Scan(&l.name, &l.n)
+	})
+	if err != nil {
+		return err
+	}
+	for _, l := range limits {
+		if _, err := tx.Exec(ctx, `ALTER ROLE `+pgx.Identifier{l.name}.Sanitize()+` CONNECTION LIMIT `+strconv.Itoa(l.n)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// lockOut is the rotation's first transaction: it ends the plugin roles'
-// backends, which may hold their roles' rows (a plugin's ALTER ROLE in an
-// open transaction) and make a provisioning host wait while it holds the
-// host lock, then takes the host lock and turns the roles' logins off.
-func lockOut(ctx context.Context, tx pgx.Tx, hostSchema string) (int, error) {
-	oids, _, err := pluginRoles(ctx, tx, hostSchema)
-	if err != nil {
-		return 0, err
+// restoreLogins is setLimits after a rotation failed: on a connection of
+// its own (the rotation's may be broken) and a context of its own (the
+// caller's may have ended: an operator's Ctrl-C), tried three times.
+func restoreLogins(ctx context.Context, cfg *pgx.ConnConfig, qh string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var err error
+	for range 3 {
+		var conn *pgx.Conn
+		if conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
+			continue
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = `+pgMillis(rotateLockWait)); err != nil {
+				return err
+			}
+			return setLimits(ctx, tx, qh)
+		})
+		conn.Close(ctx)
+		if err == nil {
+			return nil
+		}
 	}
-	// One round: new backends may still log in until this commits.
-	var ended int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_catalog.pg_terminate_backend(a.pid, 1000))
-		FROM pg_catalog.pg_stat_activity a WHERE a.usesysid = ANY($1) AND a.pid <> pg_catalog.pg_backend_pid()`, oids).Scan(&ended); err != nil {
-		return 0, err
-	}
-	return ended, setLogins(ctx, tx, hostSchema, 0)
+	return err
 }
+
+// retiredFunctions are the host functions of the versions before key
+// rotation that this version does not make: their hosts grant get_row
+// when they provision a role, and the oldest call fire_deferred with the
+// key in a statement the plugin's triggers run in.
+var retiredFunctions = []string{"get_row(text, text, text)", "fire_deferred(text)", "fire_deferred(text, text)", "command_id(text)", "command_probes_done(text)"}
 
 // rotate is the rotation's second transaction: with the plugin roles'
 // logins off, it ends their backends, so that none holds a lock it needs
 // or writes a journal row under a name it renames; it stores a new key,
 // made by the server and read back (a parameter may be logged, a result
 // is not), renames the tenants' schemas and roles, gives every plugin role
-// the password the key derives and its logins back, drops the host
-// functions older hosts grant and call with the key, and records the
-// layout older programs refuse. It returns how many backends it ended
-// and the plugin roles.
-func rotate(ctx context.Context, tx pgx.Tx, hostSchema string, rot *Rotation) (int, []uint32, error) {
+// the password the key derives and its logins back, renames away the
+// functions older hosts grant and call (a rename, which no object that
+// depends on them can refuse, where a drop would wait for a plugin's view
+// of one to go), and records the layout older programs refuse. It returns
+// what it did and the plugin roles.
+func rotate(ctx context.Context, tx pgx.Tx, hostSchema string) (Rotation, []uint32, error) {
+	var rot Rotation
 	qh := pgx.Identifier{hostSchema}.Sanitize()
 	if err := hostTables(ctx, tx, qh); err != nil {
-		return 0, nil, err
+		return rot, nil, err
 	}
 	roles, names, err := pluginRoles(ctx, tx, hostSchema)
 	if err != nil {
-		return 0, nil, err
+		return rot, nil, err
 	}
-	var now time.Time
-	if err := tx.QueryRow(ctx, `SELECT pg_catalog.clock_timestamp()`).Scan(&now); err != nil {
-		return 0, nil, err
-	}
-	ended, err := endBackends(ctx, tx, roles, now.Add(time.Hour))
-	if err != nil {
-		return ended, nil, err
+	if rot.Ended, err = endBackends(ctx, tx, roles, time.Now().Add(24*time.Hour)); err != nil {
+		return rot, nil, err
 	}
 	// A journal row written from here to the commit waits for it, and is
 	// then its role's by the new name.
 	if _, err := tx.Exec(ctx, `LOCK TABLE `+qh+`.journal IN SHARE ROW EXCLUSIVE MODE`); err != nil {
-		return ended, nil, err
+		return rot, nil, err
 	}
 	var key, db string
 	if err := tx.QueryRow(ctx, `UPDATE `+qh+`.host_key SET key = `+newKeySQL+` RETURNING key, pg_catalog.current_database()`).Scan(&key, &db); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ended, nil, errors.New("it has no host key yet: a host makes one at its first call")
+			return rot, nil, errors.New("it has no host key yet: a host makes one at its first call")
 		}
-		return ended, nil, err
+		return rot, nil, err
 	}
 	rows, err := tx.Query(ctx, `SELECT schema, prefix, tenant FROM `+qh+`.tenants`)
 	if err != nil {
-		return ended, nil, err
+		return rot, nil, err
 	}
 	type tenant struct{ schema, prefix, name string }
 	tenants, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (tenant, error) {
@@ -294,7 +392,7 @@ func rotate(ctx context.Context, tx pgx.Tx, hostSchema string, rot *Rotation) (i
 		return t, r.Scan(&t.schema, &t.prefix, &t.name)
 	})
 	if err != nil {
-		return ended, nil, err
+		return rot, nil, err
 	}
 	renamed := map[string]string{}
 	for _, t := range tenants {
@@ -303,7 +401,7 @@ func rotate(ctx context.Context, tx pgx.Tx, hostSchema string, rot *Rotation) (i
 			continue
 		}
 		if err := renameTenant(ctx, tx, qh, t.schema, to, roleName(db, t.schema), roleName(db, to)); err != nil {
-			return ended, nil, fmt.Errorf("rename the schema of tenant %q of %q: %w", t.name, t.prefix, err)
+			return rot, nil, fmt.Errorf("rename the schema of tenant %q of %q: %w", t.name, t.prefix, err)
 		}
 		renamed[roleName(db, t.schema)] = roleName(db, to)
 		rot.Tenants++
@@ -313,29 +411,36 @@ func rotate(ctx context.Context, tx pgx.Tx, hostSchema string, rot *Rotation) (i
 			name = to
 		}
 		// As a SCRAM verifier: the statement may be logged.
-		if _, err := tx.Exec(ctx, `ALTER ROLE `+pgx.Identifier{name}.Sanitize()+` CONNECTION LIMIT -1 PASSWORD `+quoteLiteral(scramVerifier(password(key, name)))); err != nil {
-			return ended, nil, fmt.Errorf("ALTER ROLE %s PASSWORD: %w", pgx.Identifier{name}.Sanitize(), err)
+		if _, err := tx.Exec(ctx, `ALTER ROLE `+pgx.Identifier{name}.Sanitize()+` PASSWORD `+quoteLiteral(scramVerifier(password(key, name)))); err != nil {
+			return rot, nil, fmt.Errorf("ALTER ROLE %s PASSWORD: %w", pgx.Identifier{name}.Sanitize(), err)
 		}
 		rot.Roles++
 	}
-	stmts := []string{
-		// Hosts of the versions before key rotation grant get_row when
-		// they provision a role (this version no longer makes it), and
-		// the oldest call fire_deferred with the key in a statement the
-		// plugin's triggers run in: gone, a host of theirs still running
-		// can neither give a role the old key's password again nor
-		// commit a write.
-		`DROP FUNCTION IF EXISTS ` + qh + `.get_row(text, text, text), ` + qh + `.fire_deferred(text), ` + qh + `.fire_deferred(text, text), ` + qh + `.command_id(text), ` + qh + `.command_probes_done(text)`,
-		// And one that starts refuses the database.
+	if err := setLimits(ctx, tx, qh); err != nil {
+		return rot, nil, err
+	}
+	retired := make([]string, len(retiredFunctions))
+	for i, f := range retiredFunctions {
+		retired[i] = quoteLiteral(qh + "." + f)
+	}
+	for _, q := range []string{
+		`DO $d$ DECLARE s text; f regprocedure; BEGIN
+			FOREACH s IN ARRAY ARRAY[` + strings.Join(retired, ", ") + `]::text[] LOOP
+				f := pg_catalog.to_regprocedure(s);
+				IF f IS NOT NULL THEN
+					EXECUTE pg_catalog.format('ALTER FUNCTION %s RENAME TO %I', f, 'retired_' || f::oid);
+				END IF;
+			END LOOP;
+		END $d$`,
+		// And a host of theirs that starts refuses the database.
 		`INSERT INTO ` + qh + `.store_version (version) SELECT ` + strconv.Itoa(txn.PostgresRotatedLayout) + `
 			WHERE (SELECT max(version) FROM ` + qh + `.store_version) < ` + strconv.Itoa(txn.PostgresRotatedLayout),
-	}
-	for _, q := range stmts {
+	} {
 		if _, err := tx.Exec(ctx, q); err != nil {
-			return ended, nil, fmt.Errorf("%s: %w", firstLine(q), err)
+			return rot, nil, fmt.Errorf("%s: %w", firstLine(q), err)
 		}
 	}
-	return ended, roles, nil
+	return rot, roles, nil
 }
 
 // newKeySQL makes a host key on the server, 64 hex digits (244 random

@@ -208,7 +208,7 @@ func TestRotateKeyRaces(t *testing.T) {
 		defer rtx.Rollback(ctx)
 		// Its second transaction, without the first's logins off: a
 		// connection that got in before them.
-		_, _, err = rotate(ctx, rtx, "wasmhist", &Rotation{})
+		_, _, err = rotate(ctx, rtx, "wasmhist")
 		require.NoError(t, err)
 		// The rotation is open; a run of the tenant's writes its journal
 		// row (on a connection made after the rotation ended the others).
@@ -291,17 +291,42 @@ func TestRotateKeyRaces(t *testing.T) {
 	})
 
 	t.Run("a rotation that fails keeps the key and gives the logins back", func(t *testing.T) {
-		// A view on a function the rotation drops makes its second
-		// transaction fail, after the first turned the logins off.
-		e.superExec(t, `CREATE FUNCTION wasmhist.get_row(key text, tab text, row_id text) RETURNS TABLE (revision bigint, body text) LANGUAGE sql AS 'SELECT 1::bigint, ''x''::text'`,
-			`CREATE VIEW public.keeps AS SELECT * FROM wasmhist.get_row('', '', '')`)
+		// An operator's limit on a plugin role, which comes back too.
+		fresh(t).oneCall(t, e.grant("plain", Limits{}), "SELECT 1")
+		plainRole := roleName("postgres", "plain")
+		e.superExec(t, "ALTER ROLE "+plainRole+" CONNECTION LIMIT 7")
+		// A trigger that refuses the new key makes the second transaction
+		// fail, after the first turned the logins off.
+		e.superExec(t, `CREATE FUNCTION public.refuse() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION 'refused by the operator'; END $f$`,
+			`CREATE TRIGGER refuse BEFORE UPDATE ON wasmhist.host_key FOR EACH ROW EXECUTE FUNCTION public.refuse()`)
 		before := e.adminValue(t, "SELECT key FROM wasmhist.host_key")
 		_, err := RotateKey(ctx, e.dsn, "")
-		require.ErrorContains(t, err, "depend")
+		require.ErrorContains(t, err, "refused by the operator")
 		assert.Equal(t, before, e.adminValue(t, "SELECT key FROM wasmhist.host_key"))
-		assert.Equal(t, "-1", e.adminValue(t, `SELECT string_agg(DISTINCT rolconnlimit::text, ',') FROM pg_roles WHERE rolname LIKE 'wasmhist\_%'`))
+		limits := func() string {
+			return e.adminValue(t, `SELECT string_agg(DISTINCT rolconnlimit::text, ',' ORDER BY rolconnlimit::text) FROM pg_roles WHERE rolname LIKE 'wasmhist\_%'`)
+		}
+		assert.Equal(t, "-1,7", limits())
+		assert.Equal(t, "7", e.adminValue(t, "SELECT rolconnlimit::text FROM pg_roles WHERE rolname = '"+plainRole+"'"))
+		assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM wasmhist.login_limits"))
 		fresh(t).oneCall(t, e.grant("plain", Limits{}), "SELECT 1")
-		e.superExec(t, "DROP VIEW public.keeps", "DROP FUNCTION wasmhist.get_row(text, text, text)")
+		e.superExec(t, "DROP TRIGGER refuse ON wasmhist.host_key", "DROP FUNCTION public.refuse()")
+		_, err = RotateKey(ctx, e.dsn, "")
+		require.NoError(t, err)
+		assert.Equal(t, "-1,7", limits(), "a rotation that succeeded")
+		e.superExec(t, "ALTER ROLE "+plainRole+" CONNECTION LIMIT -1")
+	})
+
+	t.Run("a plugin's view of a retired function does not stop it", func(t *testing.T) {
+		// What the versions before key rotation make and grant, and a
+		// plugin's view that depends on it, which a DROP would refuse.
+		evil := roleName("postgres", "evil")
+		e.superExec(t, `CREATE FUNCTION wasmhist.get_row(key text, tab text, row_id text) RETURNS TABLE (revision bigint, body text) LANGUAGE sql AS 'SELECT 1::bigint, ''x''::text'`,
+			"GRANT EXECUTE ON FUNCTION wasmhist.get_row(text, text, text) TO "+evil)
+		fresh(t).oneCall(t, e.grant("evil", Limits{}), "CREATE VIEW keeps AS SELECT * FROM wasmhist.get_row('', '', '')")
+		_, err := RotateKey(ctx, e.dsn, "")
+		require.NoError(t, err)
+		assert.Equal(t, "<null>", e.adminValue(t, "SELECT to_regprocedure('wasmhist.get_row(text, text, text)')::text"))
 	})
 
 	t.Run("hosts of older versions are shut out", func(t *testing.T) {

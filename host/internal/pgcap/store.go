@@ -289,6 +289,16 @@ func (db *database) initRole(ctx context.Context, r *role) {
 	}
 }
 
+// loginsOff reports whether role's connection limit is 0, as a key
+// rotation sets it while it runs (see lockOut).
+func (db *database) loginsOff(ctx context.Context, role string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hostLimit)
+	defer cancel()
+	var limit int
+	err := db.admin.QueryRow(ctx, `SELECT r.rolconnlimit FROM pg_catalog.pg_roles r WHERE r.rolname = $1`, role).Scan(&limit)
+	return err == nil && limit == 0
+}
+
 // Bounds of a plugin connection the server enforces even when the host is
 // gone; see runtimeParams.
 const (
@@ -367,8 +377,8 @@ func (db *database) acquire(ctx context.Context, r *role) (*pgxpool.Conn, error)
 			// A tenant's role renamed, or a password no longer the key's.
 			return nil, db.rotated()
 		}
-		if pe != nil && pe.Code == "53300" {
-			return nil, fmt.Errorf("pgcap: %s: the role of schema %q may not log in: a rotation of the host key is under way, or was interrupted: if none runs, run one again (wasmhist postgres rotate-key)", db.name, r.schema)
+		if pe != nil && pe.Code == "53300" && db.loginsOff(ctx, r.name) {
+			return nil, fmt.Errorf("pgcap: %s: the role of schema %q may not log in: a rotation of the host key is under way, or was interrupted (if none runs, run one again: wasmhist postgres rotate-key): %w", db.name, r.schema, err)
 		}
 		return nil, fmt.Errorf("pgcap: %s: connect as the role of schema %q: %w", db.name, r.schema, err)
 	}
