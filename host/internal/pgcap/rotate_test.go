@@ -27,6 +27,18 @@ import (
 	"github.com/wasmhist/wasmhist/internal/pgtest"
 )
 
+// newEnv is a host on database db of srv whose admin connects with dsn,
+// and a superuser's connection to inspect it.
+func newEnv(t *testing.T, srv *pgtest.Server, db, dsn string) *env {
+	e := &env{dsn: dsn, store: NewStore(), adminSuper: db == "postgres"}
+	t.Cleanup(func() { e.store.Close() })
+	var err error
+	e.admin, err = pgx.Connect(context.Background(), srv.DSN(db))
+	require.NoError(t, err)
+	t.Cleanup(func() { e.admin.Close(context.Background()) })
+	return e
+}
+
 // TestRotateKey rotates the host key under a host that holds the old one,
 // with a superuser and with a CREATEROLE admin: the old key opens nothing,
 // every plugin role's password and tenant name follow the new key with
@@ -40,14 +52,9 @@ func TestRotateKey(t *testing.T) {
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			ctx := context.Background()
-			e := &env{dsn: mode.dsn, store: NewStore(), adminSuper: mode.db == "postgres"}
-			t.Cleanup(func() { e.store.Close() })
-			var err error
-			e.admin, err = pgx.Connect(ctx, srv.DSN(mode.db))
-			require.NoError(t, err)
-			t.Cleanup(func() { e.admin.Close(context.Background()) })
+			e := newEnv(t, srv, mode.db, mode.dsn)
 
-			_, err = RotateKey(ctx, e.dsn, "")
+			_, err := RotateKey(ctx, e.dsn, "")
 			require.ErrorContains(t, err, "no host has provisioned it", "nothing to rotate yet")
 
 			plain := e.grant("plain", Limits{})
@@ -176,12 +183,7 @@ func TestRotateKey(t *testing.T) {
 func TestRotateKeyRaces(t *testing.T) {
 	srv := pgtest.Start(t)
 	ctx := context.Background()
-	e := &env{dsn: srv.DSN("postgres"), store: NewStore(), adminSuper: true}
-	t.Cleanup(func() { e.store.Close() })
-	var err error
-	e.admin, err = pgx.Connect(ctx, srv.DSN("postgres"))
-	require.NoError(t, err)
-	t.Cleanup(func() { e.admin.Close(context.Background()) })
+	e := newEnv(t, srv, "postgres", srv.DSN("postgres"))
 	tenants := NewGrant(Config{Name: "main", AdminDSN: e.dsn, Schema: "multi", Tenant: func(ctx context.Context) (string, error) {
 		return ctx.Value(tenantKey{}).(string), nil
 	}})
@@ -387,12 +389,7 @@ func TestRotateKeySCRAM(t *testing.T) {
 	srv := pgtest.Start(t)
 	require.NoError(t, os.WriteFile(filepath.Join(srv.Dir, "data", "pg_hba.conf"), []byte("local all "+pgtest.Superuser+" trust\nlocal all all scram-sha-256\n"), 0o600))
 	ctx := context.Background()
-	e := &env{dsn: srv.DSN("postgres"), store: NewStore(), adminSuper: true}
-	t.Cleanup(func() { e.store.Close() })
-	var err error
-	e.admin, err = pgx.Connect(ctx, srv.DSN("postgres"))
-	require.NoError(t, err)
-	t.Cleanup(func() { e.admin.Close(context.Background()) })
+	e := newEnv(t, srv, "postgres", srv.DSN("postgres"))
 	e.superExec(t, "SELECT pg_reload_conf()")
 	login := func(role, pw string) error {
 		c, err := pgx.Connect(ctx, strings.Replace(e.dsn, "user="+pgtest.Superuser, "user="+role+" password="+pw, 1))
