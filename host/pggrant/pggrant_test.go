@@ -194,5 +194,31 @@ func TestPostgreSQL(t *testing.T) {
 		_, err = runSQL(t.Context(), t, p, false, "SELECT 1")
 		require.ErrorContains(t, err, "no Name")
 	})
+
+	// Last: the host h holds the key it replaces.
+	t.Run("a rotation of the host key", func(t *testing.T) {
+		p := load(t, pggrant.Config{Schema: "rot"}, host.Limits{})
+		_, err := runSQL(t.Context(), t, p, false, "CREATE TABLE m (x text)")
+		require.NoError(t, err)
+		before := value(t, "SELECT key FROM wasmhist.host_key")
+		rot, err := pggrant.RotateKey(t.Context(), dsn, "")
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, rot.Roles, 1)
+		assert.NotEqual(t, before, value(t, "SELECT key FROM wasmhist.host_key"))
+		// The host that held the old key fails (its backend ended, then
+		// the key refused, which an embedder can test for) and recovers.
+		var errs []error
+		for len(errs) < 3 {
+			_, err := runSQL(t.Context(), t, p, false, "INSERT INTO m VALUES ('after')")
+			if err == nil {
+				break
+			}
+			errs = append(errs, err)
+		}
+		require.Less(t, len(errs), 3, "%v", errs)
+		require.NotEmpty(t, errs, "the old key served a write")
+		assert.ErrorIs(t, errs[len(errs)-1], pggrant.ErrKeyRotated)
+		assert.Equal(t, "1", value(t, "SELECT count(*)::text FROM rot.m"))
+	})
 	assert.Equal(t, "postgres:main", txn.PostgresTarget("main"))
 }

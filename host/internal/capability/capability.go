@@ -216,6 +216,10 @@ func RequestFunc(c abi.Capability, name string) Func {
 		}
 		s, err := call.Session(ctx, c)
 		if err != nil {
+			var hf *HostFault
+			if errors.As(err, &hf) {
+				call.setFault(hf.Cause)
+			}
 			return nil, err
 		}
 		r, ok := s.(Requester)
@@ -232,7 +236,8 @@ func RequestFunc(c abi.Capability, name string) Func {
 }
 
 // HostFault is a request's error whose cause is the host's, not the
-// plugin's: a database another writer kept locked past the host's wait.
+// plugin's: a database another writer kept locked past the host's wait,
+// a host key rotated since the host read it.
 // The plugin reads Plugin; the call fails with Cause whatever the plugin
 // makes of it (see Call.Fault), so that the caller is told the cause and
 // its remedy rather than the plugin's report of it.

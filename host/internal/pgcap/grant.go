@@ -174,11 +174,11 @@ func (g *grant) Begin(ctx context.Context, b capability.Backend) (capability.Ses
 	}
 	r, err := db.tenantRole(ctx, schema, legacy)
 	if err != nil {
-		return nil, err
+		return nil, rotatedFault(err)
 	}
 	c, err := db.acquire(ctx, r)
 	if err != nil {
-		return nil, err
+		return nil, rotatedFault(err)
 	}
 	pc := c.Conn().PgConn()
 	s := &session{db: db, role: r, conn: c, pc: pc, cache: statementsOf(pc), limits: g.cfg.Limits, lockWait: g.cfg.LockWait, calls: txn.NewCalls()}

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/capability"
 	"github.com/wasmhist/wasmhist/host/internal/hosterr"
 	"github.com/wasmhist/wasmhist/host/internal/txn"
 )
@@ -518,6 +520,15 @@ func (db *database) keyRotated(ctx context.Context) bool {
 	}
 	db.stale.Store(true)
 	return true
+}
+
+// rotatedFault is err, a failure to begin a session that a key rotation
+// caused, as the host's fault (see capability.HostFault).
+func rotatedFault(err error) error {
+	if !errors.Is(err, ErrKeyRotated) {
+		return err
+	}
+	return &capability.HostFault{Plugin: abi.Errorf(abi.CodeUnavailable, "sql: %v", err), Cause: err}
 }
 
 // rotated is the error of a call that failed because the key was rotated.

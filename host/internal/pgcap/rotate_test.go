@@ -124,6 +124,7 @@ func TestRotateKey(t *testing.T) {
 				{"tenant", actx, func() *testCall { return et.begin(actx, t, tenants) }, newSchema + ".m"},
 			} {
 				var errs []error
+				var fault error
 				for len(errs) < 3 {
 					c := w.grant()
 					_, err := c.sql(w.ctx, "INSERT INTO m VALUES ('after')")
@@ -136,12 +137,16 @@ func TestRotateKey(t *testing.T) {
 						break
 					}
 					errs = append(errs, err)
+					fault = c.call.Fault()
 					t.Logf("%s: %v", w.name, err)
 				}
 				require.Less(t, len(errs), 3, "%s: no write succeeded: %v", w.name, errs)
 				require.NotEmpty(t, errs, "%s: the old key served a write", w.name)
 				last := errs[len(errs)-1]
 				assert.ErrorContains(t, last, "the host key was rotated after this host read it", w.name)
+				// The host's fault, not the plugin's: the call fails with
+				// it whatever the plugin makes of its error.
+				assert.ErrorIs(t, fault, ErrKeyRotated, w.name)
 				assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM "+w.table+" WHERE x = 'after'"), "%s: a failed call committed", w.name)
 			}
 			// Provisioning checks the key it derives from: a host holding

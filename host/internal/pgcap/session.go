@@ -66,6 +66,9 @@ type session struct {
 	failed error
 
 	abandoned bool
+	// rotated: the host key was found rotated in this session (trip.go):
+	// its failure is the host's fault.
+	rotated bool
 	// open: the savepoint of the plugin's last statement is still open;
 	// the host's next statement releases it (see trip.go).
 	open bool
@@ -110,6 +113,13 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 		i += j
 	}
 	if err != nil {
+		if ae, ok := err.(*abi.Error); ok && s.rotated {
+			// The host's fault, whatever the plugin makes of it.
+			err = &capability.HostFault{Plugin: ae, Cause: s.db.rotated()}
+			if s.failed != nil {
+				s.failed = err
+			}
+		}
 		if len(stmts) > 1 {
 			if hf := (*capability.HostFault)(nil); errors.As(err, &hf) {
 				hf.Plugin = sqlwire.InStatement(hf.Plugin, i)

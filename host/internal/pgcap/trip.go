@@ -103,7 +103,7 @@ func (s *session) roundTrip(ctx context.Context, steps []*step) (int, error) {
 		return -1, err
 	}
 	if st := steps[failed-first]; s.keyRefused(st, err) && s.db.keyRotated(ctx) {
-		err = s.db.rotated()
+		err, s.rotated = s.db.rotated(), true
 	}
 	return failed - first, err
 }
