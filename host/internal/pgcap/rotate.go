@@ -158,6 +158,10 @@ type queryRower interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }
 
+// everyBackend, as endBackends's before, ends every backend whenever it
+// started.
+var everyBackend = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // endBackends ends every backend of roles but this one that started
 // before before, waiting for each to exit, until none is left, and
 // returns how many ended.
@@ -234,8 +238,9 @@ func lockOut(ctx context.Context, tx pgx.Tx, hostSchema string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	// One round: new backends may still log in until this commits.
-	ended, err := endBackends(ctx, tx, oids, time.Now().Add(24*time.Hour))
+	// New backends may still log in until this commits: the second
+	// transaction ends those.
+	ended, err := endBackends(ctx, tx, oids, everyBackend)
 	if err != nil {
 		return ended, err
 	}
@@ -273,7 +278,7 @@ func lockOut(ctx context.Context, tx pgx.Tx, hostSchema string) (int, error) {
 			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT login_off`); err != nil {
 				return ended, err
 			}
-			n, err := endBackends(ctx, tx, oids[i:i+1], time.Now().Add(24*time.Hour))
+			n, err := endBackends(ctx, tx, oids[i:i+1], everyBackend)
 			ended += n
 			if err != nil {
 				return ended, err
@@ -369,7 +374,7 @@ func rotate(ctx context.Context, tx pgx.Tx, hostSchema string) (Rotation, []uint
 	if err != nil {
 		return rot, nil, err
 	}
-	if rot.Ended, err = endBackends(ctx, tx, roles, time.Now().Add(24*time.Hour)); err != nil {
+	if rot.Ended, err = endBackends(ctx, tx, roles, everyBackend); err != nil {
 		return rot, nil, err
 	}
 	// A journal row written from here to the commit waits for it, and is
@@ -488,16 +493,14 @@ func renameTenant(ctx context.Context, tx pgx.Tx, qh, from, to, fromRole, toRole
 // under the host schema's lock, before provisioning anything the key
 // derives (a password, a tenant's schema).
 func (db *database) checkKey(ctx context.Context, tx pgx.Tx) error {
-	qh := db.qhost()
-	if _, err := tx.Exec(ctx, txn.PostgresLock(qh)); err != nil {
+	if _, err := tx.Exec(ctx, txn.PostgresLock(db.qhost())); err != nil {
 		return err
 	}
-	var key string
-	if err := tx.QueryRow(ctx, `SELECT k.key FROM `+qh+`.host_key k`).Scan(&key); err != nil {
+	rotated, err := db.readKey(ctx, tx)
+	if err != nil {
 		return err
 	}
-	if !hmac.Equal([]byte(key), db.keyBytes) {
-		db.stale.Store(true)
+	if rotated {
 		return db.rotated()
 	}
 	return nil
@@ -513,13 +516,23 @@ func (db *database) keyRotated(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hostLimit)
 	defer cancel()
-	// Compared here, not in a statement: a parameter may be logged.
+	rotated, err := db.readKey(ctx, db.admin)
+	return err == nil && rotated
+}
+
+// readKey reads the host key through q and reports whether it is no
+// longer db's, marking db stale if so. The key is compared here, not in a
+// statement: a parameter may be logged.
+func (db *database) readKey(ctx context.Context, q queryRower) (rotated bool, err error) {
 	var key string
-	if err := db.admin.QueryRow(ctx, `SELECT k.key FROM `+db.qhost()+`.host_key k`).Scan(&key); err != nil || hmac.Equal([]byte(key), db.keyBytes) {
-		return false
+	if err := q.QueryRow(ctx, `SELECT k.key FROM `+db.qhost()+`.host_key k`).Scan(&key); err != nil {
+		return false, err
+	}
+	if hmac.Equal([]byte(key), db.keyBytes) {
+		return false, nil
 	}
 	db.stale.Store(true)
-	return true
+	return true, nil
 }
 
 // rotatedFault is err, a failure to begin a session that a key rotation
@@ -529,6 +542,12 @@ func rotatedFault(err error) error {
 		return err
 	}
 	return &capability.HostFault{Plugin: abi.Errorf(abi.CodeUnavailable, "sql: %v", err), Cause: err}
+}
+
+// rotatedRequest is the error of a request that met the rotation, as the
+// plugin saw it (ae), made the host's fault.
+func (db *database) rotatedRequest(ae *abi.Error) error {
+	return &capability.HostFault{Plugin: ae, Cause: db.rotated()}
 }
 
 // rotated is the error of a call that failed because the key was rotated.

@@ -115,7 +115,7 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	if err != nil {
 		if ae, ok := err.(*abi.Error); ok && s.rotated {
 			// The host's fault, whatever the plugin makes of it.
-			err = &capability.HostFault{Plugin: ae, Cause: s.db.rotated()}
+			err = s.db.rotatedRequest(ae)
 			if s.failed != nil {
 				s.failed = err
 			}
