@@ -112,9 +112,9 @@ func RotateKey(ctx context.Context, adminDSN, hostSchema string) (Rotation, erro
 		}
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "55P03" {
-			return fail(fmt.Errorf("%w: a lock was held for longer than %s, %d times: try again when the plugins' calls are fewer", err, rotateLockWait, rotateTries))
+			return fail(fmt.Errorf("%w: a lock was held for longer than %s, %d times: the old key stays; try again when the plugins' calls are fewer", err, rotateLockWait, rotateTries))
 		}
-		return fail(err)
+		return fail(fmt.Errorf("%w: the old key stays and the plugin roles' logins are back: run the rotation again", err))
 	}
 	// Committed: a login now needs the new key's password. A backend
 	// that started before the commit and still runs ends here.
@@ -134,11 +134,11 @@ func RotateKey(ctx context.Context, adminDSN, hostSchema string) (Rotation, erro
 // rotateLockWait (a plugin's open transaction that altered its role, or
 // granted on its schema, whose backend began again) fails the attempt,
 // and rotateTries attempts, each ending the plugin roles' backends again,
-// fail the rotation.
-const (
-	rotateLockWait = 5 * time.Second
-	rotateTries    = 3
-)
+// fail the rotation. rotateLockWait is a variable so that a test can
+// hold a lock past it without waiting 15 s.
+var rotateLockWait = 5 * time.Second
+
+const rotateTries = 3
 
 // pluginRolesSQL lists the plugin roles of the host schema $1: the roles
 // named as roleName names them that provisionRole granted EXECUTE on the

@@ -329,6 +329,93 @@ func TestRotateKeyRaces(t *testing.T) {
 		e.superExec(t, "ALTER ROLE "+plainRole+" CONNECTION LIMIT -1")
 	})
 
+	t.Run("a rotation stopped at a bound keeps the key and gives the logins back", func(t *testing.T) {
+		fresh(t).oneCall(t, e.grant("plain", Limits{}), "SELECT 1")
+		plainRole := roleName("postgres", "plain")
+		e.superExec(t, "ALTER ROLE "+plainRole+" CONNECTION LIMIT 7")
+		defer e.superExec(t, "ALTER ROLE "+plainRole+" CONNECTION LIMIT -1")
+		key := func() string { return e.adminValue(t, "SELECT key FROM wasmhist.host_key") }
+		// What each case below leaves: the old key, the operator's limit
+		// and the others' back, nothing recorded, and logins that work.
+		kept := func(t *testing.T, before string) {
+			t.Helper()
+			assert.Equal(t, before, key(), "the key changed")
+			assert.Equal(t, "-1,7", e.adminValue(t, `SELECT string_agg(DISTINCT rolconnlimit::text, ',' ORDER BY rolconnlimit::text) FROM pg_roles WHERE rolname LIKE 'wasmhist\_%'`))
+			assert.Equal(t, "0", e.adminValue(t, "SELECT count(*)::text FROM wasmhist.login_limits"))
+			fresh(t).oneCall(t, e.grant("plain", Limits{}), "SELECT 1")
+		}
+		// holdJournal holds the lock a run's journal row takes, which the
+		// rotation's second transaction waits for, after the first turned
+		// the logins off; it returns the release.
+		holdJournal := func(t *testing.T) func() {
+			conn, err := pgx.Connect(ctx, e.dsn)
+			require.NoError(t, err)
+			tx, err := conn.Begin(ctx)
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, "LOCK TABLE wasmhist.journal IN ROW EXCLUSIVE MODE")
+			require.NoError(t, err)
+			return func() { tx.Rollback(ctx); conn.Close(ctx) }
+		}
+
+		t.Run("a lock held past the bound, three times", func(t *testing.T) {
+			defer func(w time.Duration) { rotateLockWait = w }(rotateLockWait)
+			rotateLockWait = 300 * time.Millisecond
+			release := holdJournal(t)
+			defer release()
+			before := key()
+			// A rotation without the bound would wait for the lock until
+			// this context ends.
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			_, err := RotateKey(rctx, e.dsn, "")
+			require.ErrorContains(t, err, "a lock was held for longer than 300ms, 3 times: the old key stays; try again")
+			assert.NoError(t, rctx.Err(), "the bound did not end the rotation")
+			assert.LessOrEqual(t, strings.Count(err.Error(), "\n"), 1, "at most two lines")
+			t.Logf("failed after %s: %v", time.Since(start), err)
+			release()
+			kept(t, before)
+		})
+
+		t.Run("its connection broken in the middle", func(t *testing.T) {
+			// The server ends the rotation's backend as it writes the key.
+			e.superExec(t, `CREATE FUNCTION public.cut() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(1); RETURN NEW; END $f$`,
+				`CREATE TRIGGER cut BEFORE UPDATE ON wasmhist.host_key FOR EACH ROW EXECUTE FUNCTION public.cut()`)
+			defer e.superExec(t, "DROP TRIGGER cut ON wasmhist.host_key", "DROP FUNCTION public.cut()")
+			before := key()
+			_, err := RotateKey(ctx, e.dsn, "")
+			require.Error(t, err)
+			assert.NotContains(t, err.Error(), "logins back failed")
+			t.Logf("failed with: %v", err)
+			kept(t, before)
+		})
+
+		t.Run("its context ended while it waits", func(t *testing.T) {
+			release := holdJournal(t)
+			defer release()
+			before := key()
+			rctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := RotateKey(rctx, e.dsn, "")
+				done <- err
+			}()
+			waiting := `SELECT count(*)::text FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE NOT l.granted AND c.relname = 'journal'`
+			require.Eventually(t, func() bool { return e.adminValue(t, waiting) != "0" }, 10*time.Second, 10*time.Millisecond)
+			cancel() // an operator's Ctrl-C
+			select {
+			case err := <-done:
+				require.Error(t, err)
+				t.Logf("failed with: %v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the rotation went on after its context ended")
+			}
+			release()
+			kept(t, before)
+		})
+	})
+
 	t.Run("a plugin's view of a retired function does not stop it", func(t *testing.T) {
 		// What the versions before key rotation make and grant, and a
 		// plugin's view that depends on it, which a DROP would refuse.
