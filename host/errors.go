@@ -52,7 +52,9 @@ var (
 	// allows. Either a function exceeds a bound on its shape (the message
 	// names the construct: br_table targets, nesting, locals), or the
 	// compilation, run in a process of its own, passed 10 s of CPU or
-	// 512 MiB (abi/SPEC.md section 9). It always comes with ErrInvalidPlugin.
+	// 512 MiB (abi/SPEC.md section 9). From Load it comes with
+	// ErrInvalidPlugin; from Plugin.Compiled, after a plugin's first load,
+	// it means the plugin stays on the interpreter, and later loads fail.
 	ErrCompileLimit = hosterr.ErrCompileLimit
 	// ErrInvalidSession: a session is malformed or a state slot belongs to
 	// another plugin.

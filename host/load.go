@@ -74,11 +74,14 @@ type LoadOptions struct {
 // marker and required exports) and imports; then it creates the first
 // instance and calls describe, so that every load error surfaces here.
 //
-// A plugin the compilation cache does not hold yet is compiled in a
-// process of its own: the program's executable, run again with
-// WASMHIST_COMPILE_PROCESS=1 in its environment, which the host recognises
-// before main runs. It is stopped past 10 s of CPU or 512 MiB, and the
-// load fails with ErrCompileLimit.
+// A plugin the compilation cache does not hold yet runs its first calls
+// on wazero's interpreter while it is compiled in a process of its own:
+// the program's executable, run again with WASMHIST_COMPILE_PROCESS=1 in
+// its environment, which the host recognises before main runs. That
+// process is stopped past 10 s of CPU or 512 MiB: the plugin then stays on
+// the interpreter (Plugin.Compiled returns the ErrCompileLimit error), the
+// cache records the refusal, and every later load of the module fails
+// with ErrInvalidPlugin and ErrCompileLimit.
 func (h *Host) Load(ctx context.Context, src PluginSource, opts LoadOptions) (*Plugin, error) {
 	start := time.Now()
 	p, err := h.load(ctx, src, opts)

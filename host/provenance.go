@@ -18,8 +18,11 @@ import (
 // history. A plugin granted nothing records no storage.
 //
 // Package host/agent records it in the session at every commit and
-// refuses to resume a session whose slot another build or another
-// storage wrote.
+// refuses to resume a session whose slot another plugin or another build
+// wrote (unless RunOptions.AcceptNewBuild), or whose granted database does
+// not hold the session at the revision the session recorded
+// (HeldRevisions); a database moved or restored together with the session
+// resumes where it is.
 func (pp *Provider) Provenance(ctx context.Context) (session.Provenance, error) {
 	p := pp.p
 	pr := session.Provenance{Plugin: p.info.Name, Version: p.info.Version, SHA256: p.sum}

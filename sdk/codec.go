@@ -20,8 +20,9 @@ import (
 //
 // The rarer exports use it too, and nothing on the guest's paths formats
 // with fmt: a plugin that links neither encoding/json's codec nor fmt is
-// about 1.4 MB smaller, and the host compiles (validates) the whole module
-// on every load, cache or not, at a cost proportional to its size.
+// about 1.4 MB smaller, and the host reads and compiles the whole module
+// on its first load, and maps and checksums all of its compiled code on
+// every load, at a cost proportional to its size.
 
 // rawField decodes a value kept as bytes; null is absent, as with
 // encoding/json and json.RawMessage fields that are omitted when empty.

@@ -50,8 +50,9 @@
 //     already return errors wrapping abi.ErrInvalidArgument.
 //   - Keep fmt and encoding/json's codec out of the guest: one reachable
 //     call links either package wholesale (about 0.7 and 1.5 MB), and the
-//     host validates the whole module on every load. Wrap joins errors as
-//     fmt.Errorf's %w does; sdktest.CheckLean checks a build.
+//     host reads and compiles the whole module on its first load and maps
+//     and checksums all of its compiled code on every load. Wrap joins
+//     errors as fmt.Errorf's %w does; sdktest.CheckLean checks a build.
 //
 // Optional exports are detected at run time, as database/sql detects optional
 // driver interfaces: a provider that does not implement Lister answers list

@@ -12,9 +12,9 @@ import (
 // New: a provider that learns from conversations. AfterRun is called inside
 // each commit that records messages of a run (once per run with per-run
 // persistence, once per model call with per-service-call persistence),
-// after the history providers stored them and before the session is staged
-// (host/internal/txn/doc.go, between steps 3 and 4), with the run's
-// transaction in ctx: what a WebAssembly plugin called from AfterRun
+// after the history providers stored them and before the session is
+// committed (host/internal/txn/doc.go, step 1, before step 3), with the
+// run's transaction in ctx: what a WebAssembly plugin called from AfterRun
 // writes commits with the run or not at all.
 //
 // An error fails that commit: the run's database writes roll back and the

@@ -13,7 +13,8 @@ import (
 // that can say which build of which plugin it is and which storage it was
 // granted. host.Provider implements it. The agent records the answer in
 // Session.Provenance at every commit, and refuses to resume a slot that
-// another build or another storage wrote (ErrProviderMismatch). A provider
+// another plugin or another build wrote, or, for a provider without
+// StorageReporter, another storage (ErrProviderMismatch). A provider
 // without it (a native Go provider) records nothing and is never refused.
 type ProvenanceReporter interface {
 	// Provenance is where the provider keeps history for calls made with
@@ -34,9 +35,12 @@ type StorageReporter interface {
 }
 
 // ErrProviderMismatch reports a run refused before any model call because
-// a slot of its session was written by another plugin, another build of
-// the plugin, or with another storage than the run's provider has. The
-// error is a *ProviderMismatchError saying what differs.
+// a slot of its session was written by another plugin or another build of
+// the plugin, or its history is not where the run's provider keeps it:
+// another storage, for a provider that cannot say what its storage holds,
+// or a database that does not hold the session at the revision the
+// session recorded. The error is a *ProviderMismatchError saying what
+// differs.
 var ErrProviderMismatch = errors.New("agent: the session's history was written by another plugin build or storage")
 
 // ProviderMismatchError is the ErrProviderMismatch of one slot.

@@ -111,7 +111,8 @@ func (e *RefusedError) Is(target error) bool { return target == ErrHistoryRefuse
 // into its store, all or nothing, and returns the session as stored.
 //
 // From fields it takes the session id, service conversation, revision,
-// pending tool calls and recent runs; its State and Provenance are not
+// pending tool calls, recent runs and compaction records
+// (Session.Compactions); its State and Provenance are not
 // used: each slot's history is written into a fresh state by calling the
 // plugin's store with pages of messages (see ImportOptions), which every
 // ABI 1.0 plugin has, and the provenance is the target's. A page never

@@ -93,8 +93,8 @@ type MigrateOptions struct {
 // Each session is one Import: its slots are read from the source's
 // plugins through their list export, page by page, and written into fresh
 // states of the destination's plugins and into its store, all or nothing,
-// keeping the session's id, revision, service conversation, pending calls
-// and run records. Migrate is idempotent, so an interrupted migration
+// keeping the session's id, revision, service conversation, pending calls,
+// run records and compaction records. Migrate is idempotent, so an interrupted migration
 // resumes by running it again: a session the destination holds at the
 // source's revision is Unchanged, one it holds at an older revision is
 // replaced (Updated, Import with Force: the old copy's rows are cleared in

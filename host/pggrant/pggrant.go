@@ -35,7 +35,8 @@
 // so that a failed statement undoes only itself. A plugin's BEGIN, COMMIT,
 // ROLLBACK or SAVEPOINT fails its call with permission_denied; a COMMIT
 // cannot commit anything early (a deferred guard the host alone passes
-// fails it). Within a txn.Txn, the run's calls share one transaction,
+// fails it). Within a run (every agent run of package host/agent, or
+// host.InRun) the calls share one transaction, each call in a savepoint,
 // which the agent commits together with the session row when the session
 // store is host/store/pgstore on the same database with the same Name:
 // the txn target is "postgres:<Name>".

@@ -16,8 +16,11 @@
 // loading, transaction control and all but a few PRAGMAs are refused by
 // SQLite's authorizer. All statements of one export call run in one
 // transaction, committed (with synchronous=FULL, so durably) only when the
-// call succeeds. Give each plugin its own file: two plugins sharing one
-// share their tables.
+// call succeeds. Within a run (every agent run of package host/agent, or
+// host.InRun) the calls share one transaction, each call in a savepoint,
+// which commits with the session when the run commits, or is rolled back
+// when the run fails, even after the call succeeded. Give each plugin its
+// own file: two plugins sharing one share their tables.
 //
 // A Host keeps at most 64 files open, closing the least recently used one
 // no call is using, and closes a file's idle connections after a minute.
