@@ -4,7 +4,7 @@ WASM_ENV  := GOOS=wasip1 GOARCH=wasm
 PLUGINS   := inmemory sqlite
 FUZZTIME  ?= 2m
 
-.PHONY: all plugins test test-under-load check fuzz bench clean install
+.PHONY: all plugins go-plugins test test-under-load check fuzz bench clean install
 
 # Where `make install` puts the sample plugins: the data directory the
 # command searches, $XDG_DATA_HOME/wasmhist or ~/.local/share/wasmhist.
@@ -13,10 +13,14 @@ DATADIR   ?= $(if $(XDG_DATA_HOME),$(XDG_DATA_HOME),$(HOME)/.local/share)/wasmhi
 all: plugins
 
 # Every sample plugin as a .wasm next to its source (ignored by git): the Go
-# ones, and the AssemblyScript one, built with the compiler and the Extism
-# kit that its package-lock.json pins (npm ci; node_modules is ignored by
-# git and reinstalled only when the lock file changes).
-plugins: plugins/asmemory/asmemory.wasm
+# ones (go-plugins, all that demo and install need: Go alone builds them),
+# and the AssemblyScript one, built with the compiler and the Extism kit
+# that its package-lock.json pins (npm ci, which needs Node.js and npm;
+# node_modules is ignored by git and reinstalled only when the lock file
+# changes).
+plugins: go-plugins plugins/asmemory/asmemory.wasm
+
+go-plugins:
 	@for p in $(PLUGINS); do \
 		echo "building plugins/$$p/$$p.wasm"; \
 		$(WASM_ENV) $(GO) build -buildmode=c-shared -o plugins/$$p/$$p.wasm ./plugins/$$p || exit 1; \
@@ -36,7 +40,7 @@ plugins/asmemory/asmemory.wasm: plugins/asmemory/node_modules/.package-lock.json
 # default), so that no first run pays for the compilation.
 BINDIR    ?= $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 
-install: plugins
+install: go-plugins
 	$(GO) install ./host/cmd/wasmhist
 	mkdir -p $(DATADIR)/plugins
 	@for p in $(PLUGINS); do cp plugins/$$p/$$p.wasm $(DATADIR)/plugins/ || exit 1; echo "installed $(DATADIR)/plugins/$$p.wasm"; done
@@ -108,7 +112,7 @@ clean:
 # demo-intro comes first so that a fresh machine, silent for minutes while
 # Go compiles SQLite, has said why.
 .PHONY: demo demo-intro
-demo: demo-intro plugins
+demo: demo-intro go-plugins
 	@echo "building ./wasmhist (go build ./host/cmd/wasmhist)"
 	$(GO) build -o wasmhist ./host/cmd/wasmhist
 	@d="$${TMPDIR:-/tmp}/wasmhist-demo"; rm -rf "$$d" && mkdir -p "$$d" || exit 1; \
