@@ -356,6 +356,11 @@ func (c *chatSetup) openSession(ctx context.Context, e *env, cmd string, store *
 	c.session = s
 	if c.db == "" {
 		c.db = a.defaultDB(s.SessionID)
+		if f, err := a.file(); err == nil {
+			if pg := f.recordedPostgres(e, s); pg != "" {
+				c.db = pg // where the session's history is
+			}
+		}
 	}
 	if a.inStore() {
 		st, id := a.st, s.SessionID
@@ -403,7 +408,7 @@ func (c *chatSetup) checkStorage(cmd, dbPath string) error {
 	name := c.plugin.Info().Name
 	switch {
 	case wantsSQL(c.plugin) && c.db == "" && c.store != nil:
-		return usagef(cmd, "plugin %s keeps history in a database: with --store %s pass --db PATH, the plugin's SQLite database", name, c.store.raw)
+		return usagef(cmd, "plugin %s keeps history in a database, and --store %s names none: %s", name, c.store.raw, needDB(c.session))
 	case wantsSQL(c.plugin) && c.db == "":
 		return usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", name)
 	case !wantsSQL(c.plugin) && dbPath != "":
@@ -547,7 +552,11 @@ func (c *chatSetup) mismatchMessage(m *agent.ProviderMismatchError) string {
 		return fmt.Sprintf("%s keeps its history in %s, not %s: pass --db (or --store) naming that database, or copy that database there first (--accept-new-build does not change storage)", name, orNone(m.Recorded.Storage), orNone(m.Current.Storage))
 	case "database":
 		if m.Held == 0 {
-			return fmt.Sprintf("%s: %s holds none of its history (recorded in %s at revision %d): pass --db naming the database it was chatted with, or a copy of it", name, orNone(m.Current.Storage), orNone(m.Recorded.Storage), m.Recorded.Revision)
+			advice := "pass --db naming the database it was chatted with, or a copy of it"
+			if n := postgresName(m.Recorded.Storage); n != "" {
+				advice = "pass --db postgres (or --db env:VAR) with a connection string that reaches PostgreSQL database " + n
+			}
+			return fmt.Sprintf("%s: %s holds none of its history (recorded in %s at revision %d): %s", name, orNone(m.Current.Storage), orNone(m.Recorded.Storage), m.Recorded.Revision, advice)
 		}
 		return fmt.Sprintf("%s: %s holds its history at revision %d, the session is at %d: restore the database copy taken with the session", name, orNone(m.Current.Storage), m.Held, m.Recorded.Revision)
 	case "session":
@@ -770,8 +779,10 @@ const chatDetails = `  Each answer prints the tool calls (name, arguments, resul
   plugin that wants sql gets the database beside it (FILE.db) unless --db says otherwise.
   With --store, --session is the session's id in the store. The database and the session
   are checked before the first model call. A database is recognised by what it holds, not
-  by its path: a session moved or restored together with its database resumes with --db
-  naming the new place.
+  by its path: a session moved together with its database (FILE.db beside it) resumes as
+  it is, and one whose database went elsewhere resumes with --db naming the new place.
+  A session whose history is in PostgreSQL (--db postgres or env:VAR) resumes without
+  --db when the --store's connection string or $WASMHIST_POSTGRES_DSN reaches that database.
 
   Another build. A session resumed with a database that does not hold it as last saved,
   or with another build of its plugin (version or sha256), is refused before any model

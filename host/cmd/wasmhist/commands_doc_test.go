@@ -92,3 +92,11 @@ func TestCommandReferenceExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandReferenceCacheLimit: the reference states the compile
+// cache's limit that the command keeps.
+func TestCommandReferenceCacheLimit(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "commands.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "kept under "+byteSize(maxCacheBytes).String()+",")
+}

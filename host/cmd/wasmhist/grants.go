@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,10 +36,23 @@ func pgDBEnv(db string) (string, bool) {
 // session store and a grant on one database get the same name, so a
 // run's session row commits with its plugin's writes.
 func pgName(cmd, env, dsn string) (string, error) {
-	cfg, err := pgconn.ParseConfig(dsn)
+	name, err := dsnDatabase(dsn)
 	if err != nil {
 		// The error may quote the string: say only where it came from.
 		return "", usagef(cmd, "$%s is not a PostgreSQL connection string: set it as postgres://USER@HOST/DB", env)
+	}
+	return name, nil
+}
+
+// dsnDatabase is the name of the database a connection string reaches:
+// its database, or the user's name, as the server defaults it.
+func dsnDatabase(dsn string) (string, error) {
+	if dsn == "" {
+		return "", errors.New("no connection string")
+	}
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "", err
 	}
 	if cfg.Database == "" {
 		return cfg.User, nil

@@ -132,12 +132,13 @@ func openHistoryPlugin(ctx context.Context, e *env, a *sessionArg, s *session.Se
 		return nil, nil, "", err
 	}
 	if f, err := a.file(); err == nil {
-		db = f.historyDB(s)
+		db = f.historyDB(e, s)
 	}
 	if dbPath != "" {
 		db = dbPath
 	}
-	if db == "" {
+	found := db != ""
+	if !found {
 		db = filepath.Join(os.TempDir(), "wasmhist-no-database-given.db")
 	}
 	grants, err := dbGrantsFor(e, cmd, db)
@@ -160,8 +161,8 @@ func openHistoryPlugin(ctx context.Context, e *env, a *sessionArg, s *session.Se
 	if hasSlot && slot.Provider != p.Info().Name {
 		return nil, nil, "", usagef(cmd, "%s keeps key %q with plugin %q, not %q: pass --plugin %s", where, key, slot.Provider, p.Info().Name, slot.Provider)
 	}
-	if wantsSQL(p) && dbPath == "" && a.inStore() && a.store.defaultDB(s.SessionID) == "" {
-		return nil, nil, "", usagef(cmd, "plugin %s keeps history in a database: with --store %s pass --db PATH, the database the session was chatted with", p.Info().Name, a.store.raw)
+	if wantsSQL(p) && !found {
+		return nil, nil, "", usagef(cmd, "plugin %s keeps history in a database, and --store %s names none: %s", p.Info().Name, a.store.raw, needDB(s))
 	}
 	return h, p, db, nil
 }

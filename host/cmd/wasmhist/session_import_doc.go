@@ -248,7 +248,7 @@ func (d *docImport) plugins(ctx context.Context, names map[string]string, defaul
 	}
 	switch {
 	case usesDB && db == "":
-		return nil, "", usagef(d.cmd, "the history goes into a plugin that keeps it in a database: with --store %s pass --db PATH", d.store.raw)
+		return nil, "", usagef(d.cmd, "the history goes into a plugin that keeps it in a database, and --store %s names none: %s", d.store.raw, needDB(nil))
 	case !usesDB && d.db != "":
 		return nil, "", usagef(d.cmd, "--db %s: no plugin of the import keeps history in a database, so it would not be used: drop --db, or pass --plugin sqlite", d.db)
 	case usesDB:

@@ -25,15 +25,17 @@ type slotPlugins struct {
 	byName map[string]*host.Plugin
 	// missing says why a slot's plugin was not loaded, by plugin name.
 	missing map[string]string
+	// needDB is the advice when db is "" (see needDB).
+	needDB string
 }
 
 // loadSlotPlugins loads the plugin of every slot of s. A plugin that
 // cannot be found is recorded in missing rather than failing; every
 // other failure (a bad --plugin, a plugin that does not load) is an error.
 func loadSlotPlugins(ctx context.Context, e *env, cmd string, f sessionFile, s *session.Session, pluginSpec, dbPath string, ps *pluginSettings) (_ *slotPlugins, err error) {
-	sp := &slotPlugins{db: dbPath, byName: map[string]*host.Plugin{}, missing: map[string]string{}}
+	sp := &slotPlugins{db: dbPath, byName: map[string]*host.Plugin{}, missing: map[string]string{}, needDB: needDB(s)}
 	if sp.db == "" {
-		sp.db = f.historyDB(s)
+		sp.db = f.historyDB(e, s)
 	}
 	grants := []host.Grant{sqlgrant.New(sqlgrant.Config{PathFunc: func(context.Context) (string, error) {
 		return "", errors.New("no database given: pass --db")
@@ -124,7 +126,7 @@ func (sp *slotPlugins) checkDB(p *host.Plugin) error {
 		return nil
 	}
 	if sp.db == "" {
-		return fmt.Errorf("plugin %s keeps history in a database, and the store names none: pass --db with the database the session was chatted with", p.Info().Name)
+		return fmt.Errorf("plugin %s keeps history in a database, and the store names none: %s", p.Info().Name, sp.needDB)
 	}
 	return dbExists(p, sp.db)
 }

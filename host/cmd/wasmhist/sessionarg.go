@@ -91,7 +91,11 @@ func (a *sessionArg) where(id string) string {
 // a store, its place there.
 func (a *sessionArg) file() (sessionFile, error) {
 	if a.inStore() {
-		return sessionFile{path: a.where(""), dir: a.store.home(), name: a.name, inStore: true, db: a.store.defaultDB(a.name)}, nil
+		f := sessionFile{path: a.where(""), dir: a.store.home(), name: a.name, inStore: true, db: a.store.defaultDB(a.name)}
+		if a.store.kind == storePostgres {
+			f.pgEnv = a.store.env
+		}
+		return f, nil
 	}
 	return parseSessionFile(a.cmd, a.name)
 }

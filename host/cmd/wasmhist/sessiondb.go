@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,12 +31,76 @@ func recordedDB(s *session.Session) string {
 	return ""
 }
 
+// recordedPostgres is the --db value (postgres or env:VAR) whose
+// connection string reaches the PostgreSQL database the provenance of s
+// records for its slots ("postgres:NAME", NAME the database's name), when
+// one at hand does: the PostgreSQL --store's, then $WASMHIST_POSTGRES_DSN.
+// "" when s records none, or no connection string names it.
+func (f sessionFile) recordedPostgres(e *env, s *session.Session) string {
+	name := recordedPostgresName(s)
+	if name == "" || e.getenv == nil {
+		return ""
+	}
+	for _, v := range []string{f.pgEnv, postgresDSNEnv} {
+		if v == "" {
+			continue
+		}
+		if db, err := dsnDatabase(e.getenv(v)); err == nil && db == name {
+			if v == postgresDSNEnv {
+				return "postgres"
+			}
+			return "env:" + v
+		}
+	}
+	return ""
+}
+
+// recordedPostgresName is the name of the PostgreSQL database the
+// provenance of s records for its slots (the first slot, by key, that
+// records one), or "".
+func recordedPostgresName(s *session.Session) string {
+	for _, k := range slotKeys(s) {
+		if n := postgresName(s.Provenance[k].Storage); n != "" {
+			return n
+		}
+	}
+	return ""
+}
+
+// postgresName is the name of the PostgreSQL database a provenance's
+// storage names ("postgres:NAME"), or "".
+func postgresName(storage string) string {
+	for _, t := range strings.Fields(storage) {
+		if n, ok := strings.CutPrefix(t, "postgres:"); ok && n != "" {
+			return n
+		}
+	}
+	return ""
+}
+
+// needDB is the advice for a plugin that keeps history in a database
+// when no --db was given and none could be found for the session s
+// (nil for a new one): which --db to pass.
+func needDB(s *session.Session) string {
+	if s != nil {
+		if name := recordedPostgresName(s); name != "" {
+			return fmt.Sprintf("the session keeps its history in PostgreSQL database %s: pass --db postgres (or --db env:VAR) with a connection string that reaches it", name)
+		}
+	}
+	return "pass --db PATH, the plugin's SQLite database, or --db postgres (or --db env:VAR) to keep it in PostgreSQL"
+}
+
 // historyDB is the database that holds the history of s, for a command
-// given no --db: the one s records when it is there; else a file of that
-// name beside the session (or in its store's directory), when the two
-// moved together; else the default database (dbPath). When none of them
-// exists it is the recorded one, so that the error names what is missing.
-func (f sessionFile) historyDB(s *session.Session) string {
+// given no --db: the PostgreSQL database s records, when a connection
+// string at hand names it (recordedPostgres); the SQLite file s records
+// when it is there; else a file of that name beside the session (or in
+// its store's directory), when the two moved together; else the default
+// database (dbPath). When none of them exists it is the recorded one, so
+// that the error names what is missing.
+func (f sessionFile) historyDB(e *env, s *session.Session) string {
+	if pg := f.recordedPostgres(e, s); pg != "" {
+		return pg
+	}
 	rec := recordedDB(s)
 	if rec == "" {
 		return f.dbPath()

@@ -23,6 +23,9 @@ type sessionFile struct {
 	// ("" when the store chooses none: --db is then required).
 	inStore bool
 	db      string
+	// pgEnv is the variable holding the connection string of a
+	// PostgreSQL --store, where a session's history may be too.
+	pgEnv string
 }
 
 func parseSessionFile(cmd, path string) (sessionFile, error) {

@@ -146,6 +146,27 @@ func TestStorePostgres(t *testing.T) {
 	assert.Regexp(t, `(?m)^assistant: .*Italian`, out)
 	r.failsWithOneLine(t, exitUsage, []string{"chat", "--store", "postgres", "--session", "pgsql", "-m", "hi"}, "pass --db")
 
+	// A history kept in PostgreSQL (--db postgres) is found again without
+	// --db, through the store's connection string or $WASMHIST_POSTGRES_DSN,
+	// when it reaches the database the session records.
+	r.ok(t, "chat", "--store", "postgres", "--session", "inpg", "--plugin", "sqlite", "--db", "postgres", "-m", "I like Italian food")
+	out = r.ok(t, "chat", "--store", "env:OTHER_DSN", "--session", "inpg", "-m", "What food do I like?")
+	assert.Regexp(t, `(?m)^assistant: .*Italian`, out)
+	hist = storedHistory(t, r.ok(t, "history", "--store", "env:OTHER_DSN", "--session", "inpg", "--json"))
+	assert.Len(t, hist, 4, "history without --db")
+	assert.Contains(t, r.ok(t, "session", "show", "--store", "postgres", "inpg"), "4 messages stored in database postgres")
+	r.ok(t, "chat", "--session", "inpg.json", "--plugin", "sqlite", "--db", "postgres", "-m", "I like Italian food")
+	out = r.ok(t, "chat", "--session", "inpg.json", "-m", "What food do I like?")
+	assert.Regexp(t, `(?m)^assistant: .*Italian`, out, "a session file whose history is in PostgreSQL")
+	assert.NoFileExists(t, filepath.Join(r.dir, "inpg.db"), "an SQLite file was made for it")
+	// Without a connection string that reaches it, the refusal says where
+	// the history is and which --db reaches it.
+	alone := invocation{dir: r.dir, env: []string{"OTHER_DSN=" + dsn}}
+	// pgsql keeps its history in h.db: the store's database is not it.
+	alone.failsWithOneLine(t, exitUsage, []string{"chat", "--store", "env:OTHER_DSN", "--session", "pgsql", "-m", "hi"}, "pass --db")
+	line := alone.failsWithOneLine(t, exitFail, []string{"chat", "--session", "inpg.json", "-m", "hi"}, "PostgreSQL database postgres", "--db postgres")
+	assert.NotContains(t, line, dsn)
+
 	st, err := pgstore.Open(context.Background(), dsn)
 	require.NoError(t, err)
 	defer st.Close()
