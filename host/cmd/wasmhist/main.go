@@ -264,11 +264,10 @@ func refuseConnStrings(fs *flags, cmd string, positional []string) error {
 		if f == nil || !looksLikeConnString(f.Value.String()) {
 			continue
 		}
-		what := "--db names the plugin's SQLite file"
-		if name == "session" {
-			what = "--session names a session file or, with --store, a session's id"
+		if name == "db" {
+			return usagef(cmd, "%s takes no connection string (ps and shell history would show its password): to keep the plugin's history in PostgreSQL put it in $%s and pass --db postgres, or in another variable and pass --db env:VAR; else --db names an SQLite file", fs.origin(name), postgresDSNEnv)
 		}
-		return usagef(cmd, "%s takes no connection string (ps and shell history would show its password): %s; to keep sessions in PostgreSQL put the connection string in $%s and pass --store postgres", fs.origin(name), what, postgresDSNEnv)
+		return usagef(cmd, "%s takes no connection string (ps and shell history would show its password): --session names a session file or, with --store, a session's id; to keep sessions in PostgreSQL put the connection string in $%s and pass --store postgres", fs.origin(name), postgresDSNEnv)
 	}
 	return nil
 }

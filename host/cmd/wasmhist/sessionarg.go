@@ -131,6 +131,11 @@ func (a *sessionArg) read(ctx context.Context, e *env) (*session.Session, []byte
 		f, err := parseSessionFile(a.cmd, a.name)
 		return s, raw, f, err
 	}
+	// A store that cannot be opened says why itself, with its advice.
+	if err := a.openStore(ctx, e); err != nil {
+		a.close()
+		return nil, nil, sessionFile{}, err
+	}
 	s, raw, err := a.loadStored(ctx, e, a.name)
 	if err != nil {
 		a.close()
@@ -149,6 +154,10 @@ func (a *sessionArg) load(ctx context.Context, e *env) (*session.Session, error)
 			return nil, err
 		}
 		return f.load(a.cmd)
+	}
+	// A store that cannot be opened says why itself, with its advice.
+	if err := a.openStore(ctx, e); err != nil {
+		return nil, err
 	}
 	s, _, err := a.loadStored(ctx, e, a.name)
 	if err != nil {

@@ -185,6 +185,18 @@ func TestStoreRefusesConnectionStrings(t *testing.T) {
 	for _, spec := range []string{"postgres://u:secret@db.example/h", "host=db user=u password=secret"} {
 		line := invocation{}.failsWithOneLine(t, exitUsage, []string{"chat", "--store", spec, "-m", "hi"}, postgresDSNEnv, "--store postgres")
 		assert.NotContains(t, line, "secret", "the refusal repeats the password")
+		// Every command that reads a stored session says it once, with
+		// its own advice only.
+		for _, args := range [][]string{{"history", "--session", "a"}, {"session", "show", "a"}, {"session", "validate", "a"}, {"session", "export", "a"}} {
+			cmd := strings.Join(args[:len(args)-1], " ")
+			if args[0] == "history" {
+				cmd = "history"
+			}
+			line := invocation{}.failsWithOneLine(t, exitUsage, append(args, "--store", spec), "--store postgres")
+			assert.Equal(t, 1, strings.Count(line, "wasmhist "+cmd+":"), "the command is named twice: %s", line)
+			assert.NotContains(t, line, "session list", "advice for a session the store does not hold")
+			assert.NotContains(t, line, "secret", "the refusal repeats the password")
+		}
 	}
 	base, calls := countingModel(t)
 	invocation{env: []string{postgresDSNEnv + "="}}.failsWithOneLine(t, exitUsage,
@@ -231,6 +243,9 @@ func TestDBAndSessionRefuseConnectionStrings(t *testing.T) {
 						res := invocation{dir: dir}.wasmhist(t, args...)
 						require.Equal(t, exitUsage, res.code, "stderr: %s\nstdout: %s", res.stderr, res.stdout)
 						assert.Contains(t, res.stderr, "--"+flagName+" takes no connection string")
+						if flagName == "db" {
+							assert.Contains(t, res.stderr, "pass --db postgres", "the advice for a plugin's history in PostgreSQL")
+						}
 						assert.NotContains(t, res.stderr+res.stdout, secret, "the refusal repeats the password")
 						assert.Empty(t, filesIn(t, dir), "files were written")
 					})
