@@ -18,6 +18,14 @@ import (
 // export read). Load the session again and export again.
 var ErrChanged = errors.New("conversation: the session changed during the export")
 
+// ErrBehind: the database a slot's plugin reads holds an older revision of
+// the session than the session records for the slot, or none of it: the
+// database was restored from an older copy than the session, or is
+// another database. A run refuses such a session too
+// (agent.ErrProviderMismatch, field "database"). Give the plugin the
+// database the session was chatted with, or the copy taken with it.
+var ErrBehind = errors.New("conversation: a database is behind the session")
+
 // Export writes the portable document (package portable) of the newest
 // committed revision of session s into out: the session's own fields,
 // then every slot, as read from plugins (by state key) through their list
@@ -157,24 +165,45 @@ func exportSlot(ctx context.Context, s *session.Session, p *host.Plugin, key str
 	}
 }
 
-// checkHeld fails with ErrChanged when the storage a slot's plugin reads
-// holds another revision of s than s records for the slot.
+// CheckHeld reports whether the database each slot's plugin reads holds
+// the session s at the revision s records for the slot, or a later one: nil,
+// or an error wrapping ErrBehind that names the slot, the database and both
+// revisions. A later revision is not an error: s was read before a run
+// committed, or saved behind its database, which the next run repairs
+// (Newest reads that revision). plugins are by state key; a slot without
+// one, or whose provenance records no database or revision, is not
+// checked. It is the check a run makes of its storage before its first
+// model call, for a command that reads a session without running it.
+func CheckHeld(ctx context.Context, s *session.Session, plugins map[string]*host.Plugin) error {
+	return checkHeldRevisions(ctx, s, plugins, slotKeys(s), false)
+}
+
+// checkHeld is CheckHeld for an export, for which a later revision fails
+// with ErrChanged: a run committed while the export read.
 func checkHeld(ctx context.Context, s *session.Session, plugins map[string]*host.Plugin, keys []string) error {
+	return checkHeldRevisions(ctx, s, plugins, keys, true)
+}
+
+func checkHeldRevisions(ctx context.Context, s *session.Session, plugins map[string]*host.Plugin, keys []string, exact bool) error {
 	for _, k := range keys {
 		rec, ok := s.Provenance[k]
-		if !ok || rec.Revision == 0 || rec.Storage == "" {
+		p := plugins[k]
+		if !ok || rec.Revision == 0 || rec.Storage == "" || p == nil {
 			continue
 		}
-		held, err := plugins[k].Provider(k).HeldRevisions(ctx, s.SessionID)
+		held, err := p.Provider(k).HeldRevisions(ctx, s.SessionID)
 		if err != nil {
-			return fmt.Errorf("conversation: export of session %q: slot %q: %w", s.SessionID, k, err)
+			return fmt.Errorf("conversation: session %q: slot %q: %w", s.SessionID, k, err)
 		}
 		for _, target := range slices.Sorted(maps.Keys(held)) {
 			switch got := held[target]; {
 			case got == 0:
-				return fmt.Errorf("%w: export of session %q: slot %q: %s holds none of its history (recorded in %s at revision %d): give the plugin the database the session was chatted with",
-					ErrInvalidTarget, s.SessionID, k, target, rec.Storage, rec.Revision)
-			case got != rec.Revision:
+				return fmt.Errorf("%w: %w: session %q: slot %q: %s holds none of its history (recorded in %s at revision %d): give the plugin the database the session was chatted with",
+					ErrBehind, ErrInvalidTarget, s.SessionID, k, target, rec.Storage, rec.Revision)
+			case got < rec.Revision:
+				return fmt.Errorf("%w: session %q: slot %q: %s holds its history at revision %d, the session is at %d: restore the database copy taken with the session",
+					ErrBehind, s.SessionID, k, target, got, rec.Revision)
+			case got > rec.Revision && exact:
 				return fmt.Errorf("%w: slot %q of session %q is at revision %d, %s holds revision %d: load the session again and export again",
 					ErrChanged, k, s.SessionID, rec.Revision, target, got)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/conversation"
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
@@ -95,6 +96,7 @@ func runHistory(ctx context.Context, e *env, args []string) error {
 		if err := dbExists(p, db); err != nil {
 			return failf(cmd, "%w", err)
 		}
+		warnBehind(ctx, e, cmd, conversation.CheckHeld(ctx, s, map[string]*host.Plugin{*key: p}), "what follows is the history the database holds")
 		if r.Messages, err = listHistory(ctx, newProgress(e, cmd, false), cmd, a.where(s.SessionID), p, s, *key, *pageSize); err != nil {
 			return err
 		}

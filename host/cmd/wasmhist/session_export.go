@@ -111,6 +111,8 @@ func exportOnce(ctx context.Context, e *env, cmd string, a *sessionArg, sf slotF
 		return failf(cmd, "%w while %s was exported: what was printed is incomplete", errInterrupted, where)
 	case errors.Is(err, conversation.ErrChanged):
 		return failf(cmd, "exporting %s: %w: a chat is committing to it; export again when it is idle", where, err)
+	case errors.Is(err, conversation.ErrBehind):
+		return failf(cmd, "exporting %s: %w; nothing was exported", where, err) // the advice is err's
 	}
 	return failf(cmd, "exporting %s: %w: what was printed is incomplete; check the session with 'wasmhist session validate'", where, err)
 }
@@ -161,6 +163,9 @@ func exportOpenAI(ctx context.Context, cmd, where string, s *session.Session, pl
 		return usagef(cmd, "%s has no slot %q (it has %s): pass --state-key with one of them", where, key, describeSlots(s))
 	}
 	p := plugins[key]
+	if err := conversation.CheckHeld(ctx, s, map[string]*host.Plugin{key: p}); err != nil {
+		return failf(cmd, "exporting %s: %w; nothing was exported", where, err)
+	}
 	err := host.InRun(ctx, false, func(ctx context.Context) error {
 		return portable.WriteOpenAI(out, func(yield func(abi.Message, error) bool) {
 			cursor := ""

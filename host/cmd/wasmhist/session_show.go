@@ -61,6 +61,7 @@ func runSessionShow(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(w, "  %s: plugin %s, state version %d, state %d bytes, %s\n", k, st.Provider, st.StateVersion, len(st.Data), n)
 	}
+	warnBehind(ctx, e, cmd, sp.behind(ctx, s), "the messages counted are what the database holds")
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/conversation"
 	"github.com/wasmhist/wasmhist/host/session"
 	"github.com/wasmhist/wasmhist/host/sqlgrant"
 )
@@ -112,6 +113,29 @@ func (sp *slotPlugins) plugin(s *session.Session, key string) (*host.Plugin, str
 		return p, ""
 	}
 	return nil, sp.missing[name]
+}
+
+// behind is conversation.CheckHeld for the slots of s whose plugin was
+// loaded: an error when a database holds an older revision of s than s
+// records, or none of it, which a chat refuses.
+func (sp *slotPlugins) behind(ctx context.Context, s *session.Session) error {
+	plugins := map[string]*host.Plugin{}
+	for _, k := range slotKeys(s) {
+		if p, _ := sp.plugin(s, k); p != nil {
+			plugins[k] = p
+		}
+	}
+	return conversation.CheckHeld(ctx, s, plugins)
+}
+
+// warnBehind notes on standard error, for a command that reads a
+// session's history and goes on, that a database is behind the session
+// (err, from behind): a chat would refuse it. what says what the
+// command's output then shows.
+func warnBehind(ctx context.Context, e *env, cmd string, err error, what string) {
+	if err != nil && !interrupted(ctx, err) {
+		fmt.Fprintf(e.stderr, "wasmhist %s: warning: %s; %s\n", cmd, oneLine(err.Error()), what)
+	}
 }
 
 // errNoDatabase is a plugin's database that does not exist: reading it

@@ -16,8 +16,9 @@ func runSessionValidate(ctx context.Context, e *env, args []string) error {
 			"slot read by its plugin as chat would. Prints OK and a summary, or what is wrong and where.",
 		examples: []string{"wasmhist session validate trip.json"},
 		details: "  Each slot's state is checked against its plugin's state_schema and every stored message\n" +
-			"  decoded. The plugin of a slot is the built-in one it names, or --plugin. A slot whose\n" +
-			"  plugin is not found is not checked, and the OK line says so.",
+			"  decoded, and each database must hold the session at the revision the session records\n" +
+			"  (not an older copy), as chat checks. The plugin of a slot is the built-in one it names,\n" +
+			"  or --plugin. A slot whose plugin is not found is not checked, and the OK line says so.",
 	})
 	sf := addSlotFlags(fs)
 	pluginSpec, dbPath, ps := sf.plugin, sf.db, sf.ps
@@ -78,6 +79,15 @@ func checkSlots(ctx context.Context, e *env, cmd string, f sessionFile, s *sessi
 			checked = append(checked, fmt.Sprintf("%s: state read by plugin %s %s (it cannot list messages)", k, p.Info().Name, p.Info().Version))
 		default:
 			checked = append(checked, fmt.Sprintf("%s: %d stored messages read by plugin %s %s", k, n, p.Info().Name, p.Info().Version))
+		}
+	}
+	if len(problems) == 0 {
+		// What a chat checks before its first model call, too.
+		if err := sp.behind(ctx, s); err != nil {
+			if interrupted(ctx, err) {
+				return nil, failf(cmd, "%w while the databases of %s were read: nothing was changed; run the command again to check it", errInterrupted, path)
+			}
+			return nil, failf(cmd, "%s is not a session chat can resume: %s", path, oneLine(err.Error()))
 		}
 	}
 	if len(problems) > 0 {

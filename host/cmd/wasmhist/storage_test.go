@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -87,4 +88,47 @@ func TestCopiedSessionResumes(t *testing.T) {
 	assert.Contains(t, out, "Italian")
 	assert.Contains(t, out, "try.json (session ")
 	assert.Contains(t, out, "revision 2)")
+}
+
+// TestReadCommandsSeeADatabaseBehind: a session whose database was
+// restored from a copy older than the session is refused by validate and
+// export, as chat refuses it, saying which side is behind; history and
+// session show read what the database holds, with a warning. With the
+// copy taken with the session, all of them pass.
+func TestReadCommandsSeeADatabaseBehind(t *testing.T) {
+	t.Parallel()
+	r := invocation{dir: t.TempDir()}
+	r.ok(t, "chat", "--plugin", "sqlite", "--session", "a.json", "-m", "I like Rome")
+	copyFile := func(from, to string) {
+		b, err := os.ReadFile(filepath.Join(r.dir, from))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(r.dir, to), b, 0o600))
+	}
+	copyFile("a.db", "a1.db") // revision 1; the chat's commit left no -wal behind
+	r.ok(t, "chat", "--session", "a.json", "-m", "I like Florence")
+	copyFile("a.db", "a2.db")
+	copyFile("a1.db", "a.db")
+
+	behind := "holds its history at revision 1, the session is at 2: restore the database copy taken with the session"
+	r.failsWithOneLine(t, exitFail, []string{"chat", "--session", "a.json", "-m", "hi"}, behind)
+	r.failsWithOneLine(t, exitFail, []string{"session", "validate", "a.json"}, "not a session chat can resume", behind)
+	for _, args := range [][]string{{"session", "export", "a.json"}, {"session", "export", "--format", "openai", "a.json"}} {
+		res := r.wasmhist(t, args...)
+		assert.Equal(t, exitFail, res.code, "%v: %s", args, res.stderr)
+		assert.Contains(t, res.stderr, behind)
+		assert.Empty(t, res.stdout, "%v exported the older history", args)
+	}
+	for _, args := range [][]string{{"history", "--session", "a.json"}, {"session", "show", "a.json"}} {
+		res := r.wasmhist(t, args...)
+		require.Equal(t, 0, res.code, "%v: %s", args, res.stderr)
+		assert.Contains(t, res.stderr, "warning: ")
+		assert.Contains(t, res.stderr, behind)
+		assert.Equal(t, 1, strings.Count(strings.TrimSpace(res.stderr), "\n")+1, "one line")
+	}
+
+	copyFile("a2.db", "a.db")
+	assert.Contains(t, r.ok(t, "session", "validate", "a.json"), "OK: ")
+	assert.Len(t, storedHistory(t, r.ok(t, "history", "--session", "a.json", "--json")), 4)
+	r.ok(t, "session", "show", "a.json")
+	r.ok(t, "session", "export", "a.json")
 }
