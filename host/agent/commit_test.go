@@ -253,6 +253,7 @@ func TestStaleRunLeavesNoRows(t *testing.T) {
 			require.NoError(t, err)
 			_, err = rig.agent.Run(ctx, stale, []abi.Message{abi.NewMessage(abi.RoleUser, "lost")}, nil)
 			require.ErrorIs(t, err, session.ErrStaleRevision)
+			require.NotErrorIs(t, err, session.ErrStoreRepaired, "another run committed: the store was not behind")
 			require.Equal(t, []string{"user:one", "assistant:echo one", "user:two", "assistant:echo two"}, rig.rows(t))
 			require.EqualValues(t, 2, rig.revision(t, "s"))
 		})

@@ -166,6 +166,7 @@ func TestStorageIdentifiedByContent(t *testing.T) {
 		copyPlace(t, at("backup2"), at("oldsession"), "s.json")
 		_, err := rig.turn(t, at("oldsession"), "four")
 		require.ErrorIs(t, err, session.ErrStaleRevision, "the store behind its database is brought up to date")
+		require.ErrorIs(t, err, session.ErrStoreRepaired, "the refusal says no one else committed")
 		s, err := rig.turn(t, at("oldsession"), "four")
 		require.NoError(t, err)
 		assert.EqualValues(t, 4, s.Revision)

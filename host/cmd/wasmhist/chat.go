@@ -757,8 +757,13 @@ func (c *chatSetup) run(ctx context.Context, e *env, cmd string, input []abi.Mes
 			if lerr != nil {
 				return nil, fmt.Errorf("%w; reloading the session: %w", err, lerr)
 			}
-			fmt.Fprintf(e.stderr, "wasmhist %s: note: another process saved session %s meanwhile (revision %d, now %d); running the message again on its version (attempt %d of %d)\n",
-				cmd, fresh.SessionID, before, fresh.Revision, attempt+1, staleAttempts)
+			if errors.Is(err, session.ErrStoreRepaired) {
+				fmt.Fprintf(e.stderr, "wasmhist %s: note: %s was at revision %d, its database at %d (a chat ended before saving the session, or it was restored from an older copy): it was brought up to date; running the message again (attempt %d of %d)\n",
+					cmd, c.sessionName(), before, fresh.Revision, attempt+1, staleAttempts)
+			} else {
+				fmt.Fprintf(e.stderr, "wasmhist %s: note: another process saved session %s meanwhile (revision %d, now %d); running the message again on its version (attempt %d of %d)\n",
+					cmd, fresh.SessionID, before, fresh.Revision, attempt+1, staleAttempts)
+			}
 			c.session = fresh
 		}
 		pause := time.Duration(attempt)*50*time.Millisecond + time.Duration(rand.Int64N(int64(50*time.Millisecond)))

@@ -132,3 +132,23 @@ func TestReadCommandsSeeADatabaseBehind(t *testing.T) {
 	r.ok(t, "session", "show", "a.json")
 	r.ok(t, "session", "export", "a.json")
 }
+
+// TestChatOnASessionFileBehindItsDatabase: a session file restored from a
+// copy older than its database is brought up to date from the database's
+// journal, and the message runs on that: one note says so, blaming no
+// other process, and nothing of the history is lost or stored twice.
+func TestChatOnASessionFileBehindItsDatabase(t *testing.T) {
+	t.Parallel()
+	r := invocation{dir: t.TempDir()}
+	r.ok(t, "chat", "--plugin", "sqlite", "--session", "a.json", "-m", "I like Rome")
+	old, err := os.ReadFile(filepath.Join(r.dir, "a.json"))
+	require.NoError(t, err)
+	r.ok(t, "chat", "--session", "a.json", "-m", "I like Florence")
+	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "a.json"), old, 0o600))
+
+	res := r.wasmhist(t, "chat", "--session", "a.json", "-m", "What do I like?")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Regexp(t, `(?m)^assistant: .*Rome.*Florence`, res.stdout)
+	assert.Equal(t, "wasmhist chat: note: session file a.json was at revision 1, its database at 2 (a chat ended before saving the session, or it was restored from an older copy): it was brought up to date; running the message again (attempt 2 of 5)\n", res.stderr)
+	assert.Len(t, storedHistory(t, r.ok(t, "history", "--session", "a.json", "--json")), 6)
+}

@@ -269,12 +269,14 @@ func (t *Txn) repair(ctx context.Context, st Store, target string, next *session
 	t.Rollback(ctx)
 	switch err := st.Saver.Save(ctx, js); {
 	case err == nil:
+		// The caller gets the error; a log at Info, not Warn, says it
+		// once for a caller that runs again without reading it.
 		if st.Log != nil {
-			st.Log.Warn("txn: the session store was behind a database's journal and was brought up to date; the run was not committed",
+			st.Log.Info("txn: the session store was behind a database's journal and was brought up to date; the run was not committed",
 				"session", next.SessionID, "database", target, "revision", rev)
 		}
-		return fmt.Errorf("txn: session %q: the session store was at revision %d and database %s at %d; the store was brought up to date, run again: %w",
-			next.SessionID, storedRev, target, rev, session.ErrStaleRevision)
+		return fmt.Errorf("txn: session %q: the session store was at revision %d and database %s at %d: %w, run again: %w",
+			next.SessionID, storedRev, target, rev, session.ErrStoreRepaired, session.ErrStaleRevision)
 	case errors.Is(err, session.ErrStaleRevision):
 		return staleErr
 	default:
