@@ -77,7 +77,7 @@ func (r *wasmRunner) run(ctx context.Context, export string, input []byte) ([]by
 func (r *wasmRunner) release(ctx context.Context, healthy bool) {
 	// A grown instance is recycled: Wasm memory never shrinks, so only a
 	// fresh instance gives it back.
-	if healthy && r.in.Current() && !r.in.HitMemoryLimit() && r.in.MemoryBytes() <= r.b.limits.RecycleBytes {
+	if healthy && !r.in.Exited() && r.in.Current() && !r.in.HitMemoryLimit() && r.in.MemoryBytes() <= r.b.limits.RecycleBytes {
 		r.b.pool.Put(ctx, r.in)
 		return
 	}

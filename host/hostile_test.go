@@ -172,6 +172,69 @@ func TestHostilePlugin(t *testing.T) {
 	}
 }
 
+// TestPluginExit: a plugin that ends its module with os.Exit (proc_exit,
+// which SPEC section 1 forbids) instead of returning fails that call with
+// ErrTrap, saying so, on the interpreter of a first use and on compiled
+// code; the host goes on, the session is as it was, and the next call gets
+// a fresh instance. An exit with status 0 once crashed the whole process:
+// the host took it for a return and called the closed module for its
+// output.
+func TestPluginExit(t *testing.T) {
+	ctx := context.Background()
+	path := hostilePath(t, "exits")
+	for _, engine := range []string{"interpreter", "compiled"} {
+		t.Run(engine, func(t *testing.T) {
+			cfg := host.Config{CacheDir: t.TempDir()}
+			if engine == "compiled" {
+				h, err := host.New(ctx, cfg)
+				require.NoError(t, err)
+				p, err := h.Load(ctx, host.File(path), host.LoadOptions{})
+				require.NoError(t, err)
+				require.NoError(t, p.Compiled(ctx))
+				require.NoError(t, h.Close(ctx))
+			}
+			p, err := newHost(t, cfg).Load(ctx, host.File(path), host.LoadOptions{})
+			require.NoError(t, err)
+			prov := p.Provider("history")
+			s := &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "exits"}
+			require.NoError(t, prov.Store(ctx, s, []abi.Message{user("hello")}, nil))
+			for _, trigger := range []string{"hostile:exit", "hostile:exit3"} {
+				before := sessionJSON(t, s)
+				err := prov.Store(ctx, s, []abi.Message{user(trigger)}, nil)
+				require.ErrorIs(t, err, host.ErrTrap, trigger)
+				if trigger == "hostile:exit" {
+					assert.ErrorContains(t, err, "proc_exit(0) (os.Exit) instead of returning")
+				} else {
+					assert.ErrorContains(t, err, "exit_code(3)")
+				}
+				assert.Equal(t, string(before), string(sessionJSON(t, s)), "session changed")
+				require.NoError(t, prov.Store(ctx, s, []abi.Message{user("again")}, nil), "the call after %s", trigger)
+			}
+			hist, err := prov.Provide(ctx, s, nil)
+			require.NoError(t, err)
+			var texts []string
+			for _, m := range hist {
+				texts = append(texts, m.TextContent())
+			}
+			assert.Equal(t, "hello,again,again", strings.Join(texts, ","))
+		})
+	}
+	t.Run("an answer in the kernel, then exit(0)", func(t *testing.T) {
+		// go-sdk takes proc_exit(0) for a return, so the answer stands;
+		// the closed module must not go back to the pool, or the next
+		// call would meet it.
+		p := loadHostile(t, newHost(t, host.Config{}), "misbehave", host.LoadOptions{})
+		prov := p.Provider("primary")
+		s := &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "exitafter"}
+		require.NoError(t, prov.Store(ctx, s, []abi.Message{user("hello")}, nil))
+		require.NoError(t, prov.Store(ctx, s, []abi.Message{user("hostile:exitafter")}, nil))
+		require.NoError(t, prov.Store(ctx, s, []abi.Message{user("again")}, nil), "the call after")
+		hist, err := prov.Provide(ctx, s, nil)
+		require.NoError(t, err)
+		assert.Len(t, hist, 2)
+	})
+}
+
 func TestHostileModules(t *testing.T) {
 	h := newHost(t, host.Config{})
 	tests := []struct {

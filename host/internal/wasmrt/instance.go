@@ -198,6 +198,10 @@ func (in *Instance) HitMemoryLimit() bool { return in.mem.Refused() }
 // replaced it is not, and is better closed than reused.
 func (in *Instance) Current() bool { return in.module.code() == in.code }
 
+// Exited reports whether the guest ended its module (proc_exit): nothing
+// of it may run again, so the instance must not go back to a pool.
+func (in *Instance) Exited() bool { return in.closed || in.mod.IsClosed() }
+
 // Interpreted reports whether the instance runs on wazero's interpreter.
 func (in *Instance) Interpreted() bool { return in.code.interpreted }
 
@@ -317,9 +321,12 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 	in.stack[0] = 0
 	err := in.run(kctx, f)
 	var exit *sys.ExitError
+	exited := false
 	if errors.As(err, &exit) && exit.ExitCode() == 0 {
-		// proc_exit(0): a successful return, as go-sdk treats it.
-		err = nil
+		// proc_exit(0): a successful return, as go-sdk treats it, with
+		// the module closed: nothing of it may run or be read again (its
+		// memory is gone), only the kernel's output, which is the host's.
+		err, exited = nil, true
 	}
 	if err != nil {
 		return nil, in.failure(ctx, err)
@@ -329,8 +336,11 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 	if msg := in.kern.errorText(); msg != "" {
 		return nil, abi.DecodeError([]byte(msg))
 	}
-	if rc := uint32(in.stack[0]); len(f.Definition().ResultTypes()) == 1 && rc != 0 {
+	if rc := uint32(in.stack[0]); !exited && len(f.Definition().ResultTypes()) == 1 && rc != 0 {
 		return nil, abi.Errorf(abi.CodeInternal, "%s returned %d without setting an error", export, rc)
+	}
+	if exited && direct {
+		return nil, fmt.Errorf("%w: %s called proc_exit(0) (os.Exit) instead of returning, so its output in its own memory is gone: an export must return (SPEC section 2)", hosterr.ErrTrap, export)
 	}
 	if direct {
 		if err := in.run(kctx, in.directOut); err != nil {

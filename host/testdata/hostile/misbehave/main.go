@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -62,6 +63,11 @@ func misbehave(in []byte) (int32, bool) {
 		return guest.Output([]byte(`{"state": {"messages": "not an array", "extra": 1}}`)), true
 	case "panic":
 		panic("hostile: asked to panic")
+	case "exitafter":
+		// An answer in the kernel, then proc_exit(0), as go-sdk takes
+		// for a return: the answer stands, the module is gone.
+		guest.Output([]byte(`{}`))
+		os.Exit(0)
 	case "error":
 		return guest.Error(`{"code":"not_found","message":"asked to fail"}`), true
 	case "entropy":
