@@ -128,7 +128,7 @@ demo: demo-intro go-plugins
 	run ./wasmhist history --session "$$d/demo.json"
 
 demo-intro:
-	@echo "make demo: building the sample plugins (plugins/*/*.wasm) and the command (./wasmhist), then"
+	@echo "make demo: building the Go sample plugins (plugins/inmemory, plugins/sqlite) and the command (./wasmhist), then"
 	@echo "running a conversation with the offline model and resuming it in a new process."
 	@echo "The first build on a machine compiles SQLite (modernc.org/sqlite, pure Go) for the command and"
 	@echo "the sqlite plugin: about 7 minutes and 2.8 GB of memory on 2 cores, silent while go build works;"

@@ -24,7 +24,7 @@ var ErrChanged = errors.New("conversation: the session changed during the export
 // another database. A run refuses such a session too
 // (agent.ErrProviderMismatch, field "database"). Give the plugin the
 // database the session was chatted with, or the copy taken with it.
-var ErrBehind = errors.New("conversation: a database is behind the session")
+var ErrBehind = errors.New("conversation: the database does not hold the session as last saved")
 
 // Export writes the portable document (package portable) of the newest
 // committed revision of session s into out: the session's own fields,
@@ -48,7 +48,8 @@ var ErrBehind = errors.New("conversation: a database is behind the session")
 // exported session records for it before the first page and after the
 // last: a run that commits meanwhile fails the export with ErrChanged
 // rather than giving a document whose history belongs to another
-// revision than its session. A slot whose storage the session records no
+// revision than its session, and a storage that holds an older revision
+// than the session, or none of it, fails it with ErrBehind. A slot whose storage the session records no
 // revision for (a plugin without storage, or a session written before
 // revisions were recorded) is read as it is.
 //
@@ -198,8 +199,8 @@ func checkHeldRevisions(ctx context.Context, s *session.Session, plugins map[str
 		for _, target := range slices.Sorted(maps.Keys(held)) {
 			switch got := held[target]; {
 			case got == 0:
-				return fmt.Errorf("%w: %w: session %q: slot %q: %s holds none of its history (recorded in %s at revision %d): give the plugin the database the session was chatted with",
-					ErrBehind, ErrInvalidTarget, s.SessionID, k, target, rec.Storage, rec.Revision)
+				return fmt.Errorf("%w: session %q: slot %q: %s holds none of its history (recorded in %s at revision %d): give the plugin the database the session was chatted with",
+					ErrBehind, s.SessionID, k, target, rec.Storage, rec.Revision)
 			case got < rec.Revision:
 				return fmt.Errorf("%w: session %q: slot %q: %s holds its history at revision %d, the session is at %d: restore the database copy taken with the session",
 					ErrBehind, s.SessionID, k, target, got, rec.Revision)

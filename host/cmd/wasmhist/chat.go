@@ -355,10 +355,22 @@ func (c *chatSetup) openSession(ctx context.Context, e *env, cmd string, store *
 	}
 	c.session = s
 	if c.db == "" {
-		c.db = a.defaultDB(s.SessionID)
-		if f, err := a.file(); err == nil {
-			if pg := f.recordedPostgres(e, s); pg != "" {
-				c.db = pg // where the session's history is
+		f, ferr := a.file()
+		switch {
+		case ferr == nil && recordedPostgresName(s) != "":
+			// Its PostgreSQL --store's database when the history is
+			// there, else none: checkStorage says which --db reaches it.
+			c.db = f.recordedPostgres(e, s)
+		default:
+			c.db = a.defaultDB(s.SessionID)
+			if c.db == "" && ferr == nil {
+				// A PostgreSQL store has no default: the SQLite file the
+				// session records, when it is there.
+				if d := f.historyDB(e, s); d != "" {
+					if fi, err := os.Stat(d); err == nil && fi.Mode().IsRegular() {
+						c.db = d
+					}
+				}
 			}
 		}
 	}
@@ -409,6 +421,8 @@ func (c *chatSetup) checkStorage(cmd, dbPath string) error {
 	switch {
 	case wantsSQL(c.plugin) && c.db == "" && c.store != nil:
 		return usagef(cmd, "plugin %s keeps history in a database, and --store %s names none: %s", name, c.store.raw, needDB(c.session))
+	case wantsSQL(c.plugin) && c.db == "" && c.session != nil && recordedPostgresName(c.session) != "":
+		return usagef(cmd, "plugin %s keeps history in a database, and none was given: %s", name, needDB(c.session))
 	case wantsSQL(c.plugin) && c.db == "":
 		return usagef(cmd, "plugin %s keeps history in a database: pass --session FILE (the database goes beside it) or --db PATH", name)
 	case !wantsSQL(c.plugin) && dbPath != "":
@@ -786,8 +800,8 @@ const chatDetails = `  Each answer prints the tool calls (name, arguments, resul
   are checked before the first model call. A database is recognised by what it holds, not
   by its path: a session moved together with its database (FILE.db beside it) resumes as
   it is, and one whose database went elsewhere resumes with --db naming the new place.
-  A session whose history is in PostgreSQL (--db postgres or env:VAR) resumes without
-  --db when the --store's connection string or $WASMHIST_POSTGRES_DSN reaches that database.
+  A session in a PostgreSQL --store whose history is in the store's own database (--db
+  naming the same one) resumes without --db; another history in PostgreSQL needs --db again.
 
   Another build. A session resumed with a database that does not hold it as last saved,
   or with another build of its plugin (version or sha256), is refused before any model

@@ -164,7 +164,11 @@ func openHistoryPlugin(ctx context.Context, e *env, a *sessionArg, s *session.Se
 		return nil, nil, "", usagef(cmd, "%s keeps key %q with plugin %q, not %q: pass --plugin %s", where, key, slot.Provider, p.Info().Name, slot.Provider)
 	}
 	if wantsSQL(p) && !found {
-		return nil, nil, "", usagef(cmd, "plugin %s keeps history in a database, and --store %s names none: %s", p.Info().Name, a.store.raw, needDB(s))
+		none := "none was given"
+		if a.inStore() {
+			none = "--store " + a.store.raw + " names none"
+		}
+		return nil, nil, "", usagef(cmd, "plugin %s keeps history in a database, and %s: %s", p.Info().Name, none, needDB(s))
 	}
 	return h, p, db, nil
 }

@@ -121,7 +121,8 @@ func (sp *slotPlugins) plugin(s *session.Session, key string) (*host.Plugin, str
 func (sp *slotPlugins) behind(ctx context.Context, s *session.Session) error {
 	plugins := map[string]*host.Plugin{}
 	for _, k := range slotKeys(s) {
-		if p, _ := sp.plugin(s, k); p != nil {
+		// Not a database that is missing: opening it would create it.
+		if p, _ := sp.plugin(s, k); p != nil && sp.checkDB(p) == nil {
 			plugins[k] = p
 		}
 	}
@@ -150,7 +151,7 @@ func (sp *slotPlugins) checkDB(p *host.Plugin) error {
 		return nil
 	}
 	if sp.db == "" {
-		return fmt.Errorf("plugin %s keeps history in a database, and the store names none: %s", p.Info().Name, sp.needDB)
+		return fmt.Errorf("plugin %s keeps history in a database, and none was given or found: %s", p.Info().Name, sp.needDB)
 	}
 	return dbExists(p, sp.db)
 }

@@ -31,28 +31,27 @@ func recordedDB(s *session.Session) string {
 	return ""
 }
 
-// recordedPostgres is the --db value (postgres or env:VAR) whose
-// connection string reaches the PostgreSQL database the provenance of s
-// records for its slots ("postgres:NAME", NAME the database's name), when
-// one at hand does: the PostgreSQL --store's, then $WASMHIST_POSTGRES_DSN.
-// "" when s records none, or no connection string names it.
+// recordedPostgres is the --db value of the PostgreSQL --store that holds
+// s (postgres, or env:VAR), when the provenance of s records its history
+// in a database of the name the store's connection string reaches
+// ("postgres:NAME"): the store and the history are then on the server the
+// user named for this session. "" otherwise. A name alone does not say
+// which server, so no other connection string is tried: a session file
+// naming "postgres:app" must not have a read command set up a plugin's
+// role and schema in whatever database of that name $WASMHIST_POSTGRES_DSN
+// reaches.
 func (f sessionFile) recordedPostgres(e *env, s *session.Session) string {
 	name := recordedPostgresName(s)
-	if name == "" || e.getenv == nil {
+	if name == "" || f.pgEnv == "" || e.getenv == nil {
 		return ""
 	}
-	for _, v := range []string{f.pgEnv, postgresDSNEnv} {
-		if v == "" {
-			continue
-		}
-		if db, err := dsnDatabase(e.getenv(v)); err == nil && db == name {
-			if v == postgresDSNEnv {
-				return "postgres"
-			}
-			return "env:" + v
-		}
+	if db, err := dsnDatabase(e.getenv(f.pgEnv)); err != nil || db != name {
+		return ""
 	}
-	return ""
+	if f.pgEnv == postgresDSNEnv {
+		return "postgres"
+	}
+	return "env:" + f.pgEnv
 }
 
 // recordedPostgresName is the name of the PostgreSQL database the
@@ -86,20 +85,24 @@ func needDB(s *session.Session) string {
 		if name := recordedPostgresName(s); name != "" {
 			return fmt.Sprintf("the session keeps its history in PostgreSQL database %s: pass --db postgres (or --db env:VAR) with a connection string that reaches it", name)
 		}
+		if rec := recordedDB(s); rec != "" {
+			return fmt.Sprintf("the session keeps its history in %s: pass --db with it, or with the copy taken with the session", rec)
+		}
 	}
 	return "pass --db PATH, the plugin's SQLite database, or --db postgres (or --db env:VAR) to keep it in PostgreSQL"
 }
 
 // historyDB is the database that holds the history of s, for a command
-// given no --db: the PostgreSQL database s records, when a connection
-// string at hand names it (recordedPostgres); the SQLite file s records
-// when it is there; else a file of that name beside the session (or in
-// its store's directory), when the two moved together; else the default
-// database (dbPath). When none of them exists it is the recorded one, so
-// that the error names what is missing.
+// given no --db: for a history s records in PostgreSQL, its --store's
+// database when that is the one (recordedPostgres), else none (""; needDB
+// says what to pass); the SQLite file s records when it is there; else a
+// file of that name beside the session (or in its store's directory),
+// when the two moved together; else the default database (dbPath). When
+// none of them exists it is the recorded one, so that the error names
+// what is missing.
 func (f sessionFile) historyDB(e *env, s *session.Session) string {
-	if pg := f.recordedPostgres(e, s); pg != "" {
-		return pg
+	if recordedPostgresName(s) != "" {
+		return f.recordedPostgres(e, s)
 	}
 	rec := recordedDB(s)
 	if rec == "" {

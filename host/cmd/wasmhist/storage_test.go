@@ -131,6 +131,13 @@ func TestReadCommandsSeeADatabaseBehind(t *testing.T) {
 	assert.Len(t, storedHistory(t, r.ok(t, "history", "--session", "a.json", "--json")), 4)
 	r.ok(t, "session", "show", "a.json")
 	r.ok(t, "session", "export", "a.json")
+
+	// With the database gone, show says so and makes none.
+	require.NoError(t, os.Rename(filepath.Join(r.dir, "a.db"), filepath.Join(r.dir, "gone.db")))
+	res := r.wasmhist(t, "session", "show", "a.json")
+	assert.Contains(t, res.stdout, "messages not counted")
+	assert.NotContains(t, res.stderr, "warning", "a missing database taken for one behind")
+	assert.NoFileExists(t, filepath.Join(r.dir, "a.db"), "session show created the database")
 }
 
 // TestChatOnASessionFileBehindItsDatabase: a session file restored from a

@@ -144,28 +144,45 @@ func TestStorePostgres(t *testing.T) {
 	r.ok(t, "chat", "--store", "postgres", "--session", "pgsql", "--plugin", "sqlite", "--db", "h.db", "-m", "I like Italian food")
 	out := r.ok(t, "chat", "--store", "postgres", "--session", "pgsql", "--db", "h.db", "-m", "What food do I like?")
 	assert.Regexp(t, `(?m)^assistant: .*Italian`, out)
-	r.failsWithOneLine(t, exitUsage, []string{"chat", "--store", "postgres", "--session", "pgsql", "-m", "hi"}, "pass --db")
+	// Without --db, a chat in a PostgreSQL store takes the SQLite file
+	// the session records, as history does; when it is gone, the refusal
+	// names it.
+	out = r.ok(t, "chat", "--store", "postgres", "--session", "pgsql", "-m", "What food do I like?")
+	assert.Regexp(t, `(?m)^assistant: .*Italian`, out)
+	require.NoError(t, os.Rename(filepath.Join(r.dir, "h.db"), filepath.Join(r.dir, "h-moved.db")))
+	r.failsWithOneLine(t, exitUsage, []string{"chat", "--store", "postgres", "--session", "pgsql", "-m", "hi"}, "h.db", "pass --db")
+	assert.NoFileExists(t, filepath.Join(r.dir, "h.db"), "the refused chat made an empty database")
+	require.NoError(t, os.Rename(filepath.Join(r.dir, "h-moved.db"), filepath.Join(r.dir, "h.db")))
 
-	// A history kept in PostgreSQL (--db postgres) is found again without
-	// --db, through the store's connection string or $WASMHIST_POSTGRES_DSN,
-	// when it reaches the database the session records.
+	// A history kept in the store's own database (--db postgres) is found
+	// again without --db, through the store's connection string.
 	r.ok(t, "chat", "--store", "postgres", "--session", "inpg", "--plugin", "sqlite", "--db", "postgres", "-m", "I like Italian food")
 	out = r.ok(t, "chat", "--store", "env:OTHER_DSN", "--session", "inpg", "-m", "What food do I like?")
 	assert.Regexp(t, `(?m)^assistant: .*Italian`, out)
 	hist = storedHistory(t, r.ok(t, "history", "--store", "env:OTHER_DSN", "--session", "inpg", "--json"))
 	assert.Len(t, hist, 4, "history without --db")
 	assert.Contains(t, r.ok(t, "session", "show", "--store", "postgres", "inpg"), "4 messages stored in database postgres")
+	// A session file naming a PostgreSQL database is not given one by a
+	// name alone ($WASMHIST_POSTGRES_DSN may reach another server's
+	// database of that name): every command says which --db reaches it,
+	// and none makes an SQLite file in its place.
 	r.ok(t, "chat", "--session", "inpg.json", "--plugin", "sqlite", "--db", "postgres", "-m", "I like Italian food")
-	out = r.ok(t, "chat", "--session", "inpg.json", "-m", "What food do I like?")
-	assert.Regexp(t, `(?m)^assistant: .*Italian`, out, "a session file whose history is in PostgreSQL")
-	assert.NoFileExists(t, filepath.Join(r.dir, "inpg.db"), "an SQLite file was made for it")
-	// Without a connection string that reaches it, the refusal says where
-	// the history is and which --db reaches it.
-	alone := invocation{dir: r.dir, env: []string{"OTHER_DSN=" + dsn}}
-	// pgsql keeps its history in h.db: the store's database is not it.
-	alone.failsWithOneLine(t, exitUsage, []string{"chat", "--store", "env:OTHER_DSN", "--session", "pgsql", "-m", "hi"}, "pass --db")
-	line := alone.failsWithOneLine(t, exitFail, []string{"chat", "--session", "inpg.json", "-m", "hi"}, "PostgreSQL database postgres", "--db postgres")
-	assert.NotContains(t, line, dsn)
+	for _, args := range [][]string{
+		{"chat", "--session", "inpg.json", "-m", "hi"},
+		{"history", "--session", "inpg.json"},
+		{"session", "validate", "inpg.json"},
+		{"session", "export", "inpg.json"},
+	} {
+		res := r.wasmhist(t, args...)
+		assert.NotEqual(t, 0, res.code, "%v read a database the session named only by name", args)
+		assert.Contains(t, res.stderr, "PostgreSQL database postgres: pass --db postgres", "%v", args)
+		assert.NotContains(t, res.stderr+res.stdout, dsn)
+	}
+	res := r.wasmhist(t, "session", "show", "inpg.json")
+	assert.Contains(t, res.stdout, "PostgreSQL database postgres: pass --db postgres", "session show says why it counted nothing")
+	assert.NoFileExists(t, filepath.Join(r.dir, "inpg.db"), "an SQLite file was made in its place")
+	out = r.ok(t, "chat", "--session", "inpg.json", "--db", "postgres", "-m", "What food do I like?")
+	assert.Regexp(t, `(?m)^assistant: .*Italian`, out, "with --db postgres it resumes")
 
 	st, err := pgstore.Open(context.Background(), dsn)
 	require.NoError(t, err)
