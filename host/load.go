@@ -161,6 +161,9 @@ func (h *Host) load(ctx context.Context, src PluginSource, opts LoadOptions) (*P
 	p.exports = static.Exports
 	if err := h.finish(ctx, p); err != nil {
 		p.backend.close(ctx)
+		if static.Command && errors.Is(err, ErrTrap) {
+			return nil, fmt.Errorf("%w: %w", err, loader.ErrCommand)
+		}
 		return nil, err
 	}
 	if mod.Interpreted() {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
 // TestAdviceFitsTheCause: each mistake gets the advice for its own cause,
@@ -105,4 +108,36 @@ func TestWarningsArePlainLines(t *testing.T) {
 		"wasmhist chat: warning: agent: the service keeps the conversation while a provider also loads history; both will hold it (provider: history)\n"+
 			"wasmhist chat: warning: txn: the session store was behind a database's journal (session: trip, database: trip.db, revision: 3)\n",
 		out.String())
+}
+
+// TestPluginLoadRefusals: a plugin that does not load is named once, with
+// the host's reason and one piece of advice that fits it: a Go plugin
+// built without -buildmode=c-shared is told to use it, a plugin declaring
+// a newer ABI to upgrade the host or declare an older one.
+func TestPluginLoadRefusals(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	command := filepath.Join(dir, "command.wasm")
+	build := exec.Command(sdktest.GoCommand(), "build", "-o", command, ".")
+	build.Dir = filepath.Join("..", "..", "..", "plugins", "inmemory")
+	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	wrongMajor := sdktest.BuildPlugin(t, "../../testdata/hostile/wrongmajor")
+
+	r := invocation{dir: dir}
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{command, []string{"loading plugin " + command + ": describe: plugin trapped", "built as a WASI command", "build a Go plugin with -buildmode=c-shared"}},
+		{wrongMajor, []string{"loading plugin " + wrongMajor + ": ", "this host speaks ABI v", "upgrade the host"}},
+	} {
+		line := r.failsWithOneLine(t, exitFail, []string{"inspect", tc.path}, tc.want...)
+		for _, named := range []string{"host: load", "host: plugin"} {
+			assert.NotContains(t, line, named, "the plugin is named again")
+		}
+		assert.NotContains(t, line, "fix the plugin", "a second piece of advice")
+		assert.NotContains(t, line, "rebuild the plugin against this version of sdk", "a second piece of advice")
+	}
 }

@@ -68,8 +68,7 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 	first, err := h.Load(ctx, host.File(path), opts)
 	stop(err == nil)
 	if err != nil {
-		l, _ := ps.limits(cmd)
-		return failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err, l))
+		return loadFailure(cmd, path, err, ps)
 	}
 	report := conformanceReport{
 		File: path, Plugin: first.Info().Name, Version: first.Info().Version, SHA256: first.SHA256(),

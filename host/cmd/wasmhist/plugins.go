@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/host/internal/loader"
 )
 
 // builtinPlugins are the sample plugins --plugin accepts by name.
@@ -195,10 +196,29 @@ func loadPlugin(ctx context.Context, e *env, h *host.Host, cmd, path string, gra
 		return nil, failf(cmd, "%w while plugin %s was loaded", errInterrupted, path)
 	}
 	if err != nil {
-		l, _ := ps.limits(cmd)
-		return nil, failf(cmd, "loading plugin %s: %w: %s", path, err, loadAdvice(err, l))
+		return nil, loadFailure(cmd, path, err, ps)
 	}
 	return p, nil
+}
+
+// loadFailure is the command's error for a plugin at path that did not
+// load: the host's error without the prefixes that name the plugin again
+// ("host: load X", "host: plugin X"), and the advice for its cause when
+// the host's message has none of its own. err stays inspectable.
+func loadFailure(cmd, path string, err error, ps *pluginSettings) error {
+	text := err.Error()
+	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(text, "host: load ") {
+		text = inner.Error()
+	}
+	if pe := (*host.PluginError)(nil); errors.As(err, &pe) {
+		text = strings.Replace(text, "host: plugin "+pe.Plugin+": ", "", 1)
+	}
+	msg := fmt.Sprintf("wasmhist %s: loading plugin %s: %s", cmd, path, text)
+	l, _ := ps.limits(cmd)
+	if a := loadAdvice(err, l); a != "" {
+		msg += ": " + a
+	}
+	return &quietError{msg: msg, err: err}
 }
 
 // loadAdvice says what to do about a load error.
@@ -212,15 +232,19 @@ func loadAdvice(err error, l host.Limits) string {
 	case errors.Is(err, os.ErrNotExist):
 		return "check the path"
 	case errors.Is(err, host.ErrVersionMismatch):
-		return "rebuild the plugin against this version of sdk, or upgrade wasmhist"
+		return "" // the host's message says which side to change
 	case errors.Is(err, host.ErrCapabilityDenied):
 		return "this command grants only the sql capability; the plugin needs one it cannot have"
 	case errors.Is(err, host.ErrMissingExport):
-		return "it is a WebAssembly module but not a wasmhist plugin: a Go plugin registers its provider with the sdk's Register; in another language it must export describe, provide, store and the wasmhist_abi_v1 marker (abi/SPEC.md, sections 3 and 4)"
+		return "a wasmhist plugin exports wasmhist_abi_v1, describe, provide and store (abi/SPEC.md, sections 3 and 4); a Go plugin gets them by importing the sdk and calling its Register"
 	case errors.Is(err, host.ErrInvalidPlugin):
 		return "the message says what the host refused; abi/SPEC.md says what a plugin may import (section 2) and answer (section 4)"
+	case errors.Is(err, loader.ErrCommand):
+		return "" // the host's message says how to build it
 	case errors.Is(err, host.ErrTrap):
 		return "the plugin failed while describing itself; fix the plugin"
+	case errors.As(err, new(*abi.Error)):
+		return "" // the plugin's describe failed, and its message says why
 	default:
 		return "check that it is a wasmhist plugin of ABI v" + abi.Version + " (abi/SPEC.md)"
 	}

@@ -2,6 +2,7 @@ package loader
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,10 +30,19 @@ func CheckPin(sum [32]byte, pin string) error {
 	return nil
 }
 
+// ErrCommand is the cause added to a failed describe of a module built as
+// a WASI command (Static.Command), with what to do about it.
+var ErrCommand = errors.New("it is built as a WASI command (it exports _start, not _initialize), whose exports cannot run: build a Go plugin with -buildmode=c-shared")
+
 // Static is what the export section says about a plugin.
 type Static struct {
 	// Exports are the ABI exports present, required and optional.
 	Exports []string
+	// Command: the module exports _start and no _initialize, as a WASI
+	// command does (for Go, a build without -buildmode=c-shared, whose
+	// exports trap until a _start that never runs has started the
+	// runtime).
+	Command bool
 }
 
 // CheckSections checks a module's exports and imports against ABI v1 and
@@ -47,7 +57,7 @@ func CheckSections(plugin string, s *Sections, capFuncs []string) (*Static, erro
 	}
 	switch {
 	case len(majors) == 0:
-		return nil, fmt.Errorf("%w: %s has no %s export: it is not a wasmhist plugin, or was built without the sdk's Register", hosterr.ErrMissingExport, plugin, abi.MarkerExport)
+		return nil, fmt.Errorf("%w: %s has no %s export: it is not a wasmhist plugin (a Go plugin gets the export by importing the sdk)", hosterr.ErrMissingExport, plugin, abi.MarkerExport)
 	case !slices.Contains(majors, abi.Major):
 		return nil, VersionError(plugin, fmt.Sprintf("%d", majors[0]))
 	}
@@ -60,7 +70,8 @@ func CheckSections(plugin string, s *Sections, capFuncs []string) (*Static, erro
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: %s lacks required export(s) %s of ABI v%d", hosterr.ErrMissingExport, plugin, strings.Join(missing, ", "), abi.Major)
 	}
-	st := &Static{Exports: abi.RequiredExports()}
+	st := &Static{Exports: abi.RequiredExports(),
+		Command: slices.Contains(s.Exports, "_start") && !slices.Contains(s.Exports, "_initialize")}
 	for _, e := range abi.OptionalExports() {
 		if slices.Contains(s.Exports, e) {
 			st.Exports = append(st.Exports, e)
@@ -109,9 +120,9 @@ func VersionError(plugin, pluginVersion string) error {
 		}
 		minor = -1
 	}
-	fix := fmt.Sprintf("rebuild the plugin against the sdk for ABI v%d", abi.Major)
+	fix := fmt.Sprintf("rebuild the plugin against the sdk for ABI v%d (a Go plugin leaves PluginInfo.ABI empty: the sdk fills in its own)", abi.Major)
 	if major > abi.Major || (major == abi.Major && minor > abi.Minor) {
-		fix = "upgrade the host (or use a build of the plugin for ABI v" + abi.Version + ")"
+		fix = "upgrade the host, or declare an ABI it speaks (a Go plugin leaves PluginInfo.ABI empty: the sdk fills in its own)"
 	}
 	return fmt.Errorf("%w: plugin %s speaks ABI v%s, this host speaks ABI v%s: %s", hosterr.ErrVersionMismatch, plugin, pluginVersion, abi.Version, fix)
 }
