@@ -36,9 +36,11 @@
 //
 // What a provider must do:
 //   - Keep everything it knows about a session in that session's state (or,
-//     with a capability such as sql, in storage keyed by the request's
-//     SessionFacts). Instances are pooled, recycled and dropped by the host
-//     at any time, so nothing may be remembered between calls in memory.
+//     with a capability such as sql, in storage keyed by something the state
+//     holds, not by SessionFacts.SessionID alone, so that two state keys of
+//     one session stay apart: abi/SPEC.md section 4). Instances are pooled,
+//     recycled and dropped by the host at any time, so nothing may be
+//     remembered between calls in memory.
 //   - Treat messages as opaque JSON values where it can: append them to
 //     state with AppendOps and return stored history by reference with
 //     abi.StateSelection, so the host does the heavy JSON work natively.
