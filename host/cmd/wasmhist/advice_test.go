@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -139,5 +142,23 @@ func TestPluginLoadRefusals(t *testing.T) {
 		}
 		assert.NotContains(t, line, "fix the plugin", "a second piece of advice")
 		assert.NotContains(t, line, "rebuild the plugin against this version of sdk", "a second piece of advice")
+	}
+}
+
+// TestInvalidOutputAdvice: a refused answer to an export that writes is
+// the plugin's new output, which nothing stored yet, so the advice is to
+// fix the plugin; a refused answer read from storage may be a stored
+// message to repair.
+func TestInvalidOutputAdvice(t *testing.T) {
+	refused := func(export string) error {
+		return &host.PluginError{Plugin: "p", Export: export, Err: fmt.Errorf("%w: state: not an array", host.ErrInvalidOutput)}
+	}
+	for _, export := range []string{abi.ExportStore, abi.ExportClear, abi.ExportMigrateState} {
+		a := pluginAdvice(refused(export))
+		assert.Contains(t, a, "nothing was stored; fix the plugin", export)
+		assert.NotContains(t, a, "repair or clear", export)
+	}
+	for _, export := range []string{abi.ExportProvide, abi.ExportList} {
+		assert.Contains(t, pluginAdvice(refused(export)), "repair or clear the plugin's stored history", export)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
 	"github.com/wasmhist/wasmhist/host/session"
 )
@@ -125,10 +126,27 @@ func pluginAdvice(err error) string {
 	switch {
 	case errors.Is(err, host.ErrTrap):
 		return "the plugin crashed (the message has its first words): report it to the plugin's author; 'wasmhist conformance' on the plugin shows which calls fail"
+	case errors.Is(err, host.ErrInvalidOutput) && changedState(err):
+		return "the plugin answered with a state or a change the host refuses (the message says where): nothing was stored; fix the plugin"
 	case errors.Is(err, host.ErrInvalidOutput):
 		return "the plugin returned something the host refuses, such as a malformed stored message (the message says where): repair or clear the plugin's stored history, or fix the plugin"
 	}
 	return ""
+}
+
+// changedState reports whether err is a plugin's answer to an export that
+// writes (store, clear, migrate_state): its new output, not what it had
+// stored, is what the host refused.
+func changedState(err error) bool {
+	var pe *host.PluginError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Export {
+	case abi.ExportStore, abi.ExportClear, abi.ExportMigrateState:
+		return true
+	}
+	return false
 }
 
 // describePlace is the advice for a failure at place that no more specific
