@@ -11,6 +11,14 @@ import "github.com/wasmhist/wasmhist/internal/guestjson"
 // JSON and decodes as encoding/json decodes it; documents nested deeper
 // than MaxJSONDepth are refused. Every failure is a *JSONSyntaxError with
 // the offset where decoding stopped, matching ErrJSONSyntax.
+//
+// Its methods (documented on internal/guestjson's Decoder): Object calls a
+// function with each member's key, positioned at its value; Array calls one
+// for each element; ReadString, ReadStringAs, ReadInt, ReadInt64 and
+// ReadNull decode a value; ReadValue returns a value's bytes, Skip passes
+// over one and SkipIf over one equal to given bytes; Peek looks at the next
+// value's first byte; End checks that nothing but space follows the
+// document; Offset and Fail are for errors of one's own. See the example.
 type JSONDecoder = guestjson.Decoder
 
 // JSONSyntaxError is a JSONDecoder's failure.
