@@ -292,39 +292,76 @@ func walkSchemas(root *jsonschema.Schema, visit func(*jsonschema.Schema) bool) {
 			stop = true
 			return
 		}
-		for _, c := range []*jsonschema.Schema{s.Ref, s.RecursiveRef, s.DynamicRef, s.Not, s.If, s.Then, s.Else, s.PropertyNames,
-			s.UnevaluatedProperties, s.Items2020, s.Contains, s.UnevaluatedItems, s.ContentSchema} {
+		for _, c := range subschemas(s) {
 			walk(c)
-		}
-		for _, list := range [][]*jsonschema.Schema{s.AllOf, s.AnyOf, s.OneOf, s.PrefixItems} {
-			for _, c := range list {
-				walk(c)
-			}
-		}
-		for _, c := range s.Properties {
-			walk(c)
-		}
-		for _, c := range s.PatternProperties {
-			walk(c)
-		}
-		for _, c := range s.DependentSchemas {
-			walk(c)
-		}
-		for _, x := range []any{s.AdditionalProperties, s.Items, s.AdditionalItems} {
-			switch x := x.(type) {
-			case *jsonschema.Schema:
-				walk(x)
-			case []*jsonschema.Schema:
-				for _, c := range x {
-					walk(c)
-				}
-			}
-		}
-		for _, d := range s.Dependencies {
-			if c, ok := d.(*jsonschema.Schema); ok {
-				walk(c)
-			}
 		}
 	}
 	walk(root)
+}
+
+// subschemas lists every schema directly below s (nil entries included).
+func subschemas(s *jsonschema.Schema) []*jsonschema.Schema {
+	out := []*jsonschema.Schema{s.Ref, s.RecursiveRef, s.DynamicRef, s.Not, s.If, s.Then, s.Else, s.PropertyNames,
+		s.UnevaluatedProperties, s.Items2020, s.Contains, s.UnevaluatedItems, s.ContentSchema}
+	for _, list := range [][]*jsonschema.Schema{s.AllOf, s.AnyOf, s.OneOf, s.PrefixItems} {
+		out = append(out, list...)
+	}
+	for _, c := range s.Properties {
+		out = append(out, c)
+	}
+	for _, c := range s.PatternProperties {
+		out = append(out, c)
+	}
+	for _, c := range s.DependentSchemas {
+		out = append(out, c)
+	}
+	for _, x := range []any{s.AdditionalProperties, s.Items, s.AdditionalItems} {
+		switch x := x.(type) {
+		case *jsonschema.Schema:
+			out = append(out, x)
+		case []*jsonschema.Schema:
+			out = append(out, x...)
+		}
+	}
+	for _, d := range s.Dependencies {
+		if c, ok := d.(*jsonschema.Schema); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// MaxSchemaCost bounds a plugin schema's cost: how many subschemas one
+// validation may evaluate for a document that meets each of them once,
+// a schema reached along two paths counting twice (validation evaluates
+// it twice), a recursion once. Evaluating a few hundred thousand
+// subschemas takes the validator tens of milliseconds; a schema that
+// reaches one subschema along 2^60 paths (a chain of allOf, each naming
+// the next level twice) would run for ever and take every byte of
+// memory, on the host's own goroutine, with no deadline.
+const MaxSchemaCost = 200_000
+
+// cost is a schema's cost (MaxSchemaCost), saturating just past the bound.
+func cost(root *jsonschema.Schema) int {
+	memo := map[*jsonschema.Schema]int{}
+	var f func(s *jsonschema.Schema) int
+	f = func(s *jsonschema.Schema) int {
+		if s == nil {
+			return 0
+		}
+		if n, ok := memo[s]; ok {
+			return n // a recursion in progress counts 0 below itself
+		}
+		memo[s] = 0
+		n := 1
+		for _, c := range subschemas(s) {
+			if n += f(c); n > MaxSchemaCost {
+				n = MaxSchemaCost + 1
+				break
+			}
+		}
+		memo[s] = n
+		return n
+	}
+	return f(root)
 }

@@ -167,6 +167,9 @@ func Compile(raw json.RawMessage, name string) (*Schema, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %s", ErrBadSchema, name, trimLib(err))
 	}
+	if n := cost(s); n > MaxSchemaCost {
+		return nil, fmt.Errorf("%w: %s: validating a document would evaluate more than %d subschemas (a subschema reached along many paths, such as a chain of allOf naming the next level twice): share fewer references", ErrBadSchema, name, MaxSchemaCost)
+	}
 	checkPatternsByHand(s)
 	return &Schema{name: name, s: s, local: localSound(s)}, nil
 }
