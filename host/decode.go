@@ -16,6 +16,15 @@ import (
 // Plugin output is untrusted: every decoder here reports a problem as
 // ErrInvalidOutput saying where, and never panics (see the fuzz tests).
 
+// clip is s, or its first 64 bytes and "...", for a message quoting what
+// a plugin chose, which may be megabytes.
+func clip(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return s[:64] + "..."
+}
+
 func invalidOutput(export, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOutput, fmt.Sprintf(format, args...))
 }
@@ -269,6 +278,10 @@ func decodeList(out []byte) (*abi.ListResponse, error) {
 		case s.Window != nil:
 			return nil, invalidOutput(abi.ExportList, "from_state of list has a window: list pages through everything stored")
 		}
+	}
+	if r.FromState == nil && r.NextCursor != "" && len(r.Messages) == 0 {
+		// SPEC section 4.4: paging must make progress.
+		return nil, invalidOutput(abi.ExportList, "a page with next_cursor %q holds no message: a page other than the last holds at least one", clip(r.NextCursor))
 	}
 	return &r, nil
 }

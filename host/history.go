@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/wasmhist/wasmhist/host/session"
+	"iter"
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host/internal/statepatch"
@@ -101,6 +102,36 @@ func (p *Plugin) List(ctx context.Context, s *session.Session, key, cursor strin
 		return nil, "", err
 	}
 	return p.list(ctx, facts, state, cl, cursor, limit)
+}
+
+// Pages reads everything the plugin stored under key, a page of at most
+// limit messages at a time, oldest first: each page with a nil error, or
+// the error that ended the reading. A plugin that gives a cursor it gave
+// before, whose pages would go round for ever, fails it with
+// ErrInvalidOutput, as a page other than the last that holds no message
+// does (List). Stop ranging to stop reading.
+func (p *Plugin) Pages(ctx context.Context, s *session.Session, key string, limit int) iter.Seq2[[]abi.Message, error] {
+	return func(yield func([]abi.Message, error) bool) {
+		seen := map[string]bool{}
+		cursor := ""
+		for {
+			page, next, err := p.List(ctx, s, key, cursor, limit)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(page, nil) || next == "" {
+				return
+			}
+			if seen[next] {
+				yield(nil, &PluginError{Plugin: p.name, Export: abi.ExportList,
+					Err: invalidOutput(abi.ExportList, "cursor %q again: its pages would go round for ever", clip(next))})
+				return
+			}
+			seen[next] = true
+			cursor = next
+		}
+	}
 }
 
 // Clear forgets everything the plugin stored under key. ErrUnsupported when

@@ -214,3 +214,58 @@ func TestListFromStateInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestPagesEnd: Pages reads every page in order, and ends with
+// ErrInvalidOutput, rather than going round for ever, when a plugin's
+// cursors come back (a -> b -> a, each page holding a message) or a page
+// other than the last holds none (a cursor of its own each time).
+func TestPagesEnd(t *testing.T) {
+	h := newHost(t, host.Config{})
+	handler := sdk.Handler(oneDotZero{})
+	pages := func(answer func(cursor string) string) *host.Plugin {
+		p, err := h.LoadNative(t.Context(), "inmemory10", func(ctx context.Context, export string, in []byte) ([]byte, error) {
+			if export != abi.ExportList {
+				return handler(ctx, export, in)
+			}
+			var req abi.ListRequest
+			require.NoError(t, json.Unmarshal(in, &req))
+			return []byte(answer(req.Cursor)), nil
+		}, host.LoadOptions{})
+		require.NoError(t, err)
+		return p
+	}
+	read := func(p *host.Plugin) (int, error) {
+		n := 0
+		for page, err := range p.Pages(t.Context(), inmemorySession(3), historyKey, 10) {
+			if err != nil {
+				return n, err
+			}
+			n += len(page)
+			require.Less(t, n, 1000, "the pages went round")
+		}
+		return n, nil
+	}
+
+	n, err := read(pages(func(string) string { return `{"messages":[]}` }))
+	require.NoError(t, err)
+	assert.Zero(t, n, "an empty history is one empty last page")
+
+	m := listMessage(0)
+	cycle := pages(func(cursor string) string {
+		next := map[string]string{"": "a", "a": "b", "b": "a"}[cursor]
+		return `{"messages":[` + m + `],"next_cursor":"` + next + `"}`
+	})
+	n, err = read(cycle)
+	require.ErrorIs(t, err, host.ErrInvalidOutput)
+	assert.ErrorContains(t, err, `cursor "a" again`)
+	assert.Equal(t, 3, n, "the pages before the cursor came back")
+
+	i := 0
+	empty := pages(func(string) string {
+		i++
+		return `{"messages":[],"next_cursor":"c` + strconv.Itoa(i) + `"}`
+	})
+	_, err = read(empty)
+	require.ErrorIs(t, err, host.ErrInvalidOutput)
+	assert.ErrorContains(t, err, "holds no message")
+}

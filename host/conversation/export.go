@@ -145,9 +145,7 @@ func Newest(ctx context.Context, s *session.Session, plugins map[string]*host.Pl
 
 // exportSlot writes the history p keeps for s under key into w.
 func exportSlot(ctx context.Context, s *session.Session, p *host.Plugin, key string, w *portable.Writer) error {
-	cursor := ""
-	for {
-		page, next, err := p.List(ctx, s, key, cursor, listPage)
+	for page, err := range p.Pages(ctx, s, key, listPage) {
 		if err != nil {
 			return fmt.Errorf("conversation: export of session %q: listing slot %q through plugin %s: %w", s.SessionID, key, p.Info().Name, err)
 		}
@@ -156,14 +154,8 @@ func exportSlot(ctx context.Context, s *session.Session, p *host.Plugin, key str
 				return err
 			}
 		}
-		if next == "" {
-			return nil
-		}
-		if next == cursor {
-			return fmt.Errorf("conversation: export of session %q: plugin %s returned list cursor %q twice", s.SessionID, p.Info().Name, next)
-		}
-		cursor = next
 	}
+	return nil
 }
 
 // CheckHeld reports whether the database each slot's plugin reads holds

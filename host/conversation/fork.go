@@ -80,11 +80,9 @@ func turnsOf(ctx context.Context, p *host.Plugin, src *session.Session, key stri
 	return func(yield func(abi.Message, error) bool) {
 		turns := 0
 		prevInput := false
-		cursor := ""
-		for {
-			// The source is read outside the import's transaction: a
-			// read leaves nothing to commit.
-			page, next, err := p.List(ctx, src, key, cursor, listPage)
+		// The source is read outside the import's transaction: a read
+		// leaves nothing to commit.
+		for page, err := range p.Pages(ctx, src, key, listPage) {
 			if err != nil {
 				yield(abi.Message{}, fmt.Errorf("conversation: fork: listing slot %q of session %q: %w", key, src.SessionID, err))
 				return
@@ -103,10 +101,6 @@ func turnsOf(ctx context.Context, p *host.Plugin, src *session.Session, key stri
 					return
 				}
 			}
-			if next == "" {
-				break
-			}
-			cursor = next
 		}
 		if at > turns {
 			yield(abi.Message{}, fmt.Errorf("%w: slot %q of session %q has %d, not %d: fork at a turn from 1 to %d, or 0 for all",

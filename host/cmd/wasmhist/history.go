@@ -179,9 +179,7 @@ func openHistoryPlugin(ctx context.Context, e *env, a *sessionArg, s *session.Se
 func listHistory(ctx context.Context, pr *progress, cmd, where string, p *host.Plugin, s *session.Session, key string, pageSize int) ([]abi.Message, error) {
 	defer pr.done()
 	msgs := []abi.Message{}
-	cursor := ""
-	for {
-		page, next, err := p.List(ctx, s, key, cursor, pageSize)
+	for page, err := range p.Pages(ctx, s, key, pageSize) {
 		if errors.Is(err, host.ErrUnsupported) {
 			return nil, failf(cmd, "plugin %s has no list export, so its history cannot be read from outside an agent run: use a plugin that implements sdk.Lister", p.Info().Name)
 		}
@@ -191,16 +189,12 @@ func listHistory(ctx context.Context, pr *progress, cmd, where string, p *host.P
 		if err != nil {
 			return nil, failf(cmd, "listing the history of %s through plugin %s: %w: check the session with 'wasmhist session validate'", where, p.Info().Name, err)
 		}
+		if len(msgs) > 0 {
+			pr.show("%d messages of %s read", len(msgs), where)
+		}
 		msgs = append(msgs, page...)
-		if next == "" {
-			return msgs, nil
-		}
-		pr.show("%d messages of %s read", len(msgs), where)
-		if next == cursor {
-			return nil, failf(cmd, "plugin %s returned the same list cursor %q twice: the plugin's list export is broken", p.Info().Name, next)
-		}
-		cursor = next
 	}
+	return msgs, nil
 }
 
 func printHistory(w io.Writer, r historyReport) {

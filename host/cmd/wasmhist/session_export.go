@@ -168,9 +168,7 @@ func exportOpenAI(ctx context.Context, cmd, where string, s *session.Session, pl
 	}
 	err := host.InRun(ctx, false, func(ctx context.Context) error {
 		return portable.WriteOpenAI(out, func(yield func(abi.Message, error) bool) {
-			cursor := ""
-			for {
-				page, next, err := p.List(ctx, s, key, cursor, historyPage)
+			for page, err := range p.Pages(ctx, s, key, historyPage) {
 				if err != nil {
 					yield(abi.Message{}, fmt.Errorf("listing slot %q through plugin %s: %w", key, p.Info().Name, err))
 					return
@@ -180,10 +178,6 @@ func exportOpenAI(ctx context.Context, cmd, where string, s *session.Session, pl
 						return
 					}
 				}
-				if next == "" || next == cursor {
-					return
-				}
-				cursor = next
 			}
 		})
 	})

@@ -186,9 +186,8 @@ func (sp *slotPlugins) readSlot(ctx context.Context, p *host.Plugin, s *session.
 		_, err := p.Provider(key).Provide(ctx, s.Clone(), nil)
 		return -1, err
 	}
-	n, cursor := 0, ""
-	for {
-		page, next, err := p.List(ctx, s, key, cursor, historyPage)
+	n := 0
+	for page, err := range p.Pages(ctx, s, key, historyPage) {
 		if err != nil {
 			if n > 0 {
 				return n, fmt.Errorf("reading the stored messages from number %d on: %w", n+1, err)
@@ -196,14 +195,8 @@ func (sp *slotPlugins) readSlot(ctx context.Context, p *host.Plugin, s *session.
 			return n, err
 		}
 		n += len(page)
-		if next == "" {
-			return n, nil
-		}
-		if next == cursor {
-			return n, fmt.Errorf("plugin %s returned the same list cursor %q twice: the plugin's list export is broken", p.Info().Name, next)
-		}
-		cursor = next
 	}
+	return n, nil
 }
 
 // slotFlags are the flags of the subcommands that load the plugin of each
