@@ -73,7 +73,7 @@ func FuzzDecodeStoreAndClear(f *testing.F) {
 			c, err := decodeChange(export, b)
 			checkDecodeErr(t, err)
 			if err == nil {
-				_, _, _, err = p.applyChange(export, json.RawMessage(`{"a":[1]}`), statepatch.Claim{}, c)
+				_, _, _, err = p.applyChange(t.Context(), export, json.RawMessage(`{"a":[1]}`), statepatch.Claim{}, c)
 				checkDecodeErr(t, err)
 			}
 		}

@@ -35,12 +35,12 @@ func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json
 		r.array("request_messages", request)
 	}
 	var res provided
-	err := p.invoke(ctx, abi.ExportProvide, r.bytes(), func(out []byte) error {
+	err := p.invoke(ctx, abi.ExportProvide, r.bytes(), func(ctx context.Context, out []byte) error {
 		resp, err := decodeProvide(out)
 		if err != nil {
 			return err
 		}
-		next, ncl, changed, err := p.applyChange(abi.ExportProvide, state, cl, &resp.StateChange)
+		next, ncl, changed, err := p.applyChange(ctx, abi.ExportProvide, state, cl, &resp.StateChange)
 		if err != nil {
 			return err
 		}
@@ -83,12 +83,12 @@ func (p *Plugin) clear(ctx context.Context, facts abi.SessionFacts, state json.R
 
 // change runs an export whose response is a state change.
 func (p *Plugin) change(ctx context.Context, export string, state json.RawMessage, cl statepatch.Claim, req []byte) (next json.RawMessage, changed bool, err error) {
-	err = p.invoke(ctx, export, req, func(out []byte) error {
+	err = p.invoke(ctx, export, req, func(ctx context.Context, out []byte) error {
 		c, err := decodeChange(export, out)
 		if err != nil {
 			return err
 		}
-		next, _, changed, err = p.applyChange(export, state, cl, c)
+		next, _, changed, err = p.applyChange(ctx, export, state, cl, c)
 		return err
 	})
 	if err != nil {
@@ -115,7 +115,7 @@ func (p *Plugin) list(ctx context.Context, facts abi.SessionFacts, state json.Ra
 	}
 	var msgs []abi.Message
 	var next string
-	err := p.invoke(ctx, abi.ExportList, r.bytes(), func(out []byte) error {
+	err := p.invoke(ctx, abi.ExportList, r.bytes(), func(_ context.Context, out []byte) error {
 		resp, err := decodeList(out)
 		if err != nil {
 			return err

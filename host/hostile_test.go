@@ -18,6 +18,8 @@ import (
 
 	"github.com/wasmhist/wasmhist/abi"
 	"github.com/wasmhist/wasmhist/host"
+	"github.com/wasmhist/wasmhist/plugins/inmemory/provider"
+	"github.com/wasmhist/wasmhist/sdk"
 	"github.com/wasmhist/wasmhist/sdk/sdktest"
 )
 
@@ -325,4 +327,54 @@ func TestMalformedSessions(t *testing.T) {
 			assert.Equal(t, before, s, "session changed")
 		})
 	}
+}
+
+// TestPatchBombBoundedByDeadline: a state_patch whose operations each move
+// a large state (an insert at the front of an array, after a 1 MiB
+// string) costs the host O(operations x state) after the plugin returned;
+// the call's deadline bounds that work too: the call fails with
+// ErrTimeout soon after it, the session is as it was, and the next call
+// works.
+func TestPatchBombBoundedByDeadline(t *testing.T) {
+	ctx := context.Background()
+	h := newHost(t, host.Config{})
+	handler := sdk.Handler(provider.Provider{})
+	var ops strings.Builder
+	ops.WriteString(`{"state_patch":[{"op":"add","path":"/pad","value":"` + strings.Repeat("x", 1<<20) + `"}`)
+	for range 20_000 {
+		ops.WriteString(`,{"op":"add","path":"/messages/0","value":{"role":"user","contents":[{"type":"text","text":"x"}]}}`)
+	}
+	ops.WriteString(`]}`)
+	bomb := []byte(ops.String())
+	p, err := h.LoadNative(ctx, "bomb", func(ctx context.Context, export string, in []byte) ([]byte, error) {
+		if export == abi.ExportDescribe {
+			out, err := handler(ctx, export, in)
+			require.NoError(t, err)
+			var info abi.PluginInfo
+			require.NoError(t, json.Unmarshal(out, &info))
+			info.StateSchema = json.RawMessage(`{"type":"object","properties":{"messages":{"type":"array"}}}`)
+			return json.Marshal(info)
+		}
+		if export == abi.ExportStore && strings.Contains(string(in), "hostile:patch") {
+			return bomb, nil
+		}
+		return handler(ctx, export, in)
+	}, host.LoadOptions{Limits: host.Limits{CallTimeout: 300 * time.Millisecond}})
+	require.NoError(t, err)
+	prov := p.Provider("history")
+	s := &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "bomb"}
+	require.NoError(t, prov.Store(ctx, s, []abi.Message{user("hello")}, nil))
+	before := sessionJSON(t, s)
+	start := time.Now()
+	err = prov.Store(ctx, s, []abi.Message{user("hostile:patch")}, nil)
+	took := time.Since(start)
+	require.ErrorIs(t, err, host.ErrTimeout)
+	assert.ErrorContains(t, err, "state_patch of 20001 operations")
+	assert.Less(t, took, 2*time.Second, "the patch ran on past the deadline")
+	t.Logf("failed after %s", took)
+	assert.Equal(t, string(before), string(sessionJSON(t, s)), "session changed")
+	require.NoError(t, prov.Store(ctx, s, []abi.Message{user("again")}, nil))
+	hist, err := prov.Provide(ctx, s, nil)
+	require.NoError(t, err)
+	assert.Len(t, hist, 2)
 }

@@ -19,9 +19,10 @@ import (
 
 // invoke runs one export call with every limit, a span, log records and a
 // capability call, and hands the output to decode. The capability work of
-// the call commits only if decode accepts the output, and the instance is
+// the call commits only if decode accepts the output (decode runs under
+// the call's deadline), and the instance is
 // kept only if the whole call succeeded. Errors are *PluginError.
-func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode func([]byte) error) (err error) {
+func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode func(context.Context, []byte) error) (err error) {
 	start := time.Now()
 	ctx, span := p.host.tracer.Start(ctx, spanName(export), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
@@ -92,7 +93,7 @@ func (p *Plugin) invoke(ctx context.Context, export string, input []byte, decode
 		err = fmt.Errorf("%w: %d bytes, limit %d", ErrOutputTooLarge, len(out), p.limits.MaxOutputBytes)
 	}
 	if err == nil && decode != nil {
-		err = decode(out)
+		err = decode(ctx, out) // ctx: the call's deadline bounds the host's work on out too
 	}
 	if endErr := call.End(context.WithoutCancel(ctx), err == nil); endErr != nil && err == nil {
 		err = fmt.Errorf("ending capability call: %w", endErr)

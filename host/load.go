@@ -235,7 +235,7 @@ func (h *Host) newPlugin(name string, opts LoadOptions, grants []capability.Gran
 // finish describes the plugin and validates what it said and the config.
 func (h *Host) finish(ctx context.Context, p *Plugin) error {
 	var info *abi.PluginInfo
-	err := p.invoke(ctx, abi.ExportDescribe, nil, func(out []byte) (err error) {
+	err := p.invoke(ctx, abi.ExportDescribe, nil, func(_ context.Context, out []byte) (err error) {
 		info, err = decodeInfo(out)
 		return err
 	})

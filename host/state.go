@@ -93,7 +93,7 @@ func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.R
 	r.raw("state", state)
 	r.raw("config", p.config)
 	var out json.RawMessage
-	err := p.invoke(ctx, abi.ExportMigrateState, r.bytes(), func(b []byte) error {
+	err := p.invoke(ctx, abi.ExportMigrateState, r.bytes(), func(_ context.Context, b []byte) error {
 		s, err := decodeMigrate(b)
 		if err != nil {
 			return err
@@ -116,7 +116,7 @@ func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.R
 // O(appended)) and hands out a copy: the returned state is new bytes, and
 // state itself is never written, so a failed call, or a caller who kept
 // the old state, sees it as it was.
-func (p *Plugin) applyChange(export string, state json.RawMessage, cl statepatch.Claim, c *abi.StateChange) (json.RawMessage, statepatch.Claim, bool, error) {
+func (p *Plugin) applyChange(ctx context.Context, export string, state json.RawMessage, cl statepatch.Claim, c *abi.StateChange) (json.RawMessage, statepatch.Claim, bool, error) {
 	switch {
 	case c.State != nil:
 		// The plugin's bytes: compared with the cache here, and the Claim
@@ -131,10 +131,17 @@ func (p *Plugin) applyChange(export string, state json.RawMessage, cl statepatch
 		if err != nil {
 			return nil, statepatch.Claim{}, false, invalidOutput(export, "state_patch: current state: %v", err)
 		}
-		defer p.docs.Put(doc) // unchanged if Apply fails: Apply is atomic
-		if err := doc.Apply(c.Patch, p.stateSchema); err != nil {
+		if err := doc.ApplyContext(ctx, c.Patch, p.stateSchema); err != nil {
+			if ctx.Err() != nil {
+				// The call's deadline passed among the operations: the
+				// Doc is half patched and dropped (undoing would take as
+				// long again); the state is as it was.
+				return nil, statepatch.Claim{}, false, fmt.Errorf("%w: the deadline passed while the host applied the plugin's state_patch of %d operations", ErrTimeout, len(c.Patch))
+			}
+			p.docs.Put(doc) // unchanged: a failed Apply undoes itself
 			return nil, statepatch.Claim{}, false, invalidOutput(export, "state_patch: %v", err)
 		}
+		defer p.docs.Put(doc)
 		// next is a copy of the Doc's document, which it stays until the
 		// Doc's next edit: its Claim is that.
 		return doc.Bytes(), statepatch.ClaimOf(doc), true, nil

@@ -46,7 +46,7 @@ func (p *Plugin) StoreState(ctx context.Context, facts abi.SessionFacts, state j
 // under the same limits as every call.
 func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte, error) {
 	var out []byte
-	err := p.invoke(ctx, export, input, func(b []byte) error {
+	err := p.invoke(ctx, export, input, func(_ context.Context, b []byte) error {
 		out = b
 		return nil
 	})

@@ -2,6 +2,7 @@ package statepatch
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -191,6 +192,14 @@ func (d *Doc) ElementRange(pointer string, from, to int) ([]json.RawMessage, int
 // not nil) as the package documentation describes. On error the Doc is
 // unchanged.
 func (d *Doc) Apply(ops []abi.PatchOp, s *schema.Schema) error {
+	return d.ApplyContext(context.Background(), ops, s)
+}
+
+// ApplyContext is Apply, bounded by ctx: when ctx ends among the
+// operations (each may move the whole document), it returns ctx's error
+// at once and leaves the Doc half patched (undoing would take as long
+// again): drop it.
+func (d *Doc) ApplyContext(ctx context.Context, ops []abi.PatchOp, s *schema.Schema) error {
 	d.logging, d.undo = true, d.undo[:0]
 	defer func() {
 		d.logging = false
@@ -199,6 +208,9 @@ func (d *Doc) Apply(ops []abi.PatchOp, s *schema.Schema) error {
 	}()
 	full := false
 	for i, op := range ops {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("statepatch: op %d of %d: %w", i, len(ops), err)
+		}
 		needFull, err := d.apply(op, s)
 		if err != nil {
 			d.rollback()
