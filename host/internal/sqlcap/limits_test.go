@@ -2,6 +2,8 @@ package sqlcap
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -156,3 +158,28 @@ func TestWritersHammer(t *testing.T) {
 }
 
 func itoaTest(n int) string { return fmtInt(n) }
+
+// TestValueLength: no string or blob a plugin's SQL makes may pass
+// maxValueBytes, though the result is small: one expression otherwise
+// builds up to a gigabyte in the host's memory (SQLite's own limit)
+// between two checks of the call's deadline. A value just under passes.
+func TestValueLength(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Limits{})
+	p := dbPath(t, "length.db")
+	for _, q := range []string{
+		"SELECT length(randomblob(1000000000))",
+		fmt.Sprintf("SELECT length(printf('%%.*c', %d, 'x'))", maxValueBytes+1),
+		fmt.Sprintf("SELECT length(zeroblob(%d))", maxValueBytes+1),
+	} {
+		c := begin(t, s, p)
+		start := time.Now()
+		_, err := c.do(ctx, req(q))
+		require.Error(t, err, q)
+		assert.ErrorContains(t, err, "too big", q)
+		assert.Less(t, time.Since(start), 2*time.Second, q)
+		c.end(ctx, false)
+	}
+	got := oneCall(t, s, p, fmt.Sprintf("SELECT length(randomblob(%d))", maxValueBytes)).Results[0].Rows[0]
+	assert.Equal(t, strconv.Itoa(maxValueBytes), string(got[0]))
+}

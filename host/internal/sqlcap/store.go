@@ -190,6 +190,11 @@ func (s *Store) limits(l Limits) Limits { return l.Or(s.opts.Limits) }
 
 var drv = &sqlite.Driver{}
 
+// maxValueBytes bounds a string or blob in a plugin's SQL (SQLite's
+// SQLITE_LIMIT_LENGTH, by default a billion bytes): 32 MiB, the default
+// memory of a whole plugin instance, which no larger value could reach.
+const maxValueBytes = 32 << 20
+
 // connector opens connections set up for plugin use.
 type connector struct {
 	path string
@@ -214,6 +219,13 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 		dc.Close()
 		return nil, err
 	}
+	// No string or blob a plugin's SQL makes may pass maxValueBytes: one
+	// expression (printf, randomblob, zeroblob, replace) otherwise builds
+	// up to a gigabyte in the host's memory, between two of the progress
+	// handler's checks of the call's deadline.
+	tls := libc.NewTLS()
+	sqlite3.Xsqlite3_limit(tls, handle, sqlite3.SQLITE_LIMIT_LENGTH, maxValueBytes)
+	tls.Close()
 	p := &policy{}
 	if err := reg.RegisterAuthorizer(p.authorize); err != nil {
 		dc.Close()
