@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // Code classifies an error a plugin reports. A plugin sets an error with
@@ -80,12 +82,31 @@ func DecodeError(b []byte) *Error {
 	var e Error
 	if json.Unmarshal(b, &e) == nil && e.Code != "" {
 		if !e.Code.Known() {
-			e.Message = fmt.Sprintf("unknown code %q: %s", e.Code, e.Message)
+			e.Message = fmt.Sprintf("unknown code %q: %s", clipText(string(e.Code), 64), e.Message)
 			e.Code = CodeInternal
 		}
+		e.Message = clipText(e.Message, MaxErrorMessage)
 		return &e
 	}
-	return &Error{Code: CodeInternal, Message: string(b)}
+	return &Error{Code: CodeInternal, Message: clipText(string(b), MaxErrorMessage)}
+}
+
+// MaxErrorMessage is the most of a decoded error's message that is kept:
+// a message is for a person, and one a plugin made megabytes long would
+// otherwise travel into every log line and terminal that shows it.
+const MaxErrorMessage = 4096
+
+// clipText is s, or its first max bytes (not cutting a character in two)
+// and a note of how much was left out.
+func clipText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.ToValidUTF8(s[:cut], "\uFFFD") + fmt.Sprintf("... (%d more bytes)", len(s)-cut)
 }
 
 // AsError converts any error to an *Error for the wire: an *Error in the
