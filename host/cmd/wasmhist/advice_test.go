@@ -162,3 +162,14 @@ func TestInvalidOutputAdvice(t *testing.T) {
 		assert.Contains(t, pluginAdvice(refused(export)), "repair or clear the plugin's stored history", export)
 	}
 }
+
+// TestConformanceNamesTheLimit: a case that fails on a limit says which
+// limit and the flag that raises it, as chat does.
+func TestConformanceNamesTheLimit(t *testing.T) {
+	t.Parallel()
+	spins := sdktest.BuildPlugin(t, "../../testdata/hostile/spins")
+	res := invocation{dir: t.TempDir()}.wasmhist(t, "conformance", "--timeout", "200ms", "--run", "^provide_returns_stored_in_order$", spins)
+	require.Equal(t, exitFail, res.code, "stderr: %s", res.stderr)
+	assert.Contains(t, res.stdout, "plugin call timed out")
+	assert.Contains(t, res.stdout, "ran past its 200ms deadline: raise it with --timeout")
+}

@@ -83,7 +83,8 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	failed, skipped := runCases(ctx, e, h, path, opts, cases, &report, *asJSON)
+	l, _ := ps.limits(cmd)
+	failed, skipped := runCases(ctx, e, h, path, opts, l, cases, &report, *asJSON)
 	report.Passed, report.Failed, report.Skipped = len(cases)-failed-skipped, failed, skipped
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -118,7 +119,7 @@ func selectCases(cmd, runRE string, re *regexp.Regexp) ([]sdktest.Case, error) {
 // runCases runs cases against the plugin at path, appends each result to
 // report and, unless asJSON, prints it as a table row. It returns the
 // numbers of failed and skipped cases.
-func runCases(ctx context.Context, e *env, h *host.Host, path string, opts host.LoadOptions, cases []sdktest.Case, report *conformanceReport, asJSON bool) (failed, skipped int) {
+func runCases(ctx context.Context, e *env, h *host.Host, path string, opts host.LoadOptions, l host.Limits, cases []sdktest.Case, report *conformanceReport, asJSON bool) (failed, skipped int) {
 	width := 0
 	for _, c := range cases {
 		width = max(width, len(c.Name))
@@ -126,6 +127,9 @@ func runCases(ctx context.Context, e *env, h *host.Host, path string, opts host.
 	for _, c := range cases {
 		v := runCase(ctx, h, path, opts, c)
 		cr, status, detail := judgeCase(c, v)
+		if a := limitAdvice(v.Err, l); cr.Result == "fail" && a != "" {
+			detail += "\n" + a // which limit, and the flag that raises it
+		}
 		switch cr.Result {
 		case "fail":
 			failed++
