@@ -85,7 +85,7 @@ func (p *Plugin) slotState(ctx context.Context, facts abi.SessionFacts, slot *se
 
 func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.RawMessage) (json.RawMessage, error) {
 	if !p.has(abi.ExportMigrateState) {
-		return nil, fmt.Errorf("%w: state key %q is at state version %d, %s is at %d and has no migrate_state export",
+		return nil, fmt.Errorf("%w: state key %q is at state version %d, %s is at %d and has no migrate_state export: a build that raises state_version implements migrate_state from the versions before (sdk.StateMigrator)",
 			ErrInvalidState, key, from, p.info.Name, p.info.StateVersion)
 	}
 	r := newRequest(len(state))
