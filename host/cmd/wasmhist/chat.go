@@ -355,22 +355,15 @@ func (c *chatSetup) openSession(ctx context.Context, e *env, cmd string, store *
 	}
 	c.session = s
 	if c.db == "" {
-		f, ferr := a.file()
-		switch {
-		case ferr == nil && recordedPostgresName(s) != "":
-			// Its PostgreSQL --store's database when the history is
-			// there, else none: checkStorage says which --db reaches it.
-			c.db = f.recordedPostgres(e, s)
-		default:
-			c.db = a.defaultDB(s.SessionID)
-			if c.db == "" && ferr == nil {
-				// A PostgreSQL store has no default: the SQLite file the
-				// session records, when it is there.
-				if d := f.historyDB(e, s); d != "" {
-					if fi, err := os.Stat(d); err == nil && fi.Mode().IsRegular() {
-						c.db = d
-					}
-				}
+		c.db = a.defaultDB(s.SessionID)
+		if f, err := a.file(); err == nil && (c.db == "" || recordedPostgresName(s) != "") {
+			// A history in PostgreSQL has no place beside the session, nor
+			// a PostgreSQL store a default: the database the read commands
+			// take, an SQLite one only when it is there ("" otherwise:
+			// checkStorage says which --db to pass).
+			c.db = f.historyDB(e, s)
+			if _, pg := pgDBEnv(c.db); !pg && !isFile(c.db) {
+				c.db = ""
 			}
 		}
 	}
@@ -567,7 +560,7 @@ func (c *chatSetup) mismatchMessage(m *agent.ProviderMismatchError) string {
 	case "database":
 		if m.Held == 0 {
 			advice := "pass --db naming the database it was chatted with, or a copy of it"
-			if n := postgresName(m.Recorded.Storage); n != "" {
+			if n := storageOf(m.Recorded.Storage, "postgres:"); n != "" {
 				advice = "pass --db postgres (or --db env:VAR) with a connection string that reaches PostgreSQL database " + n
 			}
 			return fmt.Sprintf("%s: %s holds none of its history (recorded in %s at revision %d): %s", name, orNone(m.Current.Storage), orNone(m.Recorded.Storage), m.Recorded.Revision, advice)

@@ -20,15 +20,38 @@ import (
 
 // recordedDB is the SQLite database the provenance of s records for its
 // slots (the first slot, by key, that records one), or "".
-func recordedDB(s *session.Session) string {
+func recordedDB(s *session.Session) string { return recorded(s, "sqlite:") }
+
+// recordedPostgresName is the name of the PostgreSQL database the
+// provenance of s records for its slots, or "".
+func recordedPostgresName(s *session.Session) string { return recorded(s, "postgres:") }
+
+// recorded is what follows scheme in the storage the provenance of s
+// records for its slots (the first slot, by key, that records one), or "".
+func recorded(s *session.Session, scheme string) string {
 	for _, k := range slotKeys(s) {
-		for _, t := range strings.Fields(s.Provenance[k].Storage) {
-			if p, ok := strings.CutPrefix(t, "sqlite:"); ok && p != "" {
-				return p
-			}
+		if v := storageOf(s.Provenance[k].Storage, scheme); v != "" {
+			return v
 		}
 	}
 	return ""
+}
+
+// storageOf is what follows scheme in a provenance's storage (its
+// targets, space-separated), or "".
+func storageOf(storage, scheme string) string {
+	for _, t := range strings.Fields(storage) {
+		if v, ok := strings.CutPrefix(t, scheme); ok && v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// isFile reports whether path is a regular file.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // recordedPostgres is the --db value of the PostgreSQL --store that holds
@@ -52,29 +75,6 @@ func (f sessionFile) recordedPostgres(e *env, s *session.Session) string {
 		return "postgres"
 	}
 	return "env:" + f.pgEnv
-}
-
-// recordedPostgresName is the name of the PostgreSQL database the
-// provenance of s records for its slots (the first slot, by key, that
-// records one), or "".
-func recordedPostgresName(s *session.Session) string {
-	for _, k := range slotKeys(s) {
-		if n := postgresName(s.Provenance[k].Storage); n != "" {
-			return n
-		}
-	}
-	return ""
-}
-
-// postgresName is the name of the PostgreSQL database a provenance's
-// storage names ("postgres:NAME"), or "".
-func postgresName(storage string) string {
-	for _, t := range strings.Fields(storage) {
-		if n, ok := strings.CutPrefix(t, "postgres:"); ok && n != "" {
-			return n
-		}
-	}
-	return ""
 }
 
 // needDB is the advice for a plugin that keeps history in a database
@@ -119,7 +119,7 @@ func (f sessionFile) historyDB(e *env, s *session.Session) string {
 		candidates = append(candidates, d)
 	}
 	for _, c := range candidates {
-		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() {
+		if isFile(c) {
 			return c
 		}
 	}
