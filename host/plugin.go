@@ -88,7 +88,9 @@ func (p *Plugin) Compiled(ctx context.Context) error {
 	return nil
 }
 
-// Close frees the plugin's instances. Calls in progress finish first.
+// Close frees the plugin's idle instances and refuses new calls. A call
+// in progress runs to its end, or its deadline, on its instance and code,
+// which are freed when it returns.
 func (p *Plugin) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
 		p.host.untrack(p)

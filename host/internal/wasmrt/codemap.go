@@ -28,8 +28,32 @@ import (
 // copy of into files of the cache, mapped: its machine code (mapCode) and
 // its data segments (memoryImage). It runs before comp's first instance.
 func (c *Cache) share(comp *compiled) {
-	comp.text = c.mapCode(comp.module)
+	comp.text = c.mapCode(comp.module, comp.entry)
 	c.memoryImage(comp)
+}
+
+// entryCode is what one load from the skeleton did with the machine code
+// of the cache entry it served wazero (codemapread_linux.go): where wazero
+// put the code, and whether it was mapped from a text file then, or read
+// (and so which record mapCode may write once it compared the code with
+// its text file). It belongs to that load's compiled module and to no
+// other: an address alone says nothing of what is mapped there now, since
+// wazero frees code and maps other code at the same address.
+type entryCode struct {
+	at     uintptr
+	n      int
+	mapped bool
+	// record, sum and clock: the record to write for code that was read,
+	// the CRC-32C the entry stores, and the file system's clock when the
+	// read started.
+	record string
+	sum    uint32
+	clock  int64
+}
+
+// of reports whether code is the code this load read or mapped.
+func (e *entryCode) of(code []byte) bool {
+	return e != nil && len(code) > 0 && e.n == len(code) && e.at == uintptr(unsafe.Pointer(&code[0]))
 }
 
 // moduleID returns the id wazero gave m (a sha256 of its bytes and of
@@ -53,25 +77,25 @@ func moduleID(m wazero.CompiledModule) (id [32]byte, ok bool) {
 // executableOf returns the machine code wazero's compiler made of m, nil
 // for an interpreter's module or a wazero whose internals differ. The
 // slice aliases wazero's mapping: it is valid while m is open. owner is
-// the address of wazero's structure that owns the mapping.
-func executableOf(m wazero.CompiledModule) (code []byte, owner uintptr) {
+// wazero's structure that owns the mapping (and unmaps it when collected).
+func executableOf(m wazero.CompiledModule) (code []byte, owner unsafe.Pointer) {
 	id, ok := moduleID(m)
 	v := reflect.ValueOf(m)
 	if !ok {
-		return nil, 0
+		return nil, nil
 	}
 	eng := v.Elem().FieldByName("compiledEngine")
 	if !eng.IsValid() || eng.Kind() != reflect.Interface || eng.IsNil() {
-		return nil, 0
+		return nil, nil
 	}
 	eng = eng.Elem()
 	if eng.Kind() != reflect.Pointer || eng.IsNil() || eng.Elem().Kind() != reflect.Struct {
-		return nil, 0
+		return nil, nil
 	}
 	mods, mux := eng.Elem().FieldByName("compiledModules"), eng.Elem().FieldByName("mux")
 	if !mods.IsValid() || mods.Kind() != reflect.Map || mods.Type().Key() != reflect.TypeFor[[32]byte]() ||
 		!mux.IsValid() || mux.Type() != reflect.TypeFor[sync.RWMutex]() {
-		return nil, 0
+		return nil, nil
 	}
 	// The engine's map of compiled modules is shared by every runtime on
 	// the same compilation cache: read it under the engine's lock.
@@ -80,15 +104,15 @@ func executableOf(m wazero.CompiledModule) (code []byte, owner uintptr) {
 	cm := mods.MapIndex(reflect.ValueOf(id))
 	lock.RUnlock()
 	if !cm.IsValid() || cm.Kind() != reflect.Pointer || cm.IsNil() || cm.Elem().Kind() != reflect.Struct {
-		return nil, 0
+		return nil, nil
 	}
 	ex := cm.Elem().FieldByName("executables")
 	if !ex.IsValid() || ex.Kind() != reflect.Pointer || ex.IsNil() || ex.Elem().Kind() != reflect.Struct {
-		return nil, 0
+		return nil, nil
 	}
 	text := ex.Elem().FieldByName("executable")
 	if !text.IsValid() || text.Kind() != reflect.Slice || text.Type().Elem().Kind() != reflect.Uint8 || text.Len() == 0 {
-		return nil, 0
+		return nil, nil
 	}
-	return unsafe.Slice((*byte)(text.UnsafePointer()), text.Len()), ex.Pointer()
+	return unsafe.Slice((*byte)(text.UnsafePointer()), text.Len()), ex.UnsafePointer()
 }

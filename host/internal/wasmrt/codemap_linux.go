@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
+	"weak"
 
 	"github.com/tetratelabs/wazero"
 )
@@ -51,21 +52,32 @@ func fingerprint(b []byte) string {
 // returns the code it mapped, nil when it left the code as it was (an
 // interpreter's module, code too small, a wazero whose internals differ,
 // or a file it could not write or that does not hold the same bytes).
+// read, when set, is what the load that compiled m did with the code of
+// the entry it read (entryCode); it counts only if it is m's code.
 //
 // It must run before anything runs the code. The file's bytes are
 // compared with wazero's, which wazero checked against its own checksum,
 // before the mapping replaces them; the cache directory is trusted as
 // wazero's files beside it are: the file is only ever replaced whole
-// (writeAtomic), never written in place. After a comparison it records the
-// file for the entry wazero read the code from (recordText), so that the
-// next load maps the file as wazero reads the entry, without a comparison
-// (codemapread_linux.go); code mapped so has nothing left to map here.
-func (c *Cache) mapCode(m wazero.CompiledModule) []byte {
+// (writeAtomic), never written in place. After a comparison of code the
+// load read from an entry, it records the file for that entry
+// (recordText), so that the next load maps the file as wazero reads the
+// entry, without a comparison (codemapread_linux.go); code mapped so has
+// nothing left to map here.
+func (c *Cache) mapCode(m wazero.CompiledModule, read *entryCode) []byte {
 	code, owner := executableOf(m)
-	if len(code) < minMappedCode || len(code)%hugePage == 0 || !firstMapping(code, owner) {
+	if len(code) < minMappedCode || len(code)%hugePage == 0 {
 		return nil
 	}
-	if c.mapExecutable(code) == 0 {
+	if !read.of(code) {
+		read = nil
+	}
+	// Code this load's wazero read, in a compilation cache of the load's
+	// own, no other runtime has.
+	if read == nil && !firstMapping(code, owner) {
+		return nil
+	}
+	if c.mapExecutable(code, read) == 0 {
 		return nil
 	}
 	return code
@@ -85,18 +97,20 @@ func (c *compiled) dropText() {
 	}
 }
 
-// mapExecutable is mapCode for code seen for the first time.
-func (c *Cache) mapExecutable(code []byte) int {
-	if _, ok := premapped.LoadAndDelete(uintptr(unsafe.Pointer(&code[0]))); ok {
-		// Mapped from the text file as wazero read it (codeFiles); its
-		// checksum touched every page: they leave the resident set, and
-		// stay in the page cache.
+// mapExecutable is mapCode for code seen for the first time; read, when
+// set, is what the load did with the code of the entry it read (read.of
+// holds for code).
+func (c *Cache) mapExecutable(code []byte, read *entryCode) int {
+	if read != nil && read.mapped {
+		// Mapped from the text file as wazero read it; its checksum
+		// touched every page: they leave the resident set, and stay in
+		// the page cache.
 		syscall.Madvise(code, syscall.MADV_DONTNEED)
 		return len(code)
 	}
 	path := c.textPath(code)
 	if id, ok := mapText(path, code); ok {
-		recordText(code, path, id)
+		recordText(read, path, id)
 		return len(code)
 	}
 	if writePaged(path, code) != nil {
@@ -106,30 +120,42 @@ func (c *Cache) mapExecutable(code []byte) int {
 	if !ok {
 		return 0
 	}
-	recordText(code, path, id)
+	recordText(read, path, id)
 	return len(code)
 }
 
-// mapped records the code mapCode has seen, by address, with the address
-// of wazero's structure that owns it: wazero hands the same code to every
-// runtime on one compilation cache that compiles the same module, and code
-// that may be running is never replaced. An address wazero reuses for
-// other code after freeing comes with another owner; if both were reused
-// alike, that code only stays in wazero's mapping.
+// mapped records the code mapCode has seen, by address, with a weak
+// pointer to wazero's structure that owns it: wazero hands the same code
+// to every runtime on one compilation cache that compiles the same module,
+// and code that may be running is never replaced. wazero unmaps code only
+// once its owner is collected, and a weak pointer to a collected owner
+// equals none made since, even of a new owner at the same heap address:
+// code wazero maps at a reused address is new code. Collected owners
+// leave the map as new code comes in.
 var mapped = struct {
 	sync.Mutex
-	owners map[uintptr]uintptr
-}{owners: map[uintptr]uintptr{}}
+	owners map[uintptr]weak.Pointer[byte]
+}{owners: map[uintptr]weak.Pointer[byte]{}}
 
-// firstMapping reports whether mapCode sees code for the first time.
-func firstMapping(code []byte, owner uintptr) bool {
-	at := uintptr(unsafe.Pointer(&code[0]))
-	mapped.Lock()
-	defer mapped.Unlock()
-	if o, ok := mapped.owners[at]; ok && o == owner {
+// firstMapping reports whether mapCode sees code, owned by owner, for the
+// first time.
+func firstMapping(code []byte, owner unsafe.Pointer) bool {
+	if owner == nil {
 		return false
 	}
-	mapped.owners[at] = owner
+	at := uintptr(unsafe.Pointer(&code[0]))
+	w := weak.Make((*byte)(owner))
+	mapped.Lock()
+	defer mapped.Unlock()
+	if o, ok := mapped.owners[at]; ok && o == w {
+		return false
+	}
+	for a, o := range mapped.owners {
+		if o.Value() == nil {
+			delete(mapped.owners, a)
+		}
+	}
+	mapped.owners[at] = w
 	return true
 }
 

@@ -6,7 +6,7 @@ import "github.com/tetratelabs/wazero"
 
 // mapCode leaves the code in wazero's mapping: outside Linux the host does
 // not map memory itself.
-func (c *Cache) mapCode(wazero.CompiledModule) []byte { return nil }
+func (c *Cache) mapCode(wazero.CompiledModule, *entryCode) []byte { return nil }
 
 // dropText has nothing to give back: the code is wazero's.
 func (c *compiled) dropText() {}
@@ -18,3 +18,5 @@ type codeFiles struct{}
 func (c *Cache) serveEntry(wazero.CompilationCache, string) *codeFiles { return nil }
 
 func (*codeFiles) hit() bool { return false }
+
+func (*codeFiles) entry() *entryCode { return nil }

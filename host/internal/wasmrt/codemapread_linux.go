@@ -60,6 +60,7 @@ type codeFiles struct {
 	mu     sync.Mutex
 	served bool // Get served the entry
 	wrote  bool // wazero compiled the module (Add) or found the entry stale (Delete)
+	code   *entryCode
 }
 
 // serveEntry makes cc, a compilation cache of wazero's in memory, read
@@ -104,6 +105,19 @@ func (cf *codeFiles) hit() bool {
 	return cf.served && !cf.wrote
 }
 
+// entry is what the load did with the entry's code, nil if it read none.
+func (cf *codeFiles) entry() *entryCode {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	return cf.code
+}
+
+func (cf *codeFiles) noteCode(e entryCode) {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	cf.code = &e
+}
+
 // Get opens the entry if key names it: the bytes before the code are read
 // at once, the code mapped from its text file when a record proves it
 // holds the same bytes, read otherwise.
@@ -127,6 +141,7 @@ func (cf *codeFiles) Get(key [32]byte) (io.ReadCloser, bool, error) {
 		f.Seek(0, io.SeekStart)
 		return f, true, nil
 	}
+	r.cf = cf
 	r.record = cf.c.recordPath(name)
 	r.clock = fsClock()
 	return r, true, nil
@@ -138,6 +153,7 @@ func (cf *codeFiles) Get(key [32]byte) (io.ReadCloser, bool, error) {
 // code's length (8 bytes), the code, its CRC-32C (4 bytes) and a source
 // map.
 type entryReader struct {
+	cf     *codeFiles
 	f      *os.File
 	size   int64
 	pre    []byte // the bytes before the code
@@ -200,14 +216,16 @@ func (r *entryReader) Read(p []byte) (int, error) {
 	}
 	if r.pos == int64(len(r.pre)) && len(p) == r.n && r.n > 0 {
 		// wazero reads the code into its fresh mapping in one call.
+		at := uintptr(unsafe.Pointer(&p[0]))
 		if r.mapCode(p) {
 			r.pos += int64(r.n)
+			r.cf.noteCode(entryCode{at: at, n: r.n, mapped: true})
 			return r.n, nil
 		}
 		n, err := r.f.ReadAt(p, r.pos)
 		r.pos += int64(n)
 		if err == nil {
-			pending.add(p, r.record, r.n, r.sum, r.clock)
+			r.cf.noteCode(entryCode{at: at, n: r.n, record: r.record, sum: r.sum, clock: r.clock})
 		}
 		return n, err
 	}
@@ -243,7 +261,6 @@ func (r *entryReader) mapCode(code []byte) bool {
 	}
 	at := uintptr(unsafe.Pointer(&code[0]))
 	if mmapFixed(at, len(code), syscall.PROT_READ|syscall.PROT_EXEC, syscall.MAP_PRIVATE, int(text.Fd())) {
-		premapped.Store(at, true)
 		return true
 	}
 	// A failed MAP_FIXED may have unmapped wazero's pages: map fresh ones
@@ -253,11 +270,6 @@ func (r *entryReader) mapCode(code []byte) bool {
 	}
 	return false
 }
-
-// premapped holds the addresses of code mapped from a text file as it was
-// read: mapCode has nothing left to do for them but to drop the pages
-// wazero's checksum touched from the process's resident set.
-var premapped sync.Map
 
 // identity is what a file's stat says of its bytes: any write to the file
 // changes its change time, and a file written anew has another inode.
@@ -338,49 +350,14 @@ func readRecord(path string) (codeRecord, bool) {
 	return rec, true
 }
 
-// pending holds, by the address wazero read them to, the code read from
-// an entry without a record: mapCode records the text file it compares
-// them with.
-var pending = pendingCodes{m: map[uintptr]pendingCode{}}
-
-type pendingCodes struct {
-	sync.Mutex
-	m map[uintptr]pendingCode
-}
-
-type pendingCode struct {
-	record string
-	n      int
-	sum    uint32
-	clock  int64
-}
-
-// maxPending bounds pending: code wazero read that mapCode never saw
-// (too small, or its load failed) leaves an entry.
-const maxPending = 64
-
-func (ps *pendingCodes) add(code []byte, record string, n int, sum uint32, clock int64) {
-	ps.Lock()
-	defer ps.Unlock()
-	if len(ps.m) >= maxPending {
-		clear(ps.m)
-	}
-	ps.m[uintptr(unsafe.Pointer(&code[0]))] = pendingCode{record: record, n: n, sum: sum, clock: clock}
-}
-
-// recordText writes the record of code, just compared with the text file
-// whose identity is id, if wazero read it from an entry (pending) and the
-// text file did not change in the tick the reading started in.
-func recordText(code []byte, text string, id identity) {
-	at := uintptr(unsafe.Pointer(&code[0]))
-	pending.Lock()
-	p, ok := pending.m[at]
-	delete(pending.m, at)
-	pending.Unlock()
-	if !ok || p.n != len(code) || id.ctime >= p.clock || p.clock == 0 {
+// recordText writes the record of the code read from an entry (read),
+// just compared with the text file whose identity is id, if the text file
+// did not change in the tick the reading started in.
+func recordText(read *entryCode, text string, id identity) {
+	if read == nil || read.mapped || id.ctime >= read.clock || read.clock == 0 {
 		return
 	}
-	writeAtomic(p.record, []byte(fmtRecord(filepath.Base(text), id, p.n, p.sum)))
+	writeAtomic(read.record, []byte(fmtRecord(filepath.Base(text), id, read.n, read.sum)))
 }
 
 // fmtRecord is the record of the text file named text.

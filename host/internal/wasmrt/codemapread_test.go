@@ -83,8 +83,10 @@ func (cc *codeCache) load(t *testing.T) (code []byte, throughRecord bool) {
 	tail, err := io.ReadAll(r)
 	require.NoError(t, err)
 	require.Equal(t, cc.entry[len(cc.entry)-5:], tail)
-	_, throughRecord = premapped.Load(uintptr(unsafe.Pointer(&code[0])))
-	require.Equal(t, len(code), cc.c.mapExecutable(code))
+	read := files.entry()
+	require.True(t, read.of(code), "the load noted where the code went")
+	throughRecord = read.mapped
+	require.Equal(t, len(code), cc.c.mapExecutable(code, read))
 	require.Contains(t, mappedFile(t, unsafe.Pointer(&code[0])), "/text/", "the code is the cache's copy")
 	return code, throughRecord
 }

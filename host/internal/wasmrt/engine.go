@@ -215,7 +215,10 @@ type compiled struct {
 	image *memImage
 	// text, when set, is the module's machine code as mapCode mapped it
 	// from the cache (dropText).
-	text      []byte
+	text []byte
+	// entry, when set, is what the load from the skeleton that made the
+	// module did with its code (mapCode).
+	entry     *entryCode
 	instances atomic.Uint64
 	// calling counts the calls running on the code; idle gives its
 	// mapped code back once none has run for idleText (idleDrop).

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -289,10 +290,71 @@ func TestPluginBuildShared(t *testing.T) {
 	}
 }
 
-// TestFirstMapping: code is mapped once per owner at an address.
+// TestFirstMapping: code is mapped once per owner at an address, and an
+// owner wazero allocates at the heap address of a collected one, for code
+// it maps at the address of freed code, is a new owner. Compared by
+// address, the new code was taken for code mapped already, running, and
+// left in wazero's mapping.
 func TestFirstMapping(t *testing.T) {
 	code := make([]byte, 1)
-	require.True(t, firstMapping(code, 1))
-	require.False(t, firstMapping(code, 1), "the same code twice")
-	require.True(t, firstMapping(code, 2), "another owner's code at a reused address")
+	escape(code) // a stack that grows would move it
+	type owner [48]byte
+	first := new(owner)
+	escape(first) // wazero's owners are on the heap
+	require.True(t, firstMapping(code, unsafe.Pointer(first)))
+	require.False(t, firstMapping(code, unsafe.Pointer(first)), "the same code twice")
+	other := new(owner)
+	escape(other)
+	require.True(t, firstMapping(code, unsafe.Pointer(other)), "another owner's code at the same address")
+	at := uintptr(unsafe.Pointer(other))
+	runtime.KeepAlive(first)
+	runtime.KeepAlive(other)
+	first, other = nil, nil
+	runtime.GC()
+	runtime.GC()
+	var kept []*owner // so that each try takes a fresh slot
+	var reused *owner
+	for range 1 << 20 {
+		o := new(owner)
+		escape(o)
+		if uintptr(unsafe.Pointer(o)) == at {
+			reused = o
+			break
+		}
+		kept = append(kept, o)
+	}
+	require.NotNil(t, reused, "the heap never gave the collected owner's address again")
+	require.True(t, firstMapping(code, unsafe.Pointer(reused)), "a new owner at a collected owner's address")
+	require.False(t, firstMapping(code, nil), "code without an owner")
+	runtime.KeepAlive(kept)
+}
+
+var escaped any
+
+//go:noinline
+func escape(p any) { escaped = p; escaped = nil }
+
+// TestMapCodeOnlyItsLoadsEntry: what a load did with the code of the
+// entry it read applies to that code only. Code wazero compiled, or read
+// without the load seeing it, is compared with the text file and mapped
+// from it: taken for code mapped as it was read, wazero's own pages were
+// dropped, which zeroes them, and the next call ran zeros into a fault.
+func TestMapCodeOnlyItsLoadsEntry(t *testing.T) {
+	ctx := context.Background()
+	c, err := NewCache(t.TempDir())
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(c.cache))
+	defer rt.Close(ctx)
+	m, err := rt.CompileModule(ctx, pluginWasm(t))
+	require.NoError(t, err)
+	code, _ := executableOf(m)
+	require.GreaterOrEqual(t, len(code), minMappedCode)
+	want := bytes.Clone(code)
+	at := uintptr(unsafe.Pointer(&code[0]))
+	// Another load's code, mapped as it was read, at the same address.
+	stale := &entryCode{at: at, n: len(code) - 4096, mapped: true}
+	require.Equal(t, code, c.mapCode(m, stale))
+	require.Equal(t, want, code, "wazero's pages were dropped")
+	require.Contains(t, mappedFile(t, unsafe.Pointer(&code[0])), "/text/", "the code is the cache's copy")
 }

@@ -272,6 +272,7 @@ func (c *Cache) fromSkeleton(ctx context.Context, funcs []capability.Func, sum [
 			return nil, false
 		}
 		comp.cache = mem
+		comp.entry = files.entry()
 		return comp, true
 	}
 	mem.Close(ctx)
