@@ -16,13 +16,14 @@ import (
 )
 
 // TestCloseDuringCall closes a plugin, then its host, while calls on it
-// still run compiled code, and loads and closes other plugins meanwhile.
-// The code must outlive the calls: freed under a running call, or its
-// address given to other code, the process dies of a fault. Each call
-// ends at its deadline, as it would have without the close.
+// still run compiled code that writes its memory, and loads and closes
+// other plugins meanwhile. The code and the memory must outlive the calls:
+// unmapped under a running call, the process dies of a fault, and mapped
+// again for another instance, the old call writes into it. Each call ends
+// at its deadline, as it would have without the close.
 func TestCloseDuringCall(t *testing.T) {
 	ctx := context.Background()
-	path := hostilePath(t, "misbehave")
+	path := hostilePath(t, "spins")
 	warmCompiled(t, path, host.LoadOptions{})
 	for _, what := range []string{"plugin", "host"} {
 		t.Run(what, func(t *testing.T) {
@@ -32,7 +33,7 @@ func TestCloseDuringCall(t *testing.T) {
 			p, err := h.Load(ctx, host.File(path), opts)
 			require.NoError(t, err)
 			require.NoError(t, p.Compiled(ctx))
-			prov := p.Provider("primary")
+			prov := p.Provider("history")
 
 			const calls = 3
 			var wg sync.WaitGroup
@@ -42,7 +43,7 @@ func TestCloseDuringCall(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					s := &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "spin"}
-					errs[i] = prov.Store(ctx, s, []abi.Message{user("hostile:loop")}, nil)
+					_, errs[i] = prov.Provide(ctx, s, []abi.Message{user("hi")})
 				}()
 			}
 			time.Sleep(300 * time.Millisecond)
@@ -56,7 +57,7 @@ func TestCloseDuringCall(t *testing.T) {
 			require.NoError(t, err)
 			for range 3 {
 				runtime.GC()
-				q, err := other.Load(ctx, host.File(hostilePath(t, "spins")), host.LoadOptions{})
+				q, err := other.Load(ctx, host.File(hostilePath(t, "misbehave")), host.LoadOptions{})
 				require.NoError(t, err)
 				require.NoError(t, q.Close(ctx))
 			}

@@ -173,11 +173,13 @@ func (m *Module) CompileErr() error {
 	}
 }
 
-// close frees the module's code, the interpreter's included.
+// close frees the module's code, the interpreter's included, each once
+// its last instance is closed: closing a runtime unmaps its instances'
+// memories, which a call still running would write into, or fault on.
 func (m *Module) close(ctx context.Context) error {
-	err := m.code().Close(ctx)
+	err := m.code().retire(ctx)
 	if m.interp != nil {
-		err = errors.Join(err, m.interp.Close(ctx))
+		err = errors.Join(err, m.interp.retire(ctx))
 	}
 	return err
 }
@@ -277,7 +279,8 @@ func (c *compiled) idleDrop() {
 // returned records that a call on the code returned.
 func (c *compiled) returned() { c.calledOnce.Do(func() { close(c.called) }) }
 
-// Close frees the runtime, its compiled code and every instance left.
+// Close frees the runtime, its compiled code and every instance left, at
+// once: only for code no instance runs on (retire waits for them).
 func (c *compiled) Close(ctx context.Context) error {
 	c.mu.Lock()
 	already := c.closed
@@ -324,15 +327,17 @@ func (c *compiled) released(ctx context.Context) {
 	}
 }
 
-// retire stops new instances of c; it closes now if none is left.
-func (c *compiled) retire(ctx context.Context) {
+// retire stops new instances of c; it closes now if none is left, and
+// otherwise with the last one.
+func (c *compiled) retire(ctx context.Context) error {
 	c.mu.Lock()
 	c.retired = true
 	last := c.live == 0
 	c.mu.Unlock()
 	if last {
-		c.Close(ctx)
+		return c.Close(ctx)
 	}
+	return nil
 }
 
 // errTestHeld: a test kept the module on the interpreter.
@@ -535,7 +540,8 @@ func interpret(ctx context.Context, cache *Cache, funcs []capability.Func, wasm 
 	return compileIn(ctx, cache, funcs, bounded, pages, true, true)
 }
 
-// Release drops one reference; the last one frees the compiled code.
+// Release drops one reference; the last one frees the compiled code, once
+// no instance runs on it.
 func (m *Module) Release(ctx context.Context) error {
 	e := m.engine
 	e.mu.Lock()
@@ -551,8 +557,9 @@ func (m *Module) Release(ctx context.Context) error {
 	return nil
 }
 
-// Close waits for compilations in progress and frees every module, in use
-// or not. The cache is the caller's to close, afterwards.
+// Close waits for compilations in progress and frees every module: at
+// once the code no instance runs on, and other code with its last
+// instance (Module.close). The cache is the caller's to close, afterwards.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.closed {

@@ -143,7 +143,9 @@ func (m *trackedMemory) Reallocate(size uint64) []byte {
 
 // Free implements experimental.LinearMemory. wazero calls it when the
 // instance is closed, on the goroutine that closes it or, after a
-// deadline, on the one whose call was stopped: never under a running guest.
+// deadline, on the one whose call was stopped: never under a running guest
+// (a module's runtime, which closes its instances, closes only after the
+// last of them: Module.close).
 func (m *trackedMemory) Free() {
 	m.t.mu.Lock()
 	r := m.reserved

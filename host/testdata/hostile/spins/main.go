@@ -1,8 +1,10 @@
 //go:build wasip1
 
 // Command spins is the in-memory provider, built with the sdk, whose
-// provide never returns: the command's tests check that conformance says
-// which limit its cases ran into and which flag raises it.
+// provide never returns, writing its memory as it spins: the command's
+// tests check that conformance says which limit its cases ran into and
+// which flag raises it, and the host's that closing the plugin under such
+// a call leaves the call its memory.
 package main
 
 import (
@@ -21,11 +23,13 @@ func (p spins) Describe() abi.PluginInfo {
 	return info
 }
 
-var n int
+var buf = make([]byte, 1<<12)
 
 func (spins) Provide(context.Context, *abi.ProvideRequest) (*abi.ProvideResponse, error) {
 	for {
-		n++
+		for i := range buf {
+			buf[i]++
+		}
 	}
 }
 
