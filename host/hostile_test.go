@@ -378,3 +378,65 @@ func TestPatchBombBoundedByDeadline(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, hist, 2)
 }
+
+// TestStateSchemaRecursionBounded: a state_schema that recurses along two
+// paths at each level compiles (its cost counts a recursion once), and
+// validating a deep state with it would take 2^depth steps. Validation is
+// counted: an initial_state refuses the plugin, a returned state is an
+// invalid output, and a call's deadline stops the validation with
+// ErrTimeout; the session is as it was, and the next call works.
+func TestStateSchemaRecursionBounded(t *testing.T) {
+	ctx := context.Background()
+	handler := sdk.Handler(provider.Provider{})
+	deep := strings.Repeat(`{"a":`, 40) + "{}" + strings.Repeat("}", 40)
+	load := func(t *testing.T, initial string, timeout time.Duration) (*host.Plugin, error) {
+		return newHost(t, host.Config{}).LoadNative(ctx, "doubling", func(ctx context.Context, export string, in []byte) ([]byte, error) {
+			if export == abi.ExportDescribe {
+				out, err := handler(ctx, export, in)
+				require.NoError(t, err)
+				var info abi.PluginInfo
+				require.NoError(t, json.Unmarshal(out, &info))
+				info.StateSchema = json.RawMessage(`{"type":"object","properties":{"messages":{"type":"array"},"deep":{"$ref":"#/$defs/n"}},
+					"$defs":{"n":{"type":"object","allOf":[{"properties":{"a":{"$ref":"#/$defs/n"}}},{"properties":{"a":{"$ref":"#/$defs/n"}}}]}}}`)
+				info.InitialState = json.RawMessage(initial)
+				return json.Marshal(info)
+			}
+			if export == abi.ExportStore && strings.Contains(string(in), "hostile:deep") {
+				return []byte(`{"state":{"messages":[],"deep":` + deep + `}}`), nil
+			}
+			return handler(ctx, export, in)
+		}, host.LoadOptions{Limits: host.Limits{CallTimeout: timeout}})
+	}
+	t.Run("initial_state", func(t *testing.T) {
+		_, err := load(t, `{"messages":[],"deep":`+deep+`}`, 0)
+		require.ErrorIs(t, err, host.ErrInvalidPlugin)
+		assert.ErrorContains(t, err, "initial_state")
+		assert.ErrorContains(t, err, "validation stopped after")
+	})
+	for _, tt := range []struct {
+		name    string
+		timeout time.Duration
+		want    error
+		says    string
+	}{
+		{"counted", 0, host.ErrInvalidOutput, "along too many paths"},
+		{"deadline", 50 * time.Millisecond, host.ErrTimeout, "while the host validated the plugin's state"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := load(t, `{"messages":[]}`, tt.timeout)
+			require.NoError(t, err)
+			prov := p.Provider("history")
+			s := &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "doubling"}
+			require.NoError(t, prov.Store(ctx, s, []abi.Message{user("hello")}, nil))
+			before := sessionJSON(t, s)
+			err = prov.Store(ctx, s, []abi.Message{user("hostile:deep")}, nil)
+			require.ErrorIs(t, err, tt.want)
+			assert.ErrorContains(t, err, tt.says)
+			assert.Equal(t, string(before), string(sessionJSON(t, s)), "session changed")
+			require.NoError(t, prov.Store(ctx, s, []abi.Message{user("again")}, nil))
+			hist, err := prov.Provide(ctx, s, nil)
+			require.NoError(t, err)
+			assert.Len(t, hist, 2)
+		})
+	}
+}

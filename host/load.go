@@ -261,7 +261,7 @@ func (h *Host) finish(ctx context.Context, p *Plugin) error {
 	if !isNull(info.InitialState) {
 		p.initial = info.InitialState
 	}
-	if err := p.validateState(p.initial); err != nil {
+	if err := p.validateState(ctx, p.initial); err != nil {
 		return fmt.Errorf("%w: %s: initial_state: %w", ErrInvalidPlugin, info.Name, err)
 	}
 	if err := p.checkConfig(); err != nil {

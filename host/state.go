@@ -25,8 +25,8 @@ var applyWindow = window.Apply
 // states this plugin already accepted: the document of a cached Doc (every
 // Doc the host keeps holds a validated state) or one p.valid
 // remembers.
-func (p *Plugin) validateState(state json.RawMessage) error {
-	_, err := p.checkState(state)
+func (p *Plugin) validateState(ctx context.Context, state json.RawMessage) error {
+	_, err := p.checkState(ctx, state)
 	return err
 }
 
@@ -36,14 +36,16 @@ func (p *Plugin) validateState(state json.RawMessage) error {
 // without comparing the state with it a second time, a pass over the
 // whole state that at 100,000 messages (54 MB) no longer fits the
 // processor's caches.
-func (p *Plugin) checkState(state json.RawMessage) (statepatch.Claim, error) {
+//
+// The validation stops when ctx ends (stateStopped tells such an error).
+func (p *Plugin) checkState(ctx context.Context, state json.RawMessage) (statepatch.Claim, error) {
 	if cl, ok := p.docs.Claim(state); ok {
 		return cl, nil
 	}
 	if p.valid.Contains(state) {
 		return statepatch.Claim{}, nil
 	}
-	if err := p.stateSchema.Validate(state); err != nil {
+	if err := p.stateSchema.ValidateContext(ctx, state); err != nil {
 		return statepatch.Claim{}, err
 	}
 	p.valid.Add(state)
@@ -76,7 +78,10 @@ func (p *Plugin) slotState(ctx context.Context, facts abi.SessionFacts, slot *se
 	if isNull(state) {
 		return nil, statepatch.Claim{}, fmt.Errorf("%w: state key %q has no data", ErrInvalidState, key)
 	}
-	cl, err := p.checkState(state)
+	cl, err := p.checkState(ctx, state)
+	if ctx.Err() != nil {
+		return nil, statepatch.Claim{}, fmt.Errorf("host: validating state key %q of %s: %w", key, p.info.Name, ctx.Err())
+	}
 	if err != nil {
 		return nil, statepatch.Claim{}, fmt.Errorf("%w: state key %q: %w", ErrInvalidState, key, err)
 	}
@@ -93,18 +98,30 @@ func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.R
 	r.raw("state", state)
 	r.raw("config", p.config)
 	var out json.RawMessage
-	err := p.invoke(ctx, abi.ExportMigrateState, r.bytes(), func(_ context.Context, b []byte) error {
+	err := p.invoke(ctx, abi.ExportMigrateState, r.bytes(), func(ctx context.Context, b []byte) error {
 		s, err := decodeMigrate(b)
 		if err != nil {
 			return err
 		}
-		if err := p.validateState(s); err != nil {
+		if err := p.validateState(ctx, s); err != nil {
+			if ctx.Err() != nil {
+				return validationTimeout(ctx, len(s))
+			}
 			return invalidOutput(abi.ExportMigrateState, "state: %v", err)
 		}
 		out = s
 		return nil
 	})
 	return out, err
+}
+
+// validationTimeout is the error of a call whose context ended while the
+// host validated the n bytes of state the plugin returned.
+func validationTimeout(ctx context.Context, n int) error {
+	if ctx.Err() == context.DeadlineExceeded {
+		return fmt.Errorf("%w: the deadline passed while the host validated the plugin's state of %d bytes", ErrTimeout, n)
+	}
+	return ctx.Err()
 }
 
 // applyChange returns the state after a change, validated, and the Claim of
@@ -121,8 +138,11 @@ func (p *Plugin) applyChange(ctx context.Context, export string, state json.RawM
 	case c.State != nil:
 		// The plugin's bytes: compared with the cache here, and the Claim
 		// holds while the call holds them (nothing writes a decoded output).
-		ncl, err := p.checkState(c.State)
+		ncl, err := p.checkState(ctx, c.State)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, statepatch.Claim{}, false, validationTimeout(ctx, len(c.State))
+			}
 			return nil, statepatch.Claim{}, false, invalidOutput(export, "state: %v", err)
 		}
 		return c.State, ncl, true, nil

@@ -18,7 +18,7 @@ import (
 // ProvideState runs provide and returns the selected history (state
 // references resolved) and the state after the call.
 func (p *Plugin) ProvideState(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request []json.RawMessage) ([]json.RawMessage, json.RawMessage, error) {
-	state, cl, err := p.rawState(state)
+	state, cl, err := p.rawState(ctx, state)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -31,7 +31,7 @@ func (p *Plugin) ProvideState(ctx context.Context, facts abi.SessionFacts, state
 
 // StoreState runs store and returns the state after the call.
 func (p *Plugin) StoreState(ctx context.Context, facts abi.SessionFacts, state json.RawMessage, request, response []json.RawMessage) (json.RawMessage, error) {
-	state, cl, err := p.rawState(state)
+	state, cl, err := p.rawState(ctx, state)
 	if err != nil {
 		return nil, err
 	}
@@ -55,11 +55,14 @@ func (p *Plugin) Call(ctx context.Context, export string, input []byte) ([]byte,
 
 // rawState is the state to call with and the Claim of its cached Doc
 // (checkState); the caller's bytes are not written during the call.
-func (p *Plugin) rawState(state json.RawMessage) (json.RawMessage, statepatch.Claim, error) {
+func (p *Plugin) rawState(ctx context.Context, state json.RawMessage) (json.RawMessage, statepatch.Claim, error) {
 	if isNull(state) {
 		return p.initialState(), statepatch.Claim{}, nil
 	}
-	cl, err := p.checkState(state)
+	cl, err := p.checkState(ctx, state)
+	if ctx.Err() != nil {
+		return nil, statepatch.Claim{}, ctx.Err()
+	}
 	if err != nil {
 		return nil, statepatch.Claim{}, &PluginError{Plugin: p.name, Export: "state", Err: wrapInvalidState(err)}
 	}

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 
@@ -46,6 +47,10 @@ type Edit struct {
 type Local struct {
 	name    string
 	schemas []*jsonschema.Schema
+	// s and edit: the schema and the edit it was made for, which a copy
+	// of a guarded schema walks again (Schema.check).
+	s    *Schema
+	edit Edit
 }
 
 // Validate checks the value an edit puts in place. at is the value's JSON
@@ -72,7 +77,20 @@ func (l Local) Decodes() bool { return len(l.schemas) > 0 }
 
 // ValidateDecoded is Validate of a value Decode returned.
 func (l Local) ValidateDecoded(v any, at string) error {
-	for _, s := range l.schemas {
+	return l.ValidateDecodedContext(context.Background(), v, at)
+}
+
+// ValidateDecodedContext is ValidateDecoded stopping when ctx ends, with
+// an error wrapping ctx's.
+func (l Local) ValidateDecodedContext(ctx context.Context, v any, at string) error {
+	if len(l.schemas) == 0 {
+		return nil
+	}
+	return l.s.check(ctx, v, at, &l)
+}
+
+func (l *Local) validateWith(schemas []*jsonschema.Schema, v any, at string) error {
+	for _, s := range schemas {
 		if err := convert(l.name, s.Validate(v), at); err != nil {
 			return err
 		}
@@ -154,7 +172,7 @@ func (s *Schema) Local(e Edit) (l Local, ok bool) {
 	// Each schema of the set carries its own $ref target too; validating
 	// the set members reached through $ref again would be redundant, but
 	// expand keeps them all, so drop the ones some other member refers to.
-	return Local{name: s.name, schemas: roots(out)}, true
+	return Local{name: s.name, schemas: roots(out), s: s, edit: e}, true
 }
 
 // expand adds the targets of $ref to a set of schemas that all apply at one

@@ -57,10 +57,13 @@ func quote(s string) string {
 }
 
 // onlyHandPatterns reports whether every extension of s is a handPattern,
-// which constrains strings only, as the library's "pattern" keyword does.
+// which constrains strings only, as the library's "pattern" keyword does,
+// or a step, which constrains nothing.
 func onlyHandPatterns(s *jsonschema.Schema) bool {
 	for _, e := range s.Extensions {
-		if _, ok := e.(handPattern); !ok {
+		switch e.(type) {
+		case handPattern, step:
+		default:
 			return false
 		}
 	}

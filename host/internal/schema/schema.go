@@ -24,6 +24,7 @@ package schema
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,6 +86,9 @@ type ValidationError struct {
 	Problems []Problem
 	// More counts failures left out of Problems.
 	More int
+	// cause, when set, is a more specific reason than ErrInvalid (which
+	// it wraps).
+	cause error
 }
 
 func (e *ValidationError) Error() string {
@@ -103,7 +107,12 @@ func (e *ValidationError) Error() string {
 }
 
 // Unwrap makes errors.Is(err, ErrInvalid) true.
-func (e *ValidationError) Unwrap() error { return ErrInvalid }
+func (e *ValidationError) Unwrap() error {
+	if e.cause != nil {
+		return e.cause
+	}
+	return ErrInvalid
+}
 
 // Schema is a compiled schema. It is safe for concurrent use.
 type Schema struct {
@@ -113,6 +122,9 @@ type Schema struct {
 	// references) makes the meaning of a subschema depend on how it was
 	// reached, so Local must always decline.
 	local bool
+	// g, for a plugin's schema, counts every validation's steps
+	// (budget.go).
+	g *guard
 }
 
 // Name is the name the schema was compiled under.
@@ -155,6 +167,21 @@ func loadProject(u string) (io.ReadCloser, error) {
 // refer to the project schemas by $id, e.g.
 // {"$ref": "https://wasmhist.dev/schemas/v1/message.json"}.
 func Compile(raw json.RawMessage, name string) (*Schema, error) {
+	root, err := compileRoot(raw, name)
+	if err != nil {
+		return nil, err
+	}
+	if n := cost(root); n > MaxSchemaCost {
+		return nil, fmt.Errorf("%w: %s: validating a document would evaluate more than %d subschemas (a subschema reached along many paths, such as a chain of allOf naming the next level twice): share fewer references", ErrBadSchema, name, MaxSchemaCost)
+	}
+	s := &Schema{name: name, s: root, local: localSound(root)}
+	s.g = &guard{raw: bytes.Clone(raw), name: name, primary: &guarded{root: root, r: &run{}}}
+	guardSteps(root, s.g.primary.r)
+	return s, nil
+}
+
+// compileRoot compiles a plugin's schema.
+func compileRoot(raw json.RawMessage, name string) (*jsonschema.Schema, error) {
 	c := newCompiler()
 	u := pluginBase + url.PathEscape(name) + ".json"
 	if err := c.AddResource(u, bytes.NewReader(raw)); err != nil {
@@ -167,11 +194,8 @@ func Compile(raw json.RawMessage, name string) (*Schema, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %s", ErrBadSchema, name, trimLib(err))
 	}
-	if n := cost(s); n > MaxSchemaCost {
-		return nil, fmt.Errorf("%w: %s: validating a document would evaluate more than %d subschemas (a subschema reached along many paths, such as a chain of allOf naming the next level twice): share fewer references", ErrBadSchema, name, MaxSchemaCost)
-	}
 	checkPatternsByHand(s)
-	return &Schema{name: name, s: s, local: localSound(s)}, nil
+	return s, nil
 }
 
 func trimLib(err error) string {
@@ -243,11 +267,17 @@ func Decode(doc []byte, name string) (any, error) {
 
 // Validate checks a JSON document.
 func (s *Schema) Validate(doc json.RawMessage) error {
+	return s.ValidateContext(context.Background(), doc)
+}
+
+// ValidateContext is Validate stopping when ctx ends, with
+// an error wrapping ctx's.
+func (s *Schema) ValidateContext(ctx context.Context, doc json.RawMessage) error {
 	v, err := Decode(doc, s.name)
 	if err != nil {
 		return err
 	}
-	return s.validate(v, "")
+	return s.check(ctx, v, "", nil)
 }
 
 // ValidateValue checks a value: either JSON decoded into any (maps, slices,
@@ -269,7 +299,7 @@ func (s *Schema) ValidateValue(v any) error {
 // validate runs the compiled schema and converts its error; prefix is the
 // JSON Pointer of v inside the document it came from.
 func (s *Schema) validate(v any, prefix string) error {
-	return convert(s.name, s.s.Validate(v), prefix)
+	return s.check(context.Background(), v, prefix, nil)
 }
 
 func convert(name string, err error, prefix string) error {

@@ -211,7 +211,11 @@ func (d *Doc) ApplyContext(ctx context.Context, ops []abi.PatchOp, s *schema.Sch
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("statepatch: op %d of %d: %w", i, len(ops), err)
 		}
-		needFull, err := d.apply(op, s)
+		needFull, err := d.apply(ctx, op, s)
+		if err != nil && ctx.Err() != nil {
+			// Stopped in the validation of the operation's value.
+			return fmt.Errorf("statepatch: op %d of %d: %w", i, len(ops), err)
+		}
 		if err != nil {
 			d.rollback()
 			return fmt.Errorf("statepatch: op %d (%s %s): %w", i, op.Op, quotePointer(op.Path), err)
@@ -219,7 +223,10 @@ func (d *Doc) ApplyContext(ctx context.Context, ops []abi.PatchOp, s *schema.Sch
 		full = full || needFull
 	}
 	if full && s != nil {
-		if err := s.Validate(d.buf); err != nil {
+		if err := s.ValidateContext(ctx, d.buf); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("statepatch: patched state: %w", err)
+			}
 			d.rollback()
 			return fmt.Errorf("statepatch: patched state: %w", err)
 		}
@@ -289,7 +296,7 @@ var (
 // checked locally, so the whole document must be validated.
 var errNotJSON = fmt.Errorf("%w: value is not valid JSON", ErrPatch)
 
-func (d *Doc) apply(op abi.PatchOp, s *schema.Schema) (full bool, err error) {
+func (d *Doc) apply(ctx context.Context, op abi.PatchOp, s *schema.Schema) (full bool, err error) {
 	var v []byte
 	switch op.Op {
 	case abi.PatchAdd, abi.PatchReplace:
@@ -385,7 +392,7 @@ func (d *Doc) apply(op abi.PatchOp, s *schema.Schema) (full bool, err error) {
 			}
 			checked = true
 			at := FormatPointer(tokens[:last]) + "/" + escapeToken(edit.Key)
-			if err := l.ValidateDecoded(val, at); err != nil {
+			if err := l.ValidateDecodedContext(ctx, val, at); err != nil {
 				return false, err
 			}
 		}

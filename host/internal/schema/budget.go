@@ -1,0 +1,222 @@
+package schema
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// A plugin's schema is the plugin's input to the host, and the validator
+// runs it on the host's goroutine. MaxSchemaCost bounds what a schema
+// costs per value when it compiles, counting a recursion once; a schema
+// that recurses along two paths at each level (an allOf of two branches
+// that both name the schema again for the same member) escapes it, and
+// costs 2^depth per value of a deep enough document. So every validation
+// with a plugin's schema is counted as it runs: each subschema it
+// evaluates is one step, and a validation stops once its steps pass
+// baseSteps and stepsPerValue for each value of the document, or when the
+// context it runs under ends (RATIONALE: "Why does validating with a
+// plugin's schema count its steps?").
+//
+// The library has no hook for either: a step is an extension keyword
+// every subschema carries, which the library runs after the subschema's
+// other keywords, and stopping is a panic that unwinds the library's
+// recursion (its own recover passes it on). A count belongs to one
+// validation, so each goroutine validating at a time has a compiled copy
+// of the schema of its own (guard).
+const (
+	// baseSteps is what any document may take: more than a schema at
+	// MaxSchemaCost takes for one value.
+	baseSteps = 1 << 18
+	// stepsPerValue is what each value of a larger document may take on
+	// average: 16 times what a history of the project's messages takes.
+	stepsPerValue = 32
+	// checkEvery is how many steps pass between two looks at the clock
+	// and the count, a power of two.
+	checkEvery = 1 << 10
+)
+
+// ErrTooCostly is wrapped by the error of a validation stopped for its
+// steps. It is a ValidationError too: the document is refused.
+var ErrTooCostly = fmt.Errorf("%w: validation stopped", ErrInvalid)
+
+// run counts the steps of one validation.
+type run struct {
+	ctx     context.Context
+	doc     any // counted once the base is spent
+	steps   int
+	limit   int
+	counted bool
+}
+
+// stopped is the panic that ends a run: err is the context's error, nil
+// for the count.
+type stopped struct{ err error }
+
+func (r *run) start(ctx context.Context, doc any) {
+	*r = run{ctx: ctx, doc: doc, limit: baseSteps}
+}
+
+func (r *run) tick() {
+	r.steps++
+	if r.steps&(checkEvery-1) != 0 {
+		return
+	}
+	if r.ctx != nil {
+		if err := r.ctx.Err(); err != nil {
+			panic(stopped{err})
+		}
+	}
+	if r.steps < r.limit {
+		return
+	}
+	if !r.counted {
+		r.counted = true
+		r.limit = max(r.limit, stepsPerValue*values(r.doc))
+		if r.steps < r.limit {
+			return
+		}
+	}
+	panic(stopped{})
+}
+
+// values counts the values of a decoded document.
+func values(v any) int {
+	n := 1
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			n += values(e)
+		}
+	case []any:
+		for _, e := range v {
+			n += values(e)
+		}
+	}
+	return n
+}
+
+// step is the extension every subschema of a guarded schema carries.
+type step struct{ r *run }
+
+func (s step) Validate(jsonschema.ValidationContext, any) error {
+	s.r.tick()
+	return nil
+}
+
+// guard holds the compiled copies of a plugin's schema, each with its own
+// run. The first (primary) is the Schema's own, which Local walks; one
+// more is compiled when validations overlap, and kept for the next.
+type guard struct {
+	raw  json.RawMessage
+	name string
+
+	mu          sync.Mutex
+	primary     *guarded
+	primaryBusy bool
+	free        []*guarded
+}
+
+// maxFreeCopies bounds the copies a guard keeps beside the primary.
+const maxFreeCopies = 8
+
+type guarded struct {
+	root *jsonschema.Schema
+	r    *run
+}
+
+// guardSteps gives every subschema under root a step of r.
+func guardSteps(root *jsonschema.Schema, r *run) {
+	walkSchemas(root, func(s *jsonschema.Schema) bool {
+		if s.Extensions == nil {
+			s.Extensions = map[string]jsonschema.ExtSchema{}
+		}
+		s.Extensions["wasmhist-step"] = step{r}
+		return true
+	})
+}
+
+// get checks a copy out: the primary when it is free.
+func (g *guard) get() (*guarded, error) {
+	g.mu.Lock()
+	if !g.primaryBusy {
+		g.primaryBusy = true
+		g.mu.Unlock()
+		return g.primary, nil
+	}
+	if n := len(g.free); n > 0 {
+		c := g.free[n-1]
+		g.free = g.free[:n-1]
+		g.mu.Unlock()
+		return c, nil
+	}
+	g.mu.Unlock()
+	root, err := compileRoot(g.raw, g.name)
+	if err != nil {
+		return nil, err
+	}
+	c := &guarded{root: root, r: &run{}}
+	guardSteps(root, c.r)
+	return c, nil
+}
+
+func (g *guard) put(c *guarded) {
+	c.r.doc, c.r.ctx = nil, nil
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c == g.primary {
+		g.primaryBusy = false
+	} else if len(g.free) < maxFreeCopies {
+		g.free = append(g.free, c)
+	}
+}
+
+// check validates v (at the JSON Pointer at) against the schema, or
+// against the schemas of l, counted. ctx may be nil.
+func (s *Schema) check(ctx context.Context, v any, at string, l *Local) (err error) {
+	if s.g == nil {
+		if l == nil {
+			return convert(s.name, s.s.Validate(v), at)
+		}
+		return l.validateWith(l.schemas, v, at)
+	}
+	c, err := s.g.get()
+	if err != nil {
+		return err
+	}
+	defer s.g.put(c)
+	c.r.start(ctx, v)
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		st, ok := r.(stopped)
+		if !ok {
+			panic(r)
+		}
+		if st.err != nil {
+			err = fmt.Errorf("schema %s: validation stopped after %d steps: %w", s.name, c.r.steps, st.err)
+			return
+		}
+		err = &ValidationError{Schema: s.name, cause: ErrTooCostly, Problems: []Problem{{InstanceLocation: at, Message: fmt.Sprintf(
+			"validation stopped after %d steps, more than %d per value of the document: the schema evaluates its subschemas for the same values along too many paths (such as a recursion naming itself twice at each level)",
+			c.r.steps, stepsPerValue)}}}
+	}()
+	if l == nil {
+		return convert(s.name, c.root.Validate(v), at)
+	}
+	subs := l.schemas
+	if c != s.g.primary {
+		// The Local's schemas are the primary's, whose steps count its run.
+		lc, ok := (&Schema{name: s.name, s: c.root, local: s.local}).Local(l.edit)
+		if !ok {
+			return fmt.Errorf("schema %s: a copy declined an edit its primary checks locally", s.name)
+		}
+		subs = lc.schemas
+	}
+	return l.validateWith(subs, v, at)
+}

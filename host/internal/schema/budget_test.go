@@ -1,0 +1,178 @@
+package schema
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmhist/wasmhist/schemas"
+)
+
+// doublingSchema recurses into member "a" along two paths at each level:
+// MaxSchemaCost counts the recursion once, and a document n levels deep
+// costs the validator 2^n evaluations of the last level.
+const doublingSchema = `{"$defs":{"n":{"type":"object","allOf":[
+	{"properties":{"a":{"$ref":"#/$defs/n"}}},
+	{"properties":{"a":{"$ref":"#/$defs/n"}}}]}},
+	"type":"object","properties":{"list":{"type":"array","items":{"$ref":"#/$defs/n"}}}}`
+
+// nested is {"a":{"a":...{}}} n levels deep.
+func nested(n int) string {
+	return strings.Repeat(`{"a":`, n) + "{}" + strings.Repeat("}", n)
+}
+
+// listOf is a document whose list holds doc.
+func listOf(doc string) string { return `{"list":[` + doc + `]}` }
+
+// steps validates doc with s and returns the steps the validation took.
+func steps(t *testing.T, s *Schema, doc string) (int, error) {
+	t.Helper()
+	err := s.Validate(json.RawMessage(doc))
+	return s.g.primary.r.steps, err
+}
+
+// TestValidationStepsBounded: a schema that escapes MaxSchemaCost by
+// recursing twice at each level compiles, and validating a deep document
+// with it stops at the step bound with ErrTooCostly, whether the document
+// is validated whole or one edit at a time (Local). Without the count,
+// 40 levels take 2^40 evaluations.
+func TestValidationStepsBounded(t *testing.T) {
+	s, err := Compile(json.RawMessage(doublingSchema), "doubling")
+	require.NoError(t, err)
+	n, err := steps(t, s, listOf(nested(8)))
+	require.NoError(t, err)
+	assert.Greater(t, n, 1<<8, "each level doubles the steps")
+
+	for _, depth := range []int{40, 900} {
+		start := time.Now()
+		n, err = steps(t, s, listOf(nested(depth)))
+		t.Logf("%d levels: stopped after %d steps, %v", depth, n, time.Since(start))
+		require.ErrorIs(t, err, ErrTooCostly, "%d levels", depth)
+		require.ErrorIs(t, err, ErrInvalid)
+		var ve *ValidationError
+		require.ErrorAs(t, err, &ve)
+		assert.Contains(t, ve.Error(), "schema doubling: at (document root): validation stopped after")
+		assert.Contains(t, ve.Error(), "along too many paths")
+		assert.LessOrEqual(t, n, baseSteps+checkEvery, "%d levels: steps past the bound", depth)
+	}
+
+	l, ok := s.Local(Edit{Path: []Step{{Token: "list"}}, ContainerArray: true, Key: "0", Kind: Insert})
+	require.True(t, ok, "an element of list is checked alone")
+	v, err := Decode([]byte(nested(40)), "")
+	require.NoError(t, err)
+	err = l.ValidateDecoded(v, "/list/0")
+	require.ErrorIs(t, err, ErrTooCostly)
+	assert.Contains(t, err.Error(), "at /list/0: validation stopped")
+}
+
+// TestValidationStepsScale: the bound grows with the document, so that a
+// large document whose schema is not pathological validates: the step
+// bound is per value, far above what the project's message schema takes.
+func TestValidationStepsScale(t *testing.T) {
+	s, err := Compile(json.RawMessage(`{"type":"object","properties":{"messages":{"type":"array","items":{"$ref":"`+schemas.ID(schemas.Message)+`"}}}}`), "history")
+	require.NoError(t, err)
+	var msgs []string
+	for i := range 20000 {
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","contents":[{"type":"text","text":"message %d"}],"additional_properties":{"k":[1,2,{"x":"y"}]}}`, i))
+	}
+	doc := `{"messages":[` + strings.Join(msgs, ",") + `]}`
+	v, err := Decode([]byte(doc), "")
+	require.NoError(t, err)
+	n, err := steps(t, s, doc)
+	require.NoError(t, err)
+	perValue := float64(n) / float64(values(v))
+	t.Logf("%d steps for %d values: %.1f per value", n, values(v), perValue)
+	assert.Greater(t, n, baseSteps, "the document takes more than the base")
+	assert.Less(t, perValue*8, float64(stepsPerValue), "the bound per value is within 8x of the message schema's")
+}
+
+// TestValidationStopsWithItsContext: a validation stops soon after its
+// context ends, with the context's error.
+func TestValidationStopsWithItsContext(t *testing.T) {
+	s, err := Compile(json.RawMessage(doublingSchema), "doubling")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = s.ValidateContext(ctx, json.RawMessage(`{"list":[`+strings.Repeat(nested(18)+",", 999)+nested(18)+`]}`))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.NotErrorIs(t, err, ErrInvalid, "the document was not found invalid")
+	assert.Contains(t, err.Error(), "schema doubling: validation stopped after")
+}
+
+// TestValidationCopies: validations that overlap each count their own
+// steps, on copies of the schema; each gets its own verdict.
+func TestValidationCopies(t *testing.T) {
+	s, err := Compile(json.RawMessage(doublingSchema), "doubling")
+	require.NoError(t, err)
+	l, ok := s.Local(Edit{Path: []Step{{Token: "list"}}, ContainerArray: true, Key: "0", Kind: Insert})
+	require.True(t, ok)
+	good, bad := nested(6), nested(30)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 4 {
+				doc := good
+				if j == i {
+					doc = bad
+				}
+				var err error
+				if i%2 == 0 {
+					err = s.Validate(json.RawMessage(listOf(doc)))
+				} else {
+					v, derr := Decode([]byte(doc), "")
+					require.NoError(t, derr)
+					err = l.ValidateDecoded(v, "/list/0")
+				}
+				if doc == bad {
+					assert.ErrorIs(t, err, ErrTooCostly)
+				} else {
+					assert.NoError(t, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s.g.mu.Lock()
+	defer s.g.mu.Unlock()
+	assert.False(t, s.g.primaryBusy, "the primary was given back")
+	assert.LessOrEqual(t, len(s.g.free), maxFreeCopies)
+}
+
+// BenchmarkValidateHistory validates a history of 200 messages with a
+// plugin's schema that refers to the project's message schema, counted
+// (as every plugin schema is) and, for comparison, without the count.
+func BenchmarkValidateHistory(b *testing.B) {
+	raw := json.RawMessage(`{"type":"object","properties":{"messages":{"type":"array","items":{"$ref":"` + schemas.ID(schemas.Message) + `"}}}}`)
+	var msgs []string
+	for i := range 200 {
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","contents":[{"type":"text","text":"message %d"}]}`, i))
+	}
+	v, err := Decode([]byte(`{"messages":[`+strings.Join(msgs, ",")+`]}`), "")
+	require.NoError(b, err)
+	counted, err := Compile(raw, "history")
+	require.NoError(b, err)
+	root, err := compileRoot(raw, "history")
+	require.NoError(b, err)
+	plain := &Schema{name: "history", s: root}
+	for _, bc := range []struct {
+		name string
+		s    *Schema
+	}{{"counted", counted}, {"plain", plain}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.s.validate(v, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
