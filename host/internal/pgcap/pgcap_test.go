@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -561,6 +562,23 @@ func testLimits(t *testing.T, e *env) {
 			require.NoError(t, err)
 		})
 	}
+	t.Run("a row far past the result limit", func(t *testing.T) {
+		// pgx reads a whole row into memory, up to 1 GiB, before the
+		// result's limit sees it: a row past twice the limit ends the
+		// connection as its header arrives, and the call is undone.
+		g := e.grant("limits", Limits{Timeout: 20 * time.Second, MaxResultBytes: 64 << 10})
+		c := e.begin(ctx, t, g)
+		c.must(ctx, "INSERT INTO t VALUES (2)")
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := c.sql(ctx, "SELECT repeat('x', 100 << 20)")
+		runtime.ReadMemStats(&after)
+		require.ErrorIs(t, err, abi.ErrResourceExhausted)
+		assert.ErrorContains(t, err, "exceeds the result limit of 65536 bytes, and ended the connection")
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(32<<20), "the host read the row into memory")
+		require.Error(t, c.end(ctx, true), "the call's connection ended")
+		assert.Equal(t, "1", e.adminValue(t, "SELECT count(*)::text FROM limits.t"))
+	})
 	t.Run("the commit's checks are the host's to time", func(t *testing.T) {
 		// A call that created a table has the host look through the
 		// catalog at its commit (checkCatalog), here behind another

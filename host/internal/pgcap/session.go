@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wasmhist/wasmhist/abi"
@@ -366,8 +367,10 @@ func (s *session) exec(ctx, call context.Context, stmts []statement, out *result
 			s.failed = s.busyFault()
 			return at, s.failed
 		}
-		if isTimeout(ctx, err) {
-			// The statement went on past its cancel: the host gave up.
+		var big *pgproto3.ExceededMaxBodyLenErr
+		if isTimeout(ctx, err) || errors.As(err, &big) {
+			// The statement went on past its cancel: the host gave up;
+			// or the host ended it at a row past maxMessage.
 			return at, s.poison(s.mapError(ctx, err))
 		}
 		return at, s.poison(abi.Errorf(abi.CodeUnavailable, "sql: the connection was lost: %v", errOr(err, ctx.Err())))
@@ -968,6 +971,10 @@ func (s *session) mapError(ctx context.Context, err error) *abi.Error {
 	}
 	if isTimeout(ctx, err) {
 		return abi.Errorf(abi.CodeResourceExhausted, "sql: request exceeded its time limit of %s and was cancelled", s.limits.Timeout)
+	}
+	var big *pgproto3.ExceededMaxBodyLenErr
+	if errors.As(err, &big) {
+		return abi.Errorf(abi.CodeResourceExhausted, "sql: a row of %d bytes exceeds the result limit of %d bytes, and ended the connection: the call's statements are undone; select less per row", big.ActualBodyLen, s.limits.MaxResultBytes)
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
