@@ -20,11 +20,12 @@ import (
 const wasmhistModule = "github.com/wasmhist/wasmhist"
 
 // pluginName is what `new plugin` accepts as a NAME: it becomes the
-// plugin's name, the last element of its module path and its directory,
-// so it must be all three at once.
+// plugin's name (SPEC section 3: 1-64 of a-z, 0-9, - and _, starting with
+// a letter or digit), the last element of its module path and its
+// directory, which all accept such a name.
 // Compiled on first use: its 62 optional copies cost every process of the
 // command, `chat` included, about 0.1 M instructions at initialisation.
-var pluginName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`) })
+var pluginName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`) })
 
 func runNew(_ context.Context, e *env, args []string) error {
 	const cmd = "new"
@@ -52,7 +53,7 @@ func runNew(_ context.Context, e *env, args []string) error {
 	}
 	name := pos[1]
 	if !pluginName().MatchString(name) {
-		return usagef(cmd, "plugin name %q: use lower-case letters, digits, - and _, starting with a letter", name)
+		return usagef(cmd, "plugin name %q: use 1-64 lower-case letters, digits, - and _, starting with a letter or digit", name)
 	}
 	if *dir == "" {
 		*dir = name

@@ -11,34 +11,35 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestNewPlugin: `new plugin` run inside the clone writes a module that,
-// outside it, tidies, builds to wasm with the standard toolchain, passes
-// `wasmhist conformance`, and passes its own native conformance test.
+// TestNewPlugin: `new plugin` run inside the clone writes a module (named
+// here with a leading digit, as SPEC allows) that, outside it, tidies,
+// builds to wasm with the standard toolchain, passes `wasmhist
+// conformance`, and passes its own native conformance test.
 func TestNewPlugin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a plugin module from scratch")
 	}
-	dir := filepath.Join(t.TempDir(), "hello")
+	dir := filepath.Join(t.TempDir(), "1hello")
 	// The working directory is this package's, inside the wasmhist module:
 	// the default --wasmhist.
 	wd, err := os.Getwd()
 	require.NoError(t, err)
-	out := invocation{dir: wd}.ok(t, "new", "plugin", "hello", "--dir", dir)
-	assert.Contains(t, out, "cd "+dir+" && go mod tidy && make && wasmhist conformance hello.wasm")
+	out := invocation{dir: wd}.ok(t, "new", "plugin", "1hello", "--dir", dir)
+	assert.Contains(t, out, "cd "+dir+" && go mod tidy && make && wasmhist conformance 1hello.wasm")
 
 	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	require.NoError(t, err)
 	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	require.NoError(t, err)
-	assert.Contains(t, string(gomod), "module example.com/hello\n")
+	assert.Contains(t, string(gomod), "module example.com/1hello\n")
 	assert.Contains(t, string(gomod), "replace github.com/wasmhist/wasmhist => \""+root+"\"\n")
 
 	goCmd(t, dir, nil, "mod", "tidy")
-	goCmd(t, dir, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-o", "hello.wasm", ".")
-	conf := invocation{dir: dir}.ok(t, "conformance", "hello.wasm")
-	assert.True(t, strings.HasPrefix(conf, "conformance of hello 0.1.0 "), "conformance header:\n%s", conf)
+	goCmd(t, dir, []string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-o", "1hello.wasm", ".")
+	conf := invocation{dir: dir}.ok(t, "conformance", "1hello.wasm")
+	assert.True(t, strings.HasPrefix(conf, "conformance of 1hello 0.1.0 "), "conformance header:\n%s", conf)
 	assert.Contains(t, conf, "18 cases: 16 passed, 0 failed, 2 skipped\n")
-	assert.Contains(t, goCmd(t, dir, nil, "test", "./..."), "ok  \texample.com/hello")
+	assert.Contains(t, goCmd(t, dir, nil, "test", "./..."), "ok  \texample.com/1hello")
 
 	// What the author's module pays for the native test: the host's
 	// runtime, not the agent's model clients or the sqlite plugin's driver.
@@ -83,6 +84,8 @@ func TestNewPluginRefuses(t *testing.T) {
 		{name: "not a clone", dir: outside, args: []string{"new", "plugin", "p", "--wasmhist", outside}, code: exitUsage, want: []string{"is not a clone of wasmhist"}},
 		{name: "existing dir", args: []string{"new", "plugin", "p", "--dir", existing, "--wasmhist", "../../.."}, code: exitFail, want: []string{"already exists", "pass --dir"}},
 		{name: "bad name", args: []string{"new", "plugin", "My Plugin", "--wasmhist", "../../.."}, code: exitUsage, want: []string{"lower-case"}},
+		{name: "leading underscore", args: []string{"new", "plugin", "_p", "--wasmhist", "../../.."}, code: exitUsage, want: []string{"starting with a letter or digit"}},
+		{name: "65 characters", args: []string{"new", "plugin", strings.Repeat("p", 65), "--wasmhist", "../../.."}, code: exitUsage, want: []string{"1-64 lower-case"}},
 		{name: "no kind", args: []string{"new", "p"}, code: exitUsage, want: []string{"wasmhist new plugin NAME"}},
 	}
 	wd, err := os.Getwd()
