@@ -62,6 +62,10 @@ var (
 	// ErrInvalidState: a state in a session violates the plugin's
 	// state_schema, or was written by a state version the plugin cannot read.
 	ErrInvalidState = hosterr.ErrInvalidState
+	// ErrStateVersion: a state in a session was written by a state version
+	// the plugin cannot read: a newer one, or an older one while the
+	// plugin has no migrate_state. It comes with ErrInvalidState.
+	ErrStateVersion = hosterr.ErrStateVersion
 	// ErrClosed: the Host or Plugin was closed.
 	ErrClosed = hosterr.ErrClosed
 	// ErrBusy: a database the plugin was granted stayed locked by another

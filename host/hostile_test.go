@@ -314,8 +314,8 @@ func TestMalformedSessions(t *testing.T) {
 		{"state violates schema", session.ProviderState{Provider: "misbehave", StateVersion: 1, Data: json.RawMessage(`{"messages": {}}`)}, host.ErrInvalidState, "/messages"},
 		{"state not JSON", session.ProviderState{Provider: "misbehave", StateVersion: 1, Data: json.RawMessage(`{"messages": [`)}, host.ErrInvalidState, "JSON"},
 		{"slot of another plugin", session.ProviderState{Provider: "other", StateVersion: 1, Data: json.RawMessage(`{"messages": []}`)}, host.ErrInvalidSession, "other"},
-		{"newer state version", session.ProviderState{Provider: "misbehave", StateVersion: 7, Data: json.RawMessage(`{"messages": []}`)}, host.ErrInvalidState, "newer"},
-		{"older state version, no migrate_state", session.ProviderState{Provider: "misbehave", StateVersion: 0, Data: json.RawMessage(`{"messages": []}`)}, host.ErrInvalidState, "migrate_state"},
+		{"newer state version", session.ProviderState{Provider: "misbehave", StateVersion: 7, Data: json.RawMessage(`{"messages": []}`)}, host.ErrStateVersion, "newer"},
+		{"older state version, no migrate_state", session.ProviderState{Provider: "misbehave", StateVersion: 0, Data: json.RawMessage(`{"messages": []}`)}, host.ErrStateVersion, "migrate_state"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -323,6 +323,11 @@ func TestMalformedSessions(t *testing.T) {
 			before := s.Clone()
 			_, err := p.Provider("k").Provide(context.Background(), s, nil)
 			require.ErrorIs(t, err, tt.want)
+			if tt.want == host.ErrStateVersion {
+				require.ErrorIs(t, err, host.ErrInvalidState, "a state version comes with ErrInvalidState")
+			} else {
+				assert.NotErrorIs(t, err, host.ErrStateVersion)
+			}
 			assert.ErrorContains(t, err, tt.mentions)
 			assert.Equal(t, before, s, "session changed")
 		})

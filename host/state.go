@@ -66,8 +66,8 @@ func (p *Plugin) slotState(ctx context.Context, facts abi.SessionFacts, slot *se
 	state := slot.Data
 	switch {
 	case slot.StateVersion > p.info.StateVersion:
-		return nil, statepatch.Claim{}, fmt.Errorf("%w: state key %q was written by state version %d of %s, which is newer than the loaded plugin's %d: load a newer build of the plugin",
-			ErrInvalidState, key, slot.StateVersion, p.info.Name, p.info.StateVersion)
+		return nil, statepatch.Claim{}, fmt.Errorf("%w (%w): state key %q was written by state version %d of %s, which is newer than the loaded plugin's %d: load a newer build of the plugin",
+			ErrInvalidState, ErrStateVersion, key, slot.StateVersion, p.info.Name, p.info.StateVersion)
 	case slot.StateVersion < p.info.StateVersion:
 		migrated, err := p.migrate(ctx, key, slot.StateVersion, state)
 		if err != nil {
@@ -90,8 +90,8 @@ func (p *Plugin) slotState(ctx context.Context, facts abi.SessionFacts, slot *se
 
 func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.RawMessage) (json.RawMessage, error) {
 	if !p.has(abi.ExportMigrateState) {
-		return nil, fmt.Errorf("%w: state key %q is at state version %d, %s is at %d and has no migrate_state export: a build that raises state_version implements migrate_state from the versions before (sdk.StateMigrator)",
-			ErrInvalidState, key, from, p.info.Name, p.info.StateVersion)
+		return nil, fmt.Errorf("%w (%w): state key %q is at state version %d, %s is at %d and has no migrate_state export: a build that raises state_version implements migrate_state from the versions before (sdk.StateMigrator)",
+			ErrInvalidState, ErrStateVersion, key, from, p.info.Name, p.info.StateVersion)
 	}
 	r := newRequest(len(state))
 	r.value("from_version", from)

@@ -62,6 +62,25 @@ func TestAdviceFitsTheCause(t *testing.T) {
 	}
 }
 
+// TestChatOnAStateVersionItCannotRead: a session written by a newer build
+// of the plugin (its state version past the loaded one's) is refused with
+// the host's reason and advice for whoever chats, not for the plugin's
+// author, and not the generic "does not fit".
+func TestChatOnAStateVersionItCannotRead(t *testing.T) {
+	dir := t.TempDir()
+	r := invocation{dir: dir}
+	r.ok(t, "chat", "--plugin", "inmemory", "--session", "s.json", "-m", "I like Rome")
+	b, err := os.ReadFile(filepath.Join(dir, "s.json"))
+	require.NoError(t, err)
+	newer := strings.Replace(string(b), `"state_version":1`, `"state_version":9`, 1)
+	require.NotEqual(t, string(b), newer, "the session has no state version to raise")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "s.json"), []byte(newer), 0o644))
+	line := r.failsWithOneLine(t, exitFail, []string{"chat", "--plugin", "inmemory", "--session", "s.json", "-m", "hi"},
+		"written by state version 9 of inmemory, which is newer than the loaded plugin's 1",
+		"chat on it with the build of the plugin that wrote it, or one that reads its state version")
+	assert.NotContains(t, line, "does not fit")
+}
+
 // TestImportRefusesWhatValidateRefuses: a session file as stored whose
 // state its plugin cannot read is refused by session import with the
 // reason session validate gives, into a file or a store, and nothing is

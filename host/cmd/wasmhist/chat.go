@@ -618,6 +618,8 @@ func runAdvice(err error, l host.Limits) string {
 		return fmt.Sprintf("other processes kept the SQLite database locked (%d attempts): run the command again; for many chats at once keep sessions in PostgreSQL (--store postgres)", staleAttempts)
 	case errors.Is(err, session.ErrRevisionExhausted):
 		return "the session has reached its largest revision and cannot be saved again: continue the conversation in a new session"
+	case errors.Is(err, host.ErrStateVersion):
+		return "chat on it with the build of the plugin that wrote it, or one that reads its state version; or start a new session"
 	case errors.Is(err, host.ErrInvalidSession), errors.Is(err, host.ErrInvalidState):
 		return "the session does not fit this plugin; check it with 'wasmhist session validate' or start a new session"
 	case errors.Is(err, agent.ErrHistoryConflict):

@@ -28,6 +28,7 @@ var (
 	ErrCompileLimit     = errors.New("plugin too costly to compile")
 	ErrInvalidSession   = errors.New("invalid session")
 	ErrInvalidState     = errors.New("invalid state")
+	ErrStateVersion     = errors.New("state version not readable")
 	ErrClosed           = errors.New("closed")
 	// ErrKeyRotated: the PostgreSQL host key was rotated after the host
 	// read it (package pggrant re-exports it).
