@@ -454,7 +454,7 @@ func caseMigrate(opts Options) func(ctx context.Context, f Factory) error {
 			return skip(SkipNotImplemented)
 		}
 		if len(opts.OlderStates) == 0 {
-			return skip("no state of an older state_version given (sdktest.Options.OlderStates)")
+			return skip("no state of an older state_version given (wasmhist conformance --older-state FILE, or sdktest.Options.OlderStates)")
 		}
 		for _, old := range opts.OlderStates {
 			if old.Version >= current {

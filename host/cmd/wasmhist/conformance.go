@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -20,17 +22,27 @@ const caseTimeout = 2 * time.Minute
 func runConformance(ctx context.Context, e *env, args []string) error {
 	const cmd = "conformance"
 	fs := flagSet(e, cmd, helpText{
-		usage: "[--run REGEXP] [--json] [--config JSON] PLUGIN.wasm",
+		usage: "[--run REGEXP] [--json] [--older-state FILE]... [flags] PLUGIN.wasm",
 		summary: "Runs the conformance suite (sdk/sdktest) against a plugin binary through the host and\n" +
 			"prints a pass/fail/skip table; the exit status is 1 when a case fails.",
 		examples: []string{"wasmhist conformance inmemory", "wasmhist conformance --run '^describe$' --json sqlite"},
 		details: "  Every case loads fresh instances; a plugin that wants sql gets a temporary database.\n" +
 			"  A case of an optional export the plugin lacks is skipped. The plugin is judged by the\n" +
 			"  ABI minor it declares: findings against later minors' rules are advice, not failures.\n" +
-			"  PLUGIN may be a built-in name, inmemory or sqlite.",
+			"  PLUGIN may be a built-in name, inmemory or sqlite. The migrate_state case needs a\n" +
+			"  state an older build wrote: --older-state FILE, a JSON object {\"version\": N,\n" +
+			"  \"state\": ..., \"messages\": [...]} holding that state and the history it holds.",
 	})
 	runRE := fs.String("run", "", "run only the cases whose name matches `REGEXP`")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	var older []sdktest.OlderState
+	fs.Func("older-state", "check migrate_state with the state an older build wrote, in `FILE` (repeatable)", func(path string) error {
+		o, err := readOlderState(path)
+		if err == nil {
+			older = append(older, o)
+		}
+		return err
+	})
 	ps := pluginFlags(fs)
 	pos, err := parse(fs, cmd, args)
 	if err != nil {
@@ -79,7 +91,7 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 	}
 	first.Close(ctx)
 
-	cases, err := selectCases(cmd, *runRE, re)
+	cases, err := selectCases(cmd, *runRE, re, sdktest.Options{OlderStates: older})
 	if err != nil {
 		return err
 	}
@@ -101,11 +113,34 @@ func runConformance(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// selectCases returns the cases whose name re (--run runRE) matches, all
-// of them when re is nil.
-func selectCases(cmd, runRE string, re *regexp.Regexp) ([]sdktest.Case, error) {
+// readOlderState reads an --older-state file.
+func readOlderState(path string) (sdktest.OlderState, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return sdktest.OlderState{}, fmt.Errorf("%w: pass a file an older build's state was saved in", err)
+	}
+	var f struct {
+		Version  *int              `json:"version"`
+		State    json.RawMessage   `json:"state"`
+		Messages []json.RawMessage `json:"messages"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil || f.Version == nil || len(f.State) == 0 || f.Messages == nil {
+		why := "it lacks version, state or messages"
+		if err != nil {
+			why = err.Error()
+		}
+		return sdktest.OlderState{}, fmt.Errorf("%s: %s: write a JSON object {\"version\": N, \"state\": ..., \"messages\": [...]}", path, why)
+	}
+	return sdktest.OlderState{Version: *f.Version, State: f.State, Messages: f.Messages}, nil
+}
+
+// selectCases returns the cases, with opts, whose name re (--run runRE)
+// matches, all of them when re is nil.
+func selectCases(cmd, runRE string, re *regexp.Regexp, opts sdktest.Options) ([]sdktest.Case, error) {
 	var cases []sdktest.Case
-	for _, c := range sdktest.Cases() {
+	for _, c := range sdktest.CasesWith(opts) {
 		if re == nil || re.MatchString(c.Name) {
 			cases = append(cases, c)
 		}
