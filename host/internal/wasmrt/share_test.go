@@ -298,7 +298,10 @@ func TestPluginBuildShared(t *testing.T) {
 func TestFirstMapping(t *testing.T) {
 	code := make([]byte, 1)
 	escape(code) // a stack that grows would move it
-	type owner [48]byte
+	// Large enough for a span of its own: the heap hands a freed span's
+	// pages out again first-fit, where it reuses small slots in no order
+	// a test can wait for.
+	type owner [64 << 10]byte
 	first := new(owner)
 	escape(first) // wazero's owners are on the heap
 	require.True(t, firstMapping(code, unsafe.Pointer(first)))
@@ -306,26 +309,37 @@ func TestFirstMapping(t *testing.T) {
 	other := new(owner)
 	escape(other)
 	require.True(t, firstMapping(code, unsafe.Pointer(other)), "another owner's code at the same address")
-	at := uintptr(unsafe.Pointer(other))
 	runtime.KeepAlive(first)
-	runtime.KeepAlive(other)
 	first, other = nil, nil
-	runtime.GC()
-	runtime.GC()
-	var kept []*owner // so that each try takes a fresh slot
-	var reused *owner
-	for range 1 << 20 {
+	require.False(t, firstMapping(code, nil), "code without an owner")
+
+	// Rounds: an owner's code is mapped, the owner collected, and owners
+	// allocated until one comes at its address.
+	var kept []*owner // so that each try takes fresh memory
+	for round := 0; ; round++ {
+		require.Less(t, round, 100, "the heap never gave a collected owner's address again")
 		o := new(owner)
 		escape(o)
-		if uintptr(unsafe.Pointer(o)) == at {
-			reused = o
+		at := uintptr(unsafe.Pointer(o))
+		require.True(t, firstMapping(code, unsafe.Pointer(o)))
+		o = nil
+		runtime.GC()
+		runtime.GC()
+		var reused *owner
+		for range 64 {
+			n := new(owner)
+			escape(n)
+			if uintptr(unsafe.Pointer(n)) == at {
+				reused = n
+				break
+			}
+			kept = append(kept, n)
+		}
+		if reused != nil {
+			require.True(t, firstMapping(code, unsafe.Pointer(reused)), "a new owner at a collected owner's address (round %d)", round)
 			break
 		}
-		kept = append(kept, o)
 	}
-	require.NotNil(t, reused, "the heap never gave the collected owner's address again")
-	require.True(t, firstMapping(code, unsafe.Pointer(reused)), "a new owner at a collected owner's address")
-	require.False(t, firstMapping(code, nil), "code without an owner")
 	runtime.KeepAlive(kept)
 }
 
