@@ -2,6 +2,10 @@ package schema
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/wasmhist/wasmhist/internal/guestjson"
 )
@@ -22,13 +26,78 @@ import (
 // accepts it) and says why: decodeFast never accepts what encoding/json
 // refuses, and whatever it accepts it decodes to the same value
 // (FuzzDecodeFast).
-func decodeFast(doc []byte) (v any, ok bool) {
+//
+// A number past the bounds of checkNumber is an error of its own (err),
+// which the caller returns instead of decoding the document again.
+func decodeFast(doc []byte) (v any, ok bool, err error) {
 	d := guestjson.NewDecoder(doc)
-	v, err := fastValue(&d)
-	if err != nil || d.End() != nil {
-		return nil, false
+	v, err = fastValue(&d)
+	var big *numberError
+	if errors.As(err, &big) {
+		return nil, false, err
 	}
-	return v, true
+	if err != nil || d.End() != nil {
+		return nil, false, nil
+	}
+	return v, true, nil
+}
+
+// maxNumberLen and maxExponent bound the numbers a document may hold to
+// be validated. The validator parses a number into a big.Rat at every
+// subschema that checks it: one of a million digits, or with an exponent
+// of a million, costs it seconds and gigabytes each time, and past an
+// exponent of 10^6 the parse fails and the validator dereferences nil. At
+// these bounds a parse takes microseconds; float64 reaches 1.8e308, and
+// an int64 has 19 digits.
+const (
+	maxNumberLen = 1000
+	maxExponent  = 1000
+)
+
+// numberError is a number past the bounds.
+type numberError struct{ lit string }
+
+func (e *numberError) Error() string {
+	lit := e.lit
+	if len(lit) > 24 {
+		lit = lit[:20] + "..."
+	}
+	return fmt.Sprintf("number %s (%d characters): the host validates numbers of at most %d characters, with an exponent within ±%d", lit, len(e.lit), maxNumberLen, maxExponent)
+}
+
+// checkNumber refuses a number literal past maxNumberLen or maxExponent.
+func checkNumber(lit string) error {
+	if len(lit) > maxNumberLen {
+		return &numberError{lit}
+	}
+	if i := strings.IndexAny(lit, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(lit[i+1:], "+"))
+		if err != nil || e > maxExponent || e < -maxExponent {
+			return &numberError{lit}
+		}
+	}
+	return nil
+}
+
+// checkNumbers is checkNumber of every number in a decoded document.
+func checkNumbers(v any) error {
+	switch v := v.(type) {
+	case json.Number:
+		return checkNumber(string(v))
+	case map[string]any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // fastValue decodes the value at d's offset.
@@ -59,6 +128,9 @@ func fastValue(d *guestjson.Decoder) (any, error) {
 	default:
 		// A number, as its literal text; or what ReadValue refuses.
 		n, err := d.ReadValue()
+		if err == nil {
+			err = checkNumber(string(n))
+		}
 		return json.Number(n), err
 	}
 }

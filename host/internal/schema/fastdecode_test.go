@@ -71,7 +71,7 @@ var fastDecodeCases = []struct {
 func TestDecodeFastAgreesWithEncodingJSON(t *testing.T) {
 	for _, tc := range fastDecodeCases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := decodeFast([]byte(tc.doc))
+			got, ok, _ := decodeFast([]byte(tc.doc))
 			assert.Equal(t, tc.fast, ok, "decodeFast handled it")
 			want, wantOK := stdDecode([]byte(tc.doc))
 			if ok {
@@ -97,7 +97,7 @@ func FuzzDecodeFast(f *testing.F) {
 		f.Add([]byte(tc.doc))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		got, ok := decodeFast(doc)
+		got, ok, _ := decodeFast(doc)
 		if !ok {
 			return
 		}
@@ -153,7 +153,7 @@ func sessionDoc(n int) []byte {
 // and load of a session checks it.
 func BenchmarkDecodeSession(b *testing.B) {
 	doc := sessionDoc(20)
-	if _, ok := decodeFast(doc); !ok {
+	if _, ok, _ := decodeFast(doc); !ok {
 		b.Fatal("the session takes the slow path")
 	}
 	b.SetBytes(int64(len(doc)))

@@ -182,7 +182,24 @@ func Compile(raw json.RawMessage, name string) (*Schema, error) {
 
 // compileRoot compiles a plugin's schema.
 func compileRoot(raw json.RawMessage, name string) (*jsonschema.Schema, error) {
+	// The schema's own numbers (a multipleOf, a minimum) are parsed as a
+	// document's are, at every evaluation; its patterns are compiled.
+	v, ok, err := decodeFast(raw)
+	if !ok && err == nil {
+		if v, err = decodeSlow(raw, name); err == nil {
+			err = checkNumbers(v)
+		} else {
+			v, err = nil, nil // not JSON: the library says so
+		}
+	}
+	if err == nil {
+		err = checkRegexes(v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadSchema, name, err)
+	}
 	c := newCompiler()
+	c.Formats["regex"] = isBoundedRegex
 	u := pluginBase + url.PathEscape(name) + ".json"
 	if err := c.AddResource(u, bytes.NewReader(raw)); err != nil {
 		return nil, fmt.Errorf("%w: %s: %s", ErrBadSchema, name, trimLib(err))
@@ -238,11 +255,32 @@ func Project(name string) *Schema {
 
 // Decode parses JSON the way validation needs it: numbers as json.Number,
 // exactly one value. A syntax error is a *ValidationError wrapping
-// ErrInvalid that gives the byte offset.
+// ErrInvalid that gives the byte offset; otherwise it decodes what
+// encoding/json decodes, to the same value.
+//
+// A number longer than 1,000 characters, or with an exponent past ±1,000,
+// is refused as well: the validator would spend without bound on it.
 func Decode(doc []byte, name string) (any, error) {
-	if v, ok := decodeFast(doc); ok {
+	v, ok, err := decodeFast(doc)
+	if ok {
 		return v, nil
 	}
+	if err != nil {
+		return nil, &ValidationError{Schema: name, Problems: []Problem{{Message: err.Error()}}}
+	}
+	v, err = decodeSlow(doc, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkNumbers(v); err != nil {
+		return nil, &ValidationError{Schema: name, Problems: []Problem{{Message: err.Error()}}}
+	}
+	return v, nil
+}
+
+// decodeSlow is Decode through encoding/json, for what decodeFast does
+// not decode: it says why a document is not JSON.
+func decodeSlow(doc []byte, name string) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	var v any
