@@ -36,8 +36,11 @@ const (
 	// average: 6.8 times what a history of the project's messages takes.
 	stepsPerValue = 32
 	// checkEvery is how many steps pass between two looks at the clock
-	// and the count, a power of two.
+	// and the count.
 	checkEvery = 1 << 10
+	// bytesPerStep: a subschema that reads a string whole counts a step
+	// more per so many of its bytes.
+	bytesPerStep = 64
 )
 
 // ErrTooCostly is wrapped by the error of a validation stopped for its
@@ -62,11 +65,12 @@ func (r *run) start(ctx context.Context, doc any) {
 	*r = run{ctx: ctx, doc: doc, check: checkEvery, limit: baseSteps}
 }
 
-// tick counts a subschema evaluated on v: one step, and one more for each
-// member or element of v, for which the validator does as much work again
-// at each evaluation (it keeps a set of them, for unevaluated*).
-func (r *run) tick(v any) {
-	w := 1
+// tick counts a subschema evaluated on v: one step, extra more, and one
+// more for each member or element of v, for which the validator does as
+// much work again at each evaluation (it keeps a set of them, for
+// unevaluated*).
+func (r *run) tick(v any, extra int) {
+	w := 1 + extra
 	switch v := v.(type) {
 	case map[string]any:
 		w += len(v)
@@ -113,10 +117,19 @@ func values(v any) int {
 }
 
 // step is the extension every subschema of a guarded schema carries.
-type step struct{ r *run }
+// perByte: the subschema reads a string whole (a format, a pattern, an
+// enum or const, a content keyword), and quotes it whole in a failure.
+type step struct {
+	r       *run
+	perByte bool
+}
 
 func (s step) Validate(_ jsonschema.ValidationContext, v any) error {
-	s.r.tick(v)
+	w := 0
+	if str, ok := v.(string); ok && s.perByte {
+		w = len(str) / bytesPerStep
+	}
+	s.r.tick(v, w)
 	return nil
 }
 
@@ -147,7 +160,11 @@ func guardSteps(root *jsonschema.Schema, r *run) {
 		if s.Extensions == nil {
 			s.Extensions = map[string]jsonschema.ExtSchema{}
 		}
-		s.Extensions["wasmhist-step"] = step{r}
+		_, hand := s.Extensions["pattern"].(handPattern)
+		// These read a string whole, and a failure quotes it whole.
+		perByte := s.Format != "" || s.Pattern != nil || hand || len(s.Enum) > 0 || len(s.Constant) > 0 ||
+			s.ContentEncoding != "" || s.ContentMediaType != ""
+		s.Extensions["wasmhist-step"] = step{r: r, perByte: perByte}
 		return true
 	})
 }

@@ -247,3 +247,24 @@ func TestRegexBounded(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid, "a document's regex past the bound")
 	assert.ErrorContains(t, err, "/re")
 }
+
+// TestLongStringsCounted: a subschema that reads a string whole (format,
+// pattern, enum) counts a step per 64 of its bytes, so that a hundred
+// checks of a 4 MiB string, each failing with a message that quotes it
+// whole (400 MB of messages), stop after a few; a string under a plain
+// type counts one step, whatever its length.
+func TestLongStringsCounted(t *testing.T) {
+	var checks []string
+	for range 100 {
+		checks = append(checks, `{"format":"date"}`)
+	}
+	s, err := Compile(json.RawMessage(`{"properties":{"d":{"allOf":[`+strings.Join(checks, ",")+`]},"t":{"type":"string"}}}`), "dates")
+	require.NoError(t, err)
+	long := strings.Repeat("x", 4<<20)
+	n, err := steps(t, s, `{"d":"`+long+`"}`)
+	require.ErrorIs(t, err, ErrTooCostly)
+	assert.Less(t, n, 8*(4<<20)/bytesPerStep, "stopped within a few of the checks")
+	n, err = steps(t, s, `{"t":"`+long+`"}`)
+	require.NoError(t, err)
+	assert.Less(t, n, 10, "a plain string counts one step")
+}
