@@ -378,7 +378,7 @@ func validateMessage(raw json.RawMessage) error {
 	if plainMessage(raw) {
 		return nil
 	}
-	return schema.Project(schemas.Message).Validate(raw)
+	return schema.Project(schemas.Message).ValidateUntrusted(raw)
 }
 
 // plainMessage reports whether raw is a message of the plainest shape,

@@ -49,6 +49,9 @@ var plainMessageCases = []struct {
 	{"array", `[]`, false, false},
 	{"truncated", `{"role":"user","contents":[`, false, false},
 	{"trailing data", `{"role":"user","contents":[]}{}`, false, false},
+	// The library's parse of this number fails, and it dereferenced nil:
+	// a plugin's message killed the host.
+	{"number past the library's parse", `{"role":"assistant","contents":[{"type":"usage","usage":{"input_tokens":1e1000001}}]}`, false, false},
 }
 
 func TestPlainMessage(t *testing.T) {

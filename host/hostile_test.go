@@ -424,7 +424,7 @@ func TestStateSchemaRecursionBounded(t *testing.T) {
 		want    error
 		says    string
 	}{
-		{"counted", 0, host.ErrInvalidOutput, "along too many paths"},
+		{"counted", 0, host.ErrInvalidOutput, "along more paths than it has"},
 		{"deadline", 50 * time.Millisecond, host.ErrTimeout, "while the host validated the plugin's state"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

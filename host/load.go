@@ -262,6 +262,9 @@ func (h *Host) finish(ctx context.Context, p *Plugin) error {
 		p.initial = info.InitialState
 	}
 	if err := p.validateState(ctx, p.initial); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("host: %s: validating initial_state: %w", info.Name, ctx.Err())
+		}
 		return fmt.Errorf("%w: %s: initial_state: %w", ErrInvalidPlugin, info.Name, err)
 	}
 	if err := p.checkConfig(); err != nil {

@@ -118,7 +118,7 @@ func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.R
 // validationTimeout is the error of a call whose context ended while the
 // host validated the n bytes of state the plugin returned.
 func validationTimeout(ctx context.Context, n int) error {
-	if ctx.Err() == context.DeadlineExceeded {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("%w: the deadline passed while the host validated the plugin's state of %d bytes", ErrTimeout, n)
 	}
 	return ctx.Err()

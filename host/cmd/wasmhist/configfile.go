@@ -25,7 +25,7 @@ const (
 // may set. TestConfigKeysAreTheFlags keeps the list equal to the flags.
 var configKeys = []string{
 	"accept-new-build", "as", "ask-before", "at", "base-url", "compact-at", "config", "db", "dir", "force", "format", "from", "json", "m", "max-input", "max-output", "memory",
-	"model", "model-name", "module", "older-than", "page-size", "per-service-call", "plugin", "raw", "run", "session",
+	"model", "model-name", "module", "older-state", "older-than", "page-size", "per-service-call", "plugin", "raw", "run", "session",
 	"sql", "state-key", "status", "store", "timeout", "to", "wasmhist",
 }
 

@@ -181,19 +181,22 @@ func (g *grant) Begin(ctx context.Context, b capability.Backend) (capability.Ses
 		return nil, rotatedFault(err)
 	}
 	pc := c.Conn().PgConn()
-	pc.Frontend().SetMaxBodyLen(maxMessage(g.cfg.Limits))
 	s := &session{db: db, role: r, conn: c, pc: pc, cache: statementsOf(pc), limits: g.cfg.Limits, lockWait: g.cfg.LockWait, calls: txn.NewCalls()}
 	s.deadline = deadline
 	return s, nil
 }
 
-// maxMessage is the longest message a plugin's connection reads from the
+// maxMessage is the longest message a plugin's request reads from the
 // server: a row twice the request's result limit (a value's text on the
 // wire, such as a bytea's hex, can be twice its JSON), and room for the
 // rest. pgx would otherwise read a row of up to 1 GiB into memory before
 // the result's limit sees it; past the bound it ends the connection
 // instead (mapError), and the run's statements are undone.
 func maxMessage(l Limits) int { return 2*l.MaxResultBytes + 64<<10 }
+
+// pgxMaxMessage is pgx's own bound (pgproto3.NewFrontend's, PostgreSQL's
+// PQ_LARGE_MESSAGE_LIMIT), which the host's reads keep.
+const pgxMaxMessage = 0x3fffffff - 1
 
 // provisionWait bounds what a call waits for its connection, provisioning
 // included: provisioning's own bound (see database.init).

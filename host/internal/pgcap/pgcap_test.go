@@ -882,6 +882,27 @@ func testTxn(t *testing.T, e *env) {
 		require.NoError(t, c.end(ctx, ok))
 	}
 
+	t.Run("the host reads a session row past the plugin's row bound", func(t *testing.T) {
+		// The plugin's rows are bounded by its result limit (64 KiB here,
+		// so 192 KiB on the wire); the host's own rows, a whole session,
+		// are not, on the same connection after the plugin's requests.
+		small := e.grant("runs", Limits{MaxResultBytes: 64 << 10})
+		tx := txn.New()
+		tctx := txn.With(ctx, tx)
+		t.Cleanup(func() { tx.Rollback(ctx) }) // a failure must not keep the connection
+		call(t, tctx, true, "SELECT count(*) FROM m")
+		c := e.begin(tctx, t, small)
+		c.must(tctx, "INSERT INTO m VALUES (9)")
+		require.NoError(t, c.end(tctx, true))
+		big := []byte(`{"a":"` + strings.Repeat("x", 1<<20) + `"}`)
+		require.NoError(t, tx.Put(ctx, target, txn.Sessions, "big", 1, big))
+		rev, data, err := tx.Get(ctx, target, txn.Sessions, "big")
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), rev)
+		assert.Equal(t, len(big), len(data))
+		require.NoError(t, tx.Rollback(ctx))
+		assert.Equal(t, "<no row>", sessionRow(t, "big"))
+	})
 	t.Run("two calls and the session row commit together", func(t *testing.T) {
 		tx := txn.New()
 		tctx := txn.With(ctx, tx)

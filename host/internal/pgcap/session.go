@@ -105,6 +105,11 @@ func (s *session) Request(ctx context.Context, request []byte) ([]byte, error) {
 	ctx, cancel := capability.WithClock(ctx, s.limits.Timeout)
 	defer cancel()
 	out := newResultWriter(s.limits)
+	// The plugin's rows only: the host's own reads on the connection (the
+	// session and journal rows, which hold a whole session) keep pgx's
+	// bound.
+	s.pc.Frontend().SetMaxBodyLen(maxMessage(s.limits))
+	defer s.pc.Frontend().SetMaxBodyLen(pgxMaxMessage)
 	i, err := s.exec(ctx, call, stmts, out)
 	for errors.Is(err, errStale) {
 		// Statement i's cached form was stale, and is forgotten: it runs

@@ -17,10 +17,14 @@ import (
 // costs 2^depth per value of a deep enough document. So every validation
 // with a plugin's schema is counted as it runs: each subschema it
 // evaluates is one step, and one more per member or element of the value
-// it evaluates, and a validation stops once its steps pass baseSteps and
-// stepsPerValue for each value of the document, or when the context it
-// runs under ends (RATIONALE: "Why does validating with a
-// plugin's schema count its steps?").
+// it evaluates, and per bytesPerStep bytes of a string it reads whole.
+// Evaluated once per path, as MaxSchemaCost counts, a schema of cost c
+// takes at most c steps per value, member, element and bytesPerStep bytes
+// of string: a validation stops once its steps pass baseSteps and twice
+// that for its document (only a schema that evaluates subschemas along
+// more paths than it has, which is what a doubling recursion does, gets
+// there), or when the context it runs under ends (RATIONALE: "Why does
+// validating with a plugin's schema count its steps?").
 //
 // The library has no hook for either: a step is an extension keyword
 // every subschema carries, which the library runs after the subschema's
@@ -32,9 +36,6 @@ const (
 	// baseSteps is what any document may take: more than a schema at
 	// MaxSchemaCost takes for one value.
 	baseSteps = 1 << 18
-	// stepsPerValue is what each value of a larger document may take on
-	// average: 6.8 times what a history of the project's messages takes.
-	stepsPerValue = 32
 	// checkEvery is how many steps pass between two looks at the clock
 	// and the count.
 	checkEvery = 1 << 10
@@ -49,6 +50,8 @@ var ErrTooCostly = fmt.Errorf("%w: validation stopped", ErrInvalid)
 
 // run counts the steps of one validation.
 type run struct {
+	// cost is the schema's (MaxSchemaCost), fixed for the copy.
+	cost    int
 	ctx     context.Context
 	doc     any // counted once the base is spent
 	steps   int
@@ -62,7 +65,7 @@ type run struct {
 type stopped struct{ err error }
 
 func (r *run) start(ctx context.Context, doc any) {
-	*r = run{ctx: ctx, doc: doc, check: checkEvery, limit: baseSteps}
+	*r = run{cost: r.cost, ctx: ctx, doc: doc, check: checkEvery, limit: baseSteps}
 }
 
 // tick counts a subschema evaluated on v: one step, extra more, and one
@@ -92,7 +95,7 @@ func (r *run) tick(v any, extra int) {
 	}
 	if !r.counted {
 		r.counted = true
-		r.limit = max(r.limit, stepsPerValue*values(r.doc))
+		r.limit = max(r.limit, 2*max(r.cost, 1)*size(r.doc))
 		if r.steps < r.limit {
 			return
 		}
@@ -100,18 +103,22 @@ func (r *run) tick(v any, extra int) {
 	panic(stopped{})
 }
 
-// values counts the values of a decoded document.
-func values(v any) int {
+// size is what a schema of cost 1 counts on a decoded document: a step for
+// each value, for each member or element, and for each bytesPerStep bytes
+// of a string.
+func size(v any) int {
 	n := 1
 	switch v := v.(type) {
 	case map[string]any:
 		for _, e := range v {
-			n += values(e)
+			n += 1 + size(e)
 		}
 	case []any:
 		for _, e := range v {
-			n += values(e)
+			n += 1 + size(e)
 		}
+	case string:
+		n += len(v) / bytesPerStep
 	}
 	return n
 }
@@ -139,6 +146,7 @@ func (s step) Validate(_ jsonschema.ValidationContext, v any) error {
 type guard struct {
 	raw  json.RawMessage
 	name string
+	cost int
 
 	mu          sync.Mutex
 	primary     *guarded
@@ -146,8 +154,9 @@ type guard struct {
 	free        []*guarded
 }
 
-// maxFreeCopies bounds the copies a guard keeps beside the primary.
-const maxFreeCopies = 8
+// maxFreeCopies bounds the copies a guard keeps beside the primary: as
+// many as validations have overlapped, up to it.
+const maxFreeCopies = 64
 
 type guarded struct {
 	root *jsonschema.Schema
@@ -188,7 +197,7 @@ func (g *guard) get() (*guarded, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &guarded{root: root, r: &run{}}
+	c := &guarded{root: root, r: &run{cost: g.cost}}
 	guardSteps(root, c.r)
 	return c, nil
 }
@@ -211,20 +220,21 @@ func (g *guard) put(c *guarded) {
 func (s *Schema) check(ctx context.Context, v any, at string, l *Local) (err error) {
 	var c *guarded
 	defer func() {
-		r := recover()
-		if r == nil {
-			return
+		if r := recover(); r != nil {
+			st, ok := r.(stopped)
+			switch {
+			case !ok:
+				err = &ValidationError{Schema: s.name, Problems: []Problem{{InstanceLocation: at, Message: fmt.Sprintf("the validator failed on the document (%v): change the document", r)}}}
+			case st.err != nil:
+				err = fmt.Errorf("schema %s: validation stopped after %d steps: %w", s.name, c.r.steps, st.err)
+			default:
+				err = &ValidationError{Schema: s.name, cause: ErrTooCostly, Problems: []Problem{{InstanceLocation: at, Message: fmt.Sprintf(
+					"validation stopped after %d steps, twice what a schema of its size takes for this document: the schema evaluates its subschemas for the same values along more paths than it has (such as a recursion naming itself twice at each level)",
+					c.r.steps)}}}
+			}
 		}
-		st, ok := r.(stopped)
-		switch {
-		case !ok:
-			err = &ValidationError{Schema: s.name, Problems: []Problem{{InstanceLocation: at, Message: fmt.Sprintf("the validator failed on the document (%v): change the document", r)}}}
-		case st.err != nil:
-			err = fmt.Errorf("schema %s: validation stopped after %d steps: %w", s.name, c.r.steps, st.err)
-		default:
-			err = &ValidationError{Schema: s.name, cause: ErrTooCostly, Problems: []Problem{{InstanceLocation: at, Message: fmt.Sprintf(
-				"validation stopped after %d steps, more than %d per value of the document: the schema evaluates its subschemas for the same values along too many paths (such as a recursion naming itself twice at each level)",
-				c.r.steps, stepsPerValue)}}}
+		if c != nil {
+			s.g.put(c) // after the error read its steps
 		}
 	}()
 	if s.g == nil {
@@ -233,11 +243,11 @@ func (s *Schema) check(ctx context.Context, v any, at string, l *Local) (err err
 		}
 		return l.validateWith(l.schemas, v, at)
 	}
-	c, err = s.g.get()
+	got, err := s.g.get()
 	if err != nil {
 		return err
 	}
-	defer s.g.put(c)
+	c = got
 	c.r.start(ctx, v)
 	if l == nil {
 		return convert(s.name, c.root.Validate(v), at)

@@ -59,7 +59,7 @@ func TestValidationStepsBounded(t *testing.T) {
 		var ve *ValidationError
 		require.ErrorAs(t, err, &ve)
 		assert.Contains(t, ve.Error(), "schema doubling: at (document root): validation stopped after")
-		assert.Contains(t, ve.Error(), "along too many paths")
+		assert.Contains(t, ve.Error(), "along more paths than it has")
 		assert.LessOrEqual(t, n, baseSteps+checkEvery, "%d levels: steps past the bound", depth)
 	}
 
@@ -72,25 +72,49 @@ func TestValidationStepsBounded(t *testing.T) {
 	assert.Contains(t, err.Error(), "at /list/0: validation stopped")
 }
 
-// TestValidationStepsScale: the bound grows with the document, so that a
-// large document whose schema is not pathological validates: the step
-// bound is per value, far above what the project's message schema takes.
+// TestValidationStepsScale: the bound grows with the document and the
+// schema, so that large documents whose schemas evaluate each subschema
+// once per path validate, however many steps they take: a long history of
+// messages, a history of 20 images of 1 MiB (each a pattern and a content
+// encoding read whole), and messages checked through a oneOf over the
+// project's message schema. Each takes less than half its bound.
 func TestValidationStepsScale(t *testing.T) {
-	s, err := Compile(json.RawMessage(`{"type":"object","properties":{"messages":{"type":"array","items":{"$ref":"`+schemas.ID(schemas.Message)+`"}}}}`), "history")
-	require.NoError(t, err)
-	var msgs []string
-	for i := range 20000 {
-		msgs = append(msgs, fmt.Sprintf(`{"role":"user","contents":[{"type":"text","text":"message %d"}],"additional_properties":{"k":[1,2,{"x":"y"}]}}`, i))
+	msg := schemas.ID(schemas.Message)
+	text := func(i int) string {
+		return fmt.Sprintf(`{"role":"user","contents":[{"type":"text","text":"message %d"}],"additional_properties":{"k":[1,2,{"x":"y"}]}}`, i)
 	}
-	doc := `{"messages":[` + strings.Join(msgs, ",") + `]}`
-	v, err := Decode([]byte(doc), "")
-	require.NoError(t, err)
-	n, err := steps(t, s, doc)
-	require.NoError(t, err)
-	perValue := float64(n) / float64(values(v))
-	t.Logf("%d steps for %d values: %.1f per value", n, values(v), perValue)
-	assert.Greater(t, n, baseSteps, "the document takes more than the base")
-	assert.Less(t, perValue*6, float64(stepsPerValue), "the bound per value is 6x the message schema's or more")
+	image := `{"role":"user","contents":[{"type":"data","media_type":"image/png","data":"` + strings.Repeat("QUJD", 1<<18) + `"}]}`
+	var oneOf []string
+	for _, role := range []string{"user", "assistant", "system", "tool"} {
+		oneOf = append(oneOf, `{"allOf":[{"$ref":"`+msg+`"},{"properties":{"role":{"const":"`+role+`"}}}]}`)
+	}
+	for _, tc := range []struct {
+		name, items string
+		n           int
+		message     func(int) string
+	}{
+		{"20,000 messages", `{"$ref":"` + msg + `"}`, 20000, text},
+		{"20 images of 1 MiB", `{"$ref":"` + msg + `"}`, 20, func(int) string { return image }},
+		{"2,000 messages through a oneOf", `{"oneOf":[` + strings.Join(oneOf, ",") + `]}`, 2000, text},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Compile(json.RawMessage(`{"type":"object","properties":{"messages":{"type":"array","items":`+tc.items+`}}}`), "history")
+			require.NoError(t, err)
+			var msgs []string
+			for i := range tc.n {
+				msgs = append(msgs, tc.message(i))
+			}
+			doc := `{"messages":[` + strings.Join(msgs, ",") + `]}`
+			v, err := Decode([]byte(doc), "")
+			require.NoError(t, err)
+			n, err := steps(t, s, doc)
+			require.NoError(t, err)
+			bound := 2 * s.g.cost * size(v)
+			t.Logf("%d steps; cost %d, size %d: bound %d", n, s.g.cost, size(v), bound)
+			assert.Greater(t, n, baseSteps, "the document takes more than the base")
+			assert.Less(t, 2*n, bound, "within half the bound")
+		})
+	}
 }
 
 // TestValidationStopsWithItsContext: a validation stops soon after its
@@ -179,23 +203,30 @@ func BenchmarkValidateHistory(b *testing.B) {
 
 // TestNumbersBounded: a number the validator would spend without bound on
 // (a million digits, an exponent of a million, past which its parse fails
-// and it dereferences nil) is refused when a document is decoded, on
-// either path, and when a schema compiles; numbers at the bounds pass.
+// and it dereferences nil) is refused when a plugin's document is decoded
+// (DecodeUntrusted, and a plugin schema's Validate), on either path, and
+// when a plugin's schema compiles; numbers at the bounds pass; a stored
+// document (Decode) keeps whatever it holds.
 func TestNumbersBounded(t *testing.T) {
 	deep := func(lit string) string {
 		return strings.Repeat("[", 1001) + lit + strings.Repeat("]", 1001) // past guestjson's depth: encoding/json's path
 	}
 	for _, lit := range []string{"1e1001", "1E-1001", "1e1000001", "-2.5e+999999", "1" + strings.Repeat("0", 1000)} {
 		for _, doc := range []string{`{"n":[` + lit + `]}`, deep(lit)} {
-			_, err := Decode([]byte(doc), "doc")
+			_, err := DecodeUntrusted([]byte(doc), "doc")
 			require.ErrorIs(t, err, ErrInvalid, "%.40s", doc)
 			assert.ErrorContains(t, err, "the host validates numbers of at most 1000 characters, with an exponent within ±1000")
+			_, err = Decode([]byte(doc), "doc")
+			require.NoError(t, err, "a stored document is read as written")
 		}
-		_, err := Compile(json.RawMessage(`{"multipleOf":`+lit+`}`), "huge")
+		plugin, err := Compile(json.RawMessage(`{"type":"object"}`), "plugin")
+		require.NoError(t, err)
+		require.ErrorIs(t, plugin.Validate(json.RawMessage(`{"n":`+lit+`}`)), ErrInvalid, "a plugin's schema validates a plugin's document")
+		_, err = Compile(json.RawMessage(`{"multipleOf":`+lit+`}`), "huge")
 		require.ErrorIs(t, err, ErrBadSchema, lit)
 	}
 	for _, lit := range []string{"1e1000", "-1E-1000", "9" + strings.Repeat("9", 999), "0.5e+17"} {
-		_, err := Decode([]byte(`{"n":`+lit+`}`), "doc")
+		_, err := DecodeUntrusted([]byte(`{"n":`+lit+`}`), "doc")
 		require.NoError(t, err, lit)
 		s, err := Compile(json.RawMessage(`{"properties":{"n":{"type":"number","minimum":`+lit+`}}}`), "bound")
 		require.NoError(t, err, lit)
@@ -236,8 +267,9 @@ func TestRegexBounded(t *testing.T) {
 		require.ErrorIs(t, err, ErrBadSchema, "%.60s", raw)
 		assert.ErrorContains(t, err, "instructions (repeats expanded), which the host does not compile or run")
 	}
-	s, err := Compile(json.RawMessage(`{"type":"object","properties":{
+	s, err := Compile(json.RawMessage(`{"type":"object","examples":[{"pattern":"`+huge+`"}],"properties":{
 		"id":{"type":"string","pattern":"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
+		"p":{"const":{"pattern":"`+huge+`"}},
 		"re":{"type":"string","format":"regex"},
 		"pattern":{"type":"string"}}}`), "ordinary")
 	require.NoError(t, err)
@@ -249,10 +281,11 @@ func TestRegexBounded(t *testing.T) {
 }
 
 // TestLongStringsCounted: a subschema that reads a string whole (format,
-// pattern, enum) counts a step per 64 of its bytes, so that a hundred
-// checks of a 4 MiB string, each failing with a message that quotes it
-// whole (400 MB of messages), stop after a few; a string under a plain
-// type counts one step, whatever its length.
+// pattern, enum) counts a step per 64 of its bytes; a string under a plain
+// type counts one step, whatever its length. So a call's deadline is
+// looked at between a hundred failing checks of a 4 MiB string (each
+// quoting it whole in its message: 400 MB and 10 s in all), where it
+// was looked at once per 1,024 steps of any size.
 func TestLongStringsCounted(t *testing.T) {
 	var checks []string
 	for range 100 {
@@ -261,10 +294,15 @@ func TestLongStringsCounted(t *testing.T) {
 	s, err := Compile(json.RawMessage(`{"properties":{"d":{"allOf":[`+strings.Join(checks, ",")+`]},"t":{"type":"string"}}}`), "dates")
 	require.NoError(t, err)
 	long := strings.Repeat("x", 4<<20)
-	n, err := steps(t, s, `{"d":"`+long+`"}`)
-	require.ErrorIs(t, err, ErrTooCostly)
-	assert.Less(t, n, 8*(4<<20)/bytesPerStep, "stopped within a few of the checks")
-	n, err = steps(t, s, `{"t":"`+long+`"}`)
+	n, err := steps(t, s, `{"t":"`+long+`"}`)
 	require.NoError(t, err)
 	assert.Less(t, n, 10, "a plain string counts one step")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	<-ctx.Done()
+	err = s.ValidateContext(ctx, json.RawMessage(`{"d":"`+long+`"}`))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	n = s.g.primary.r.steps
+	assert.GreaterOrEqual(t, n, (4<<20)/bytesPerStep, "the string's bytes were counted")
+	assert.Less(t, n, 3*(4<<20)/bytesPerStep, "stopped at the first checks after the deadline")
 }

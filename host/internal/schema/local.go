@@ -59,7 +59,11 @@ func (l Local) Validate(value json.RawMessage, at string) error {
 	if len(l.schemas) == 0 {
 		return nil
 	}
-	v, err := Decode(value, l.name)
+	decode := Decode
+	if l.s != nil && l.s.g != nil {
+		decode = DecodeUntrusted
+	}
+	v, err := decode(value, l.name)
 	if err != nil {
 		if ve, ok := err.(*ValidationError); ok {
 			for i := range ve.Problems {

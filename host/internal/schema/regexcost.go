@@ -62,7 +62,11 @@ func checkRegexes(v any) error {
 				}
 			}
 		}
-		for _, e := range v {
+		for k, e := range v {
+			switch k {
+			case "const", "enum", "default", "examples":
+				continue // values of documents, not schemas
+			}
 			if err := checkRegexes(e); err != nil {
 				return err
 			}

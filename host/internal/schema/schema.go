@@ -171,11 +171,12 @@ func Compile(raw json.RawMessage, name string) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n := cost(root); n > MaxSchemaCost {
+	n := cost(root)
+	if n > MaxSchemaCost {
 		return nil, fmt.Errorf("%w: %s: validating a document would evaluate more than %d subschemas (a subschema reached along many paths, such as a chain of allOf naming the next level twice): share fewer references", ErrBadSchema, name, MaxSchemaCost)
 	}
 	s := &Schema{name: name, s: root, local: localSound(root)}
-	s.g = &guard{raw: bytes.Clone(raw), name: name, primary: &guarded{root: root, r: &run{}}}
+	s.g = &guard{raw: bytes.Clone(raw), name: name, cost: n, primary: &guarded{root: root, r: &run{cost: n}}}
 	guardSteps(root, s.g.primary.r)
 	return s, nil
 }
@@ -257,10 +258,22 @@ func Project(name string) *Schema {
 // exactly one value. A syntax error is a *ValidationError wrapping
 // ErrInvalid that gives the byte offset; otherwise it decodes what
 // encoding/json decodes, to the same value.
-//
-// A number longer than 1,000 characters, or with an exponent past ±1,000,
-// is refused as well: the validator would spend without bound on it.
 func Decode(doc []byte, name string) (any, error) {
+	if v, ok, _ := decodeFast(doc); ok {
+		return v, nil
+	}
+	// Not JSON, too deep, or a number past DecodeUntrusted's bounds,
+	// which Decode does not keep.
+	return decodeSlow(doc, name)
+}
+
+// DecodeUntrusted is Decode of a document a plugin made, or that a
+// plugin's schema validates: a number longer than 1,000 characters, or
+// with an exponent past ±1,000, is refused as well, since the validator
+// would spend without bound on it. Stored documents (a session, a portable
+// file) are decoded without the bound, which would make what was written
+// before unreadable.
+func DecodeUntrusted(doc []byte, name string) (any, error) {
 	v, ok, err := decodeFast(doc)
 	if ok {
 		return v, nil
@@ -309,13 +322,28 @@ func (s *Schema) Validate(doc json.RawMessage) error {
 }
 
 // ValidateContext is Validate stopping when ctx ends, with
-// an error wrapping ctx's.
+// an error wrapping ctx's. A plugin's schema decodes the document with
+// DecodeUntrusted.
 func (s *Schema) ValidateContext(ctx context.Context, doc json.RawMessage) error {
-	v, err := Decode(doc, s.name)
+	decode := Decode
+	if s.g != nil {
+		decode = DecodeUntrusted
+	}
+	v, err := decode(doc, s.name)
 	if err != nil {
 		return err
 	}
 	return s.check(ctx, v, "", nil)
+}
+
+// ValidateUntrusted is Validate of a document a plugin made, decoded with
+// DecodeUntrusted.
+func (s *Schema) ValidateUntrusted(doc json.RawMessage) error {
+	v, err := DecodeUntrusted(doc, s.name)
+	if err != nil {
+		return err
+	}
+	return s.check(context.Background(), v, "", nil)
 }
 
 // ValidateValue checks a value: either JSON decoded into any (maps, slices,

@@ -386,7 +386,7 @@ func (d *Doc) apply(ctx context.Context, op abi.PatchOp, s *schema.Schema) (full
 		if !ok {
 			full = true
 		} else if edit.Kind != schema.Remove && l.Decodes() {
-			val, err := schema.Decode(v, "")
+			val, err := schema.DecodeUntrusted(v, "")
 			if err != nil {
 				return false, errNotJSON
 			}
