@@ -169,9 +169,9 @@ func guardSteps(root *jsonschema.Schema, r *run) {
 		if s.Extensions == nil {
 			s.Extensions = map[string]jsonschema.ExtSchema{}
 		}
-		_, hand := s.Extensions["pattern"].(handPattern)
+		_, pattern := s.Extensions["pattern"] // handPattern, boundedPattern
 		// These read a string whole, and a failure quotes it whole.
-		perByte := s.Format != "" || s.Pattern != nil || hand || len(s.Enum) > 0 || len(s.Constant) > 0 ||
+		perByte := s.Format != "" || s.Pattern != nil || pattern || len(s.Enum) > 0 || len(s.Constant) > 0 ||
 			s.ContentEncoding != "" || s.ContentMediaType != ""
 		s.Extensions["wasmhist-step"] = step{r: r, perByte: perByte}
 		return true

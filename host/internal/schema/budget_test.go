@@ -306,3 +306,21 @@ func TestLongStringsCounted(t *testing.T) {
 	assert.GreaterOrEqual(t, n, (4<<20)/bytesPerStep, "the string's bytes were counted")
 	assert.Less(t, n, 3*(4<<20)/bytesPerStep, "stopped at the first checks after the deadline")
 }
+
+// TestPatternMatchBounded: a plugin schema's pattern matches a string only
+// while the string's length times the pattern's size is within
+// maxPatternWork (a 1,000-instruction pattern against 1 MiB would be one
+// uninterruptible step of seconds); past it the string is refused, saying
+// why, and within it the pattern says what the library's keyword says.
+func TestPatternMatchBounded(t *testing.T) {
+	s, err := Compile(json.RawMessage(`{"properties":{"small":{"type":"string","pattern":"^(a|b)+$"},"big":{"type":"string","pattern":"^[a-z]{1000}"}}}`), "patterns")
+	require.NoError(t, err)
+	require.NoError(t, s.Validate(json.RawMessage(`{"small":"`+strings.Repeat("ab", 2<<20)+`"}`)), "4 MiB against a small pattern")
+	err = s.Validate(json.RawMessage(`{"small":"abc"}`))
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, `at /small: does not match pattern '^(a|b)+$' (keyword https://wasmhist.dev/plugin-schemas/patterns.json#/properties/small/pattern)`)
+	require.NoError(t, s.Validate(json.RawMessage(`{"big":"`+strings.Repeat("x", 1000)+`"}`)))
+	err = s.Validate(json.RawMessage(`{"big":"` + strings.Repeat("x", 1<<20) + `"}`))
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "a string of 1048576 bytes is too long to match against pattern '^[a-z]{1000}'")
+}

@@ -56,13 +56,13 @@ func quote(s string) string {
 	return "'" + s[1:len(s)-1] + "'"
 }
 
-// onlyHandPatterns reports whether every extension of s is a handPattern,
-// which constrains strings only, as the library's "pattern" keyword does,
-// or a step, which constrains nothing.
+// onlyHandPatterns reports whether every extension of s is a handPattern
+// or a boundedPattern, which constrain strings only, as the library's
+// "pattern" keyword does, or a step, which constrains nothing.
 func onlyHandPatterns(s *jsonschema.Schema) bool {
 	for _, e := range s.Extensions {
 		switch e.(type) {
-		case handPattern, step:
+		case handPattern, boundedPattern, step:
 		default:
 			return false
 		}

@@ -213,6 +213,7 @@ func compileRoot(raw json.RawMessage, name string) (*jsonschema.Schema, error) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrBadSchema, name, trimLib(err))
 	}
 	checkPatternsByHand(s)
+	boundPatterns(s)
 	return s, nil
 }
 
