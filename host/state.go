@@ -37,7 +37,7 @@ func (p *Plugin) validateState(ctx context.Context, state json.RawMessage) error
 // whole state that at 100,000 messages (54 MB) no longer fits the
 // processor's caches.
 //
-// The validation stops when ctx ends (stateStopped tells such an error).
+// The validation stops when ctx ends, with an error wrapping ctx's.
 func (p *Plugin) checkState(ctx context.Context, state json.RawMessage) (statepatch.Claim, error) {
 	if cl, ok := p.docs.Claim(state); ok {
 		return cl, nil
@@ -103,11 +103,8 @@ func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.R
 		if err != nil {
 			return err
 		}
-		if err := p.validateState(ctx, s); err != nil {
-			if ctx.Err() != nil {
-				return validationTimeout(ctx, len(s))
-			}
-			return invalidOutput(abi.ExportMigrateState, "state: %v", err)
+		if _, err := p.checkOutputState(ctx, abi.ExportMigrateState, s); err != nil {
+			return err
 		}
 		out = s
 		return nil
@@ -115,13 +112,20 @@ func (p *Plugin) migrate(ctx context.Context, key string, from int, state json.R
 	return out, err
 }
 
-// validationTimeout is the error of a call whose context ended while the
-// host validated the n bytes of state the plugin returned.
-func validationTimeout(ctx context.Context, n int) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%w: the deadline passed while the host validated the plugin's state of %d bytes", ErrTimeout, n)
+// checkOutputState is checkState of a state the plugin returned from
+// export, within the call's ctx: a validation the call's deadline stopped
+// is ErrTimeout, any other failure an invalid output.
+func (p *Plugin) checkOutputState(ctx context.Context, export string, state json.RawMessage) (statepatch.Claim, error) {
+	cl, err := p.checkState(ctx, state)
+	switch {
+	case err == nil:
+		return cl, nil
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return statepatch.Claim{}, fmt.Errorf("%w: the deadline passed while the host validated the plugin's state of %d bytes", ErrTimeout, len(state))
+	case ctx.Err() != nil:
+		return statepatch.Claim{}, ctx.Err()
 	}
-	return ctx.Err()
+	return statepatch.Claim{}, invalidOutput(export, "state: %v", err)
 }
 
 // applyChange returns the state after a change, validated, and the Claim of
@@ -138,12 +142,9 @@ func (p *Plugin) applyChange(ctx context.Context, export string, state json.RawM
 	case c.State != nil:
 		// The plugin's bytes: compared with the cache here, and the Claim
 		// holds while the call holds them (nothing writes a decoded output).
-		ncl, err := p.checkState(ctx, c.State)
+		ncl, err := p.checkOutputState(ctx, export, c.State)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, statepatch.Claim{}, false, validationTimeout(ctx, len(c.State))
-			}
-			return nil, statepatch.Claim{}, false, invalidOutput(export, "state: %v", err)
+			return nil, statepatch.Claim{}, false, err
 		}
 		return c.State, ncl, true, nil
 	case len(c.Patch) > 0:

@@ -59,11 +59,7 @@ func (l Local) Validate(value json.RawMessage, at string) error {
 	if len(l.schemas) == 0 {
 		return nil
 	}
-	decode := Decode
-	if l.s != nil && l.s.g != nil {
-		decode = DecodeUntrusted
-	}
-	v, err := decode(value, l.name)
+	v, err := l.s.decode(value, l.name)
 	if err != nil {
 		if ve, ok := err.(*ValidationError); ok {
 			for i := range ve.Problems {

@@ -326,15 +326,19 @@ func (s *Schema) Validate(doc json.RawMessage) error {
 // an error wrapping ctx's. A plugin's schema decodes the document with
 // DecodeUntrusted.
 func (s *Schema) ValidateContext(ctx context.Context, doc json.RawMessage) error {
-	decode := Decode
-	if s.g != nil {
-		decode = DecodeUntrusted
-	}
-	v, err := decode(doc, s.name)
+	v, err := s.decode(doc, s.name)
 	if err != nil {
 		return err
 	}
 	return s.check(ctx, v, "", nil)
+}
+
+// decode is Decode, or DecodeUntrusted for a plugin's schema.
+func (s *Schema) decode(doc []byte, name string) (any, error) {
+	if s.g != nil {
+		return DecodeUntrusted(doc, name)
+	}
+	return Decode(doc, name)
 }
 
 // ValidateUntrusted is Validate of a document a plugin made, decoded with
