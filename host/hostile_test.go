@@ -418,6 +418,12 @@ func TestStateSchemaRecursionBounded(t *testing.T) {
 		assert.ErrorContains(t, err, "initial_state")
 		assert.ErrorContains(t, err, "validation stopped after")
 	})
+	t.Run("initial_state past the call timeout", func(t *testing.T) {
+		// The steps allow 0.3 s or more; the deadline stops it first.
+		_, err := load(t, `{"messages":[],"deep":`+deep+`}`, 50*time.Millisecond)
+		require.ErrorIs(t, err, host.ErrInvalidPlugin)
+		assert.ErrorContains(t, err, "validating initial_state with state_schema took longer than the call timeout (50ms)")
+	})
 	for _, tt := range []struct {
 		name    string
 		timeout time.Duration
@@ -444,4 +450,51 @@ func TestStateSchemaRecursionBounded(t *testing.T) {
 			assert.Len(t, hist, 2)
 		})
 	}
+}
+
+// TestStateDeepFailureBounded: a failure n subschemas deep costs the
+// schema library n² bytes, and a state failing at each of n levels n³
+// (1,500 levels: 20 GB in 11 s). The host follows a plugin's schema at
+// most 256 subschemas deep: an initial_state that deep refuses the
+// plugin, a returned state is an invalid output, and the session stays
+// as it was.
+func TestStateDeepFailureBounded(t *testing.T) {
+	ctx := context.Background()
+	handler := sdk.Handler(provider.Provider{})
+	// Nested past what a guest's JSON decoder reads: the host's own
+	// decoder still takes it.
+	deep := strings.Repeat(`{"a":`, 1500) + "{}" + strings.Repeat("}", 1500)
+	load := func(t *testing.T, initial string) (*host.Plugin, error) {
+		return newHost(t, host.Config{}).LoadNative(ctx, "recursive", func(ctx context.Context, export string, in []byte) ([]byte, error) {
+			if export == abi.ExportDescribe {
+				out, err := handler(ctx, export, in)
+				require.NoError(t, err)
+				var info abi.PluginInfo
+				require.NoError(t, json.Unmarshal(out, &info))
+				info.StateSchema = json.RawMessage(`{"type":"object","properties":{"messages":{"type":"array"},"deep":{"$ref":"#/$defs/n"}},
+					"$defs":{"n":{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"required":["a"]}}}`)
+				info.InitialState = json.RawMessage(initial)
+				return json.Marshal(info)
+			}
+			if export == abi.ExportStore && strings.Contains(string(in), "hostile:deep") {
+				return []byte(`{"state":{"messages":[],"deep":` + deep + `}}`), nil
+			}
+			return handler(ctx, export, in)
+		}, host.LoadOptions{})
+	}
+	_, err := load(t, `{"messages":[],"deep":`+deep+`}`)
+	require.ErrorIs(t, err, host.ErrInvalidPlugin)
+	assert.ErrorContains(t, err, "initial_state")
+	assert.ErrorContains(t, err, "validation stopped 256 subschemas deep")
+
+	p, err := load(t, `{"messages":[]}`)
+	require.NoError(t, err)
+	prov := p.Provider("history")
+	s := &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "deep"}
+	require.NoError(t, prov.Store(ctx, s, []abi.Message{user("hello")}, nil))
+	before := sessionJSON(t, s)
+	err = prov.Store(ctx, s, []abi.Message{user("hostile:deep")}, nil)
+	require.ErrorIs(t, err, host.ErrInvalidOutput)
+	assert.ErrorContains(t, err, "validation stopped 256 subschemas deep")
+	assert.Equal(t, string(before), string(sessionJSON(t, s)), "session changed")
 }

@@ -261,13 +261,23 @@ func (h *Host) finish(ctx context.Context, p *Plugin) error {
 	if !isNull(info.InitialState) {
 		p.initial = info.InitialState
 	}
-	if err := p.validateState(ctx, p.initial); err != nil {
+	// What the plugin declared is validated within a call's deadline, as
+	// a state it returns is: its schema is the plugin's.
+	vctx, cancel := context.WithTimeout(ctx, p.limits.CallTimeout)
+	defer cancel()
+	if err := p.validateState(vctx, p.initial); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("host: %s: validating initial_state: %w", info.Name, ctx.Err())
 		}
+		if vctx.Err() != nil {
+			return fmt.Errorf("%w: %s: validating initial_state with state_schema took longer than the call timeout (%v): simplify either", ErrInvalidPlugin, info.Name, p.limits.CallTimeout)
+		}
 		return fmt.Errorf("%w: %s: initial_state: %w", ErrInvalidPlugin, info.Name, err)
 	}
-	if err := p.checkConfig(); err != nil {
+	if err := p.checkConfig(vctx); err != nil {
+		if ctx.Err() == nil && vctx.Err() != nil {
+			return fmt.Errorf("%w: plugin %s: validating the config with config_schema took longer than the call timeout (%v): simplify the config or the schema", ErrInvalidConfig, p.name, p.limits.CallTimeout)
+		}
 		return err
 	}
 	p.omitState = map[string]bool{}
@@ -279,7 +289,7 @@ func (h *Host) finish(ctx context.Context, p *Plugin) error {
 
 // checkConfig validates the operator's config against config_schema (by
 // default: any object).
-func (p *Plugin) checkConfig() error {
+func (p *Plugin) checkConfig(ctx context.Context) error {
 	cfg := p.config
 	if isNull(cfg) {
 		p.config = nil
@@ -293,7 +303,7 @@ func (p *Plugin) checkConfig() error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidPlugin, p.name, err)
 	}
-	if err := s.Validate(cfg); err != nil {
+	if err := s.ValidateContext(ctx, cfg); err != nil {
 		return fmt.Errorf("%w: plugin %s: %w", ErrInvalidConfig, p.name, err)
 	}
 	return nil

@@ -58,14 +58,42 @@ type run struct {
 	check   int // the steps at which the run next looks at its context and count
 	limit   int
 	counted bool
+
+	// maxDepth and locPer are the schema's, fixed for the copy
+	// (nesting.go): how deep evaluations may nest, and how many bytes of
+	// keyword location a level adds at most.
+	maxDepth int
+	locPer   int
+	// depth is how deep the evaluation in progress nests; held estimates
+	// the bytes the failures found so far hold, of which there were
+	// failures; last is the failure that stopped the run at
+	// maxFailureBytes, deepAt the instance location where it stopped at
+	// maxDepth.
+	depth    int
+	held     int
+	failures int
+	last     error
+	deepAt   string
 }
 
-// stopped is the panic that ends a run: err is the context's error, nil
-// for the count.
-type stopped struct{ err error }
+// stopped is the panic that ends a run, and why: err is the context's
+// error for stopContext.
+type stopped struct {
+	kind stopKind
+	err  error
+}
+
+type stopKind int
+
+const (
+	stopCount stopKind = iota
+	stopContext
+	stopDeep
+	stopHeld
+)
 
 func (r *run) start(ctx context.Context, doc any) {
-	*r = run{cost: r.cost, ctx: ctx, doc: doc, check: checkEvery, limit: baseSteps}
+	*r = run{cost: r.cost, maxDepth: r.maxDepth, locPer: r.locPer, ctx: ctx, doc: doc, check: checkEvery, limit: baseSteps}
 }
 
 // tick counts a subschema evaluated on v: one step, extra more, and one
@@ -87,7 +115,7 @@ func (r *run) tick(v any, extra int) {
 	r.check = r.steps + checkEvery
 	if r.ctx != nil {
 		if err := r.ctx.Err(); err != nil {
-			panic(stopped{err})
+			panic(stopped{kind: stopContext, err: err})
 		}
 	}
 	if r.steps < r.limit {
@@ -100,7 +128,7 @@ func (r *run) tick(v any, extra int) {
 			return
 		}
 	}
-	panic(stopped{})
+	panic(stopped{kind: stopCount})
 }
 
 // size is what a schema of cost 1 counts on a decoded document: a step for
@@ -178,6 +206,15 @@ func guardSteps(root *jsonschema.Schema, r *run) {
 	})
 }
 
+// newGuarded counts the validations of a compiled copy of a schema of
+// cost n on a run of its own.
+func newGuarded(root *jsonschema.Schema, n int) *guarded {
+	c := &guarded{root: root, r: &run{cost: n}}
+	guardSteps(root, c.r)
+	nest(root, c.r)
+	return c
+}
+
 // get checks a copy out: the primary when it is free.
 func (g *guard) get() (*guarded, error) {
 	g.mu.Lock()
@@ -197,13 +234,11 @@ func (g *guard) get() (*guarded, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &guarded{root: root, r: &run{cost: g.cost}}
-	guardSteps(root, c.r)
-	return c, nil
+	return newGuarded(root, g.cost), nil
 }
 
 func (g *guard) put(c *guarded) {
-	c.r.doc, c.r.ctx = nil, nil
+	c.r.doc, c.r.ctx, c.r.last = nil, nil, nil
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c == g.primary {
@@ -225,12 +260,10 @@ func (s *Schema) check(ctx context.Context, v any, at string, l *Local) (err err
 			switch {
 			case !ok:
 				err = &ValidationError{Schema: s.name, Problems: []Problem{{InstanceLocation: at, Message: fmt.Sprintf("the validator failed on the document (%v): change the document", r)}}}
-			case st.err != nil:
+			case st.kind == stopContext:
 				err = fmt.Errorf("schema %s: validation stopped after %d steps: %w", s.name, c.r.steps, st.err)
 			default:
-				err = &ValidationError{Schema: s.name, cause: ErrTooCostly, Problems: []Problem{{InstanceLocation: at, Message: fmt.Sprintf(
-					"validation stopped after %d steps, twice what a schema of its size takes for this document: the schema evaluates its subschemas for the same values along more paths than it has (such as a recursion naming itself twice at each level)",
-					c.r.steps)}}}
+				err = c.r.stoppedError(s.name, at, st.kind)
 			}
 		}
 		if c != nil {
@@ -262,4 +295,27 @@ func (s *Schema) check(ctx context.Context, v any, at string, l *Local) (err err
 		subs = lc.schemas
 	}
 	return l.validateWith(subs, v, at)
+}
+
+// stoppedError says why r stopped a validation of the document at at.
+func (r *run) stoppedError(name, at string, kind stopKind) error {
+	e := &ValidationError{Schema: name, cause: ErrTooCostly}
+	switch kind {
+	case stopDeep:
+		e.Problems = []Problem{{InstanceLocation: at + r.deepAt, Message: fmt.Sprintf(
+			"validation stopped %d subschemas deep (a member, an element, a reference or a branch each), as deep as the host follows this schema: nest the document or the schema less deeply",
+			r.maxDepth)}}
+	case stopHeld:
+		if ve, ok := convert(name, r.last, at).(*ValidationError); ok {
+			e.Problems = ve.Problems[:min(len(ve.Problems), maxProblems-1)]
+		}
+		e.Problems = append(e.Problems, Problem{InstanceLocation: at, Message: fmt.Sprintf(
+			"validation stopped after %d failures, whose errors would hold more than %d MiB: fix the failures above, which the document repeats",
+			r.failures, maxFailureBytes>>20)})
+	default:
+		e.Problems = []Problem{{InstanceLocation: at, Message: fmt.Sprintf(
+			"validation stopped after %d steps, twice what a schema of its size takes for this document: the schema evaluates its subschemas for the same values along more paths than it has (such as a recursion naming itself twice at each level)",
+			r.steps)}}
+	}
+	return e
 }

@@ -50,7 +50,9 @@ func TestValidationStepsBounded(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, n, 1<<8, "each level doubles the steps")
 
-	for _, depth := range []int{40, 900} {
+	// 60 levels nest 180 subschemas, within maxNesting (TestNestingBounded
+	// goes deeper).
+	for _, depth := range []int{40, 60} {
 		start := time.Now()
 		n, err = steps(t, s, listOf(nested(depth)))
 		t.Logf("%d levels: stopped after %d steps, %v", depth, n, time.Since(start))
@@ -323,4 +325,21 @@ func TestPatternMatchBounded(t *testing.T) {
 	err = s.Validate(json.RawMessage(`{"big":"` + strings.Repeat("x", 1<<20) + `"}`))
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.ErrorContains(t, err, "a string of 1048576 bytes is too long to match against pattern '^[a-z]{1000}'")
+}
+
+// TestPatternPropertiesNamesBounded: the library matches each member name
+// against every patternProperties name, in one step: a 1 MiB name against
+// a 1,000-instruction pattern would be seconds. Past 2^27 of length times
+// pattern size, the object is refused before the match, saying why.
+func TestPatternPropertiesNamesBounded(t *testing.T) {
+	s, err := Compile(json.RawMessage(`{"patternProperties":{"^[a-z]{1000}":{"type":"string"}}}`), "names")
+	require.NoError(t, err)
+	require.NoError(t, s.Validate(json.RawMessage(`{"`+strings.Repeat("X", 1000)+`":1}`)), "a name that does not match")
+	err = s.Validate(json.RawMessage(`{"` + strings.Repeat("y", 1000) + `":1}`))
+	require.ErrorContains(t, err, "expected string, but got number", "a name that matches")
+	require.NotErrorIs(t, err, ErrTooCostly)
+	err = s.Validate(json.RawMessage(`{"` + strings.Repeat("x", 1<<20) + `":1}`))
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "at (document root): a member name of 1048576 bytes is too long to match against patternProperties of about 1003 instructions")
+	assert.Less(t, len(err.Error()), 400)
 }

@@ -183,6 +183,7 @@ func expand(set []*jsonschema.Schema) ([]*jsonschema.Schema, bool) {
 	seen := map[*jsonschema.Schema]bool{}
 	var add func(s *jsonschema.Schema) bool
 	add = func(s *jsonschema.Schema) bool {
+		s = unwrap(s)
 		if s == nil || seen[s] {
 			return true
 		}
@@ -206,7 +207,7 @@ func expand(set []*jsonschema.Schema) ([]*jsonschema.Schema, bool) {
 func roots(set []*jsonschema.Schema) []*jsonschema.Schema {
 	reached := map[*jsonschema.Schema]bool{}
 	for _, s := range set {
-		for r := s.Ref; r != nil && !reached[r]; r = r.Ref {
+		for r := unwrap(s.Ref); r != nil && !reached[r]; r = unwrap(r.Ref) {
 			reached[r] = true
 		}
 	}

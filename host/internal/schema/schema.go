@@ -34,6 +34,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
@@ -67,14 +68,33 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
-	loc := p.InstanceLocation
+	loc := clip(p.InstanceLocation)
 	if loc == "" {
 		loc = "(document root)"
 	}
 	if p.KeywordLocation == "" {
 		return fmt.Sprintf("at %s: %s", loc, p.Message)
 	}
-	return fmt.Sprintf("at %s: %s (keyword %s)", loc, p.Message, p.KeywordLocation)
+	return fmt.Sprintf("at %s: %s (keyword %s)", loc, p.Message, clip(p.KeywordLocation))
+}
+
+// clipAt is the longest location a message quotes whole.
+const clipAt = 160
+
+// clip shortens a long location to its start and end, which say where
+// it is, so that a message stays within a line or two.
+func clip(loc string) string {
+	if len(loc) <= clipAt {
+		return loc
+	}
+	head, tail := clipAt*2/3, len(loc)-clipAt/4
+	for head > 0 && !utf8.RuneStart(loc[head]) {
+		head--
+	}
+	for tail < len(loc) && !utf8.RuneStart(loc[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s…(%d bytes)…%s", loc[:head], tail-head, loc[tail:])
 }
 
 // ValidationError reports why a document does not match a schema.
@@ -176,8 +196,7 @@ func Compile(raw json.RawMessage, name string) (*Schema, error) {
 		return nil, fmt.Errorf("%w: %s: validating a document would evaluate more than %d subschemas (a subschema reached along many paths, such as a chain of allOf naming the next level twice): share fewer references", ErrBadSchema, name, MaxSchemaCost)
 	}
 	s := &Schema{name: name, s: root, local: localSound(root)}
-	s.g = &guard{raw: bytes.Clone(raw), name: name, cost: n, primary: &guarded{root: root, r: &run{cost: n}}}
-	guardSteps(root, s.g.primary.r)
+	s.g = &guard{raw: bytes.Clone(raw), name: name, cost: n, primary: newGuarded(root, n)}
 	return s, nil
 }
 

@@ -1,0 +1,229 @@
+package schema
+
+import (
+	"math"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/wasmhist/wasmhist/schemas"
+)
+
+// Steps bound how much a validation evaluates, not what the library does
+// between two of them when a subschema fails. Each error it builds holds
+// the keyword location of the failure, which it writes out again from the
+// root, one piece per subschema the evaluation nests (a member, an
+// element, a $ref, an allOf branch each), by appending to a string: a
+// failure n levels deep costs n² bytes of copying, and a document that
+// fails at every level of n costs n³ (a plugin schema recursing through
+// one property, and a document 1,500 levels deep: 11 s and 20 GB; a chain
+// of 2,000 $ref and a three-byte document: 3.6 s). And it keeps every
+// error until the validation ends: a 7 MB array of four million wrong
+// elements held 2.6 GB.
+//
+// So every subschema of a guarded schema is split in two: a wrapper in
+// its place, which every reference to it reaches, and whose one keyword
+// (enter) evaluates the subschema's own keywords, moved to inner. enter
+// runs before anything nests below it, and sees whether its subschema
+// failed:
+//   - a validation nests at most maxDepth evaluations, which the schema's
+//     longest path piece sets so that one failure at that depth copies at
+//     most nestingWork bytes (at most maxNesting);
+//   - the errors a validation still holds are estimated as it goes (a
+//     subschema that passes discards what failed below it, such as an
+//     anyOf's other branches); past maxFailureBytes the validation stops
+//     and reports its last failure.
+//
+// RATIONALE: "Why does a plugin's schema bound how deep a validation
+// nests and what its failures hold?"
+const (
+	maxNesting      = 256
+	nestingWork     = 2 << 20
+	maxFailureBytes = 128 << 20
+	// errorBytes is what one error holds beside its locations and any
+	// value its message quotes: the error, its message, its place in its
+	// parent's list.
+	errorBytes = 256
+	// workPerStep: a failure counts a step more per so many bytes its
+	// keyword locations copy, so that the context is looked at as often
+	// as work goes on.
+	workPerStep = 4096
+)
+
+// enter is the one keyword of a wrapper.
+type enter struct {
+	r     *run
+	inner *jsonschema.Schema
+	// held is what each error inner's failure builds holds at least: the
+	// error and its absolute keyword location.
+	held int
+	// quotes: inner's format quotes a failing string whole.
+	quotes bool
+	// keyCost is the size of inner's largest patternProperties name,
+	// which the library matches against every member name.
+	keyCost int
+}
+
+func (e enter) Validate(ctx jsonschema.ValidationContext, v any) error {
+	r := e.r
+	if r.depth >= r.maxDepth {
+		r.deepAt = ctx.Error("", "").InstanceLocation
+		panic(stopped{kind: stopDeep})
+	}
+	if m, ok := v.(map[string]any); ok && e.keyCost > 0 {
+		for k := range m {
+			if len(k)*e.keyCost > maxPatternWork {
+				return ctx.Error("patternProperties", "a member name of %d bytes is too long to match against patternProperties of about %d instructions within the host's bound: shorten the name or the pattern", len(k), e.keyCost)
+			}
+		}
+	}
+	r.depth++
+	mark := r.held
+	err := ctx.Validate(e.inner, "", v, "")
+	k := r.depth
+	r.depth--
+	if err == nil {
+		r.held = mark
+		return nil
+	}
+	// The errors this level built: the one returned, and those it wraps
+	// (the keywords of inner that failed; a subschema's count twice).
+	n := 1
+	if ve, ok := err.(*jsonschema.ValidationError); ok {
+		n += len(ve.Causes)
+	}
+	held := e.held + k*r.locPer
+	if s, ok := v.(string); ok && e.quotes {
+		held += len(s)
+	}
+	r.held += n * held
+	r.failures++
+	if r.held > maxFailureBytes {
+		r.last = err
+		panic(stopped{kind: stopHeld})
+	}
+	r.tick(nil, n*k*k*r.locPer/workPerStep)
+	return err
+}
+
+// nest splits every subschema under root (root too) into a wrapper and
+// its inner schema, each wrapper's enter counting on r, and sets r's
+// bounds for the schema. Nothing else walks the schema afterwards but
+// Local, which looks through wrappers (unwrap).
+func nest(root *jsonschema.Schema, r *run) {
+	var all []*jsonschema.Schema
+	perElement := map[*jsonschema.Schema]bool{}
+	piece := 0
+	walkSchemas(root, func(s *jsonschema.Schema) bool {
+		all = append(all, s)
+		piece = max(piece, longestPiece(s))
+		for _, c := range elementSchemas(s) {
+			perElement[c] = true
+		}
+		return true
+	})
+	// The project's schemas, which a plugin's may name, are the host's:
+	// none recurses, and each is a few levels deep, so a wrapper where
+	// they evaluate each element of an array or member of an object is
+	// enough to count what they build. Wrapping all of them doubles what
+	// a turn's check of the messages it appends costs.
+	all = slices.DeleteFunc(all, func(s *jsonschema.Schema) bool {
+		return strings.HasPrefix(s.Location, schemas.BaseID) && !perElement[s]
+	})
+	// Each level adds the link's piece and the wrapper's empty one.
+	r.locPer = piece + 2
+	r.maxDepth = min(maxNesting, int(math.Sqrt(float64(nestingWork/r.locPer))))
+	for _, s := range all {
+		inner := new(jsonschema.Schema)
+		*inner = *s
+		*s = jsonschema.Schema{
+			Location: inner.Location, Draft: inner.Draft,
+			// A dynamic scope finds its anchors on the schemas it passed,
+			// the wrapper first.
+			RecursiveAnchor: inner.RecursiveAnchor, DynamicAnchor: inner.DynamicAnchor,
+			MinProperties: -1, MaxProperties: -1, MinItems: -1, MaxItems: -1,
+			MinContains: 1, MaxContains: -1, MinLength: -1, MaxLength: -1,
+			Extensions: map[string]jsonschema.ExtSchema{"wasmhist-enter": enter{
+				r: r, inner: inner,
+				held:    errorBytes + len(inner.Location),
+				quotes:  inner.Format != "",
+				keyCost: keyCost(inner),
+			}},
+		}
+	}
+}
+
+// unwrap is the schema whose keywords a wrapper stands for (s itself
+// when s is none).
+func unwrap(s *jsonschema.Schema) *jsonschema.Schema {
+	if s == nil {
+		return nil
+	}
+	if e, ok := s.Extensions["wasmhist-enter"].(enter); ok {
+		return e.inner
+	}
+	return s
+}
+
+// keyCost is the size of the largest patternProperties name of s.
+func keyCost(s *jsonschema.Schema) int {
+	n := 0
+	for re := range s.PatternProperties {
+		c, _ := regexCost(re.String())
+		n = max(n, c, 1)
+	}
+	return n
+}
+
+// elementSchemas lists the schemas s evaluates once for each element
+// of an array or member of an object it does not name.
+func elementSchemas(s *jsonschema.Schema) []*jsonschema.Schema {
+	out := []*jsonschema.Schema{s.Items2020, s.UnevaluatedItems, s.Contains, s.UnevaluatedProperties, s.PropertyNames}
+	out = append(out, s.PrefixItems...)
+	for _, c := range s.PatternProperties {
+		out = append(out, c)
+	}
+	for _, x := range []any{s.AdditionalProperties, s.Items, s.AdditionalItems} {
+		switch x := x.(type) {
+		case *jsonschema.Schema:
+			out = append(out, x)
+		case []*jsonschema.Schema:
+			out = append(out, x...)
+		}
+	}
+	return out
+}
+
+// longestPiece is the longest piece a link from s adds to a keyword
+// location, escaped as the library escapes it.
+func longestPiece(s *jsonschema.Schema) int {
+	n := len("unevaluatedProperties")
+	for _, list := range [][]*jsonschema.Schema{s.AllOf, s.AnyOf, s.OneOf, s.PrefixItems} {
+		n = max(n, len("prefixItems/")+len(strconv.Itoa(len(list))))
+	}
+	if items, ok := s.Items.([]*jsonschema.Schema); ok {
+		n = max(n, len("items/")+len(strconv.Itoa(len(items))))
+	}
+	for k := range s.Properties {
+		n = max(n, len("properties/")+escapedLen(k))
+	}
+	for re := range s.PatternProperties {
+		n = max(n, len("patternProperties/")+escapedLen(re.String()))
+	}
+	for k := range s.DependentSchemas {
+		n = max(n, len("dependentSchemas/")+escapedLen(k))
+	}
+	for k := range s.Dependencies {
+		n = max(n, len("dependencies/")+escapedLen(k))
+	}
+	return n
+}
+
+func escapedLen(token string) int {
+	token = strings.ReplaceAll(token, "~", "~0")
+	token = strings.ReplaceAll(token, "/", "~1")
+	return len(url.PathEscape(token))
+}

@@ -1,0 +1,121 @@
+package schema
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// allocated is what f allocates, in bytes.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// refChain is a schema whose root reaches a type check through n $ref,
+// each to the next definition.
+func refChain(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"$ref":"#/$defs/d0","$defs":{`)
+	for i := range n {
+		fmt.Fprintf(&b, `"d%d":{"$ref":"#/$defs/d%d"},`, i, i+1)
+	}
+	fmt.Fprintf(&b, `"d%d":{"type":"integer"}}}`, n)
+	return b.String()
+}
+
+// TestNestingBounded: a failure n subschemas deep costs the library n²
+// bytes of keyword location, and a document failing at every level n³.
+// A validation nests at most maxDepth subschemas: a document or a chain
+// of references deeper than that is refused without the cost (before:
+// 1,500 levels allocated 20 GB in 11 s, a chain of 2,000 $ref 6.8 GB),
+// and one within it is validated as before.
+func TestNestingBounded(t *testing.T) {
+	recursive, err := Compile(json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"#"}},"required":["a"]}`), "recursive")
+	require.NoError(t, err)
+	assert.Equal(t, maxNesting, recursive.g.primary.r.maxDepth)
+
+	// Two subschemas a level: the member's and the reference's.
+	ok := strings.Repeat(`{"a":`, maxNesting/2-1) + "{}" + strings.Repeat("}", maxNesting/2-1)
+	err = recursive.Validate(json.RawMessage(ok))
+	require.ErrorIs(t, err, ErrInvalid)
+	require.NotErrorIs(t, err, ErrTooCostly, "within the bound the failure is reported as before")
+	assert.Contains(t, err.Error(), "missing properties: 'a'")
+	assert.Contains(t, err.Error(), "at /a/a/a", "the location starts as it is")
+	assert.Contains(t, err.Error(), "/a/a: missing", "and ends as it is")
+	assert.Contains(t, err.Error(), "bytes)…", "a long location is clipped")
+	assert.Less(t, len(err.Error()), 2*clipAt+200)
+
+	for _, depth := range []int{maxNesting / 2, 999, 1500} {
+		doc := strings.Repeat(`{"a":`, depth) + "{}" + strings.Repeat("}", depth)
+		n := allocated(func() { err = recursive.Validate(json.RawMessage(doc)) })
+		require.ErrorIs(t, err, ErrTooCostly, "%d levels", depth)
+		assert.Contains(t, err.Error(), "validation stopped 256 subschemas deep")
+		assert.Less(t, n, uint64(64<<20), "%d levels: allocated %d bytes", depth, n)
+	}
+
+	chain, err := Compile(json.RawMessage(refChain(2000)), "chain")
+	require.NoError(t, err)
+	n := allocated(func() { err = chain.Validate(json.RawMessage(`"x"`)) })
+	require.ErrorIs(t, err, ErrTooCostly)
+	assert.Contains(t, err.Error(), "schema chain: at (document root): validation stopped 256 subschemas deep")
+	assert.Less(t, n, uint64(64<<20), "allocated %d bytes", n)
+	short, err := Compile(json.RawMessage(refChain(200)), "short")
+	require.NoError(t, err)
+	require.NoError(t, short.Validate(json.RawMessage(`1`)))
+	require.ErrorContains(t, short.Validate(json.RawMessage(`"x"`)), "expected integer, but got string")
+
+	// A long name makes each level's location longer, and the bound lower.
+	name := strings.Repeat("n", 2000)
+	long, err := Compile(json.RawMessage(`{"type":"object","properties":{"`+name+`":{"$ref":"#"}}}`), "long")
+	require.NoError(t, err)
+	depth := long.g.primary.r.maxDepth
+	assert.Less(t, depth, 40)
+	nested := func(levels int) string {
+		return strings.Repeat(`{"`+name+`":`, levels) + "1" + strings.Repeat("}", levels)
+	}
+	err = long.Validate(json.RawMessage(nested(depth/2 - 1)))
+	require.ErrorContains(t, err, "expected object, but got number")
+	require.NotErrorIs(t, err, ErrTooCostly)
+	require.ErrorIs(t, long.Validate(json.RawMessage(nested(depth))), ErrTooCostly)
+}
+
+// TestFailuresHeldBounded: the library keeps every error until a
+// validation ends (four million wrong elements held 2.6 GB). A validation
+// stops once what its failures hold passes maxFailureBytes, saying what
+// failed; failures a passing subschema discards (an anyOf's other branch)
+// are not held.
+func TestFailuresHeldBounded(t *testing.T) {
+	strs, err := Compile(json.RawMessage(`{"type":"array","items":{"type":"string"}}`), "strings")
+	require.NoError(t, err)
+	const elements = 1_000_000
+	v, err := Decode([]byte("["+strings.Repeat("1,", elements-1)+"1]"), "")
+	require.NoError(t, err)
+	n := allocated(func() { err = strs.ValidateValue(v) })
+	require.ErrorIs(t, err, ErrTooCostly)
+	msg := err.Error()
+	assert.Contains(t, msg, ": expected string, but got number (keyword")
+	assert.Contains(t, msg, "at (document root): validation stopped after")
+	assert.Contains(t, msg, "failures, whose errors would hold more than 128 MiB")
+	failures := strs.g.primary.r.failures
+	assert.Less(t, failures, elements/2, "stopped well before the end")
+	// The errors held and what building them left behind; without the
+	// bound, 1.3 GB.
+	assert.Less(t, n, uint64(900<<20), "allocated %d bytes for %d failures", n, failures)
+
+	// Every element fails the first branch and passes the second: a
+	// failure an element's passing anyOf discards is not held.
+	either, err := Compile(json.RawMessage(`{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"number"}]}}`), "either")
+	require.NoError(t, err)
+	require.NoError(t, either.ValidateValue(v), "what a passing branch discards is not held")
+	require.Greater(t, either.g.primary.r.failures, elements-1)
+}
