@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -299,17 +300,17 @@ func decodeMigrate(out []byte) (json.RawMessage, error) {
 
 // decodeMessages validates messages a plugin returned by value against the
 // message schema and decodes them. field names them in errors.
-func decodeMessages(export, field string, raws []json.RawMessage) ([]abi.Message, error) {
-	return decodeMessagesAt(export, field, 0, raws)
+func decodeMessages(ctx context.Context, export, field string, raws []json.RawMessage) ([]abi.Message, error) {
+	return decodeMessagesAt(ctx, export, field, 0, raws)
 }
 
 // decodeMessagesAt is decodeMessages of raws that start at index first of
 // field, so that errors name the index in field.
-func decodeMessagesAt(export, field string, first int, raws []json.RawMessage) ([]abi.Message, error) {
+func decodeMessagesAt(ctx context.Context, export, field string, first int, raws []json.RawMessage) ([]abi.Message, error) {
 	msgs := make([]abi.Message, len(raws))
 	for i, raw := range raws {
-		if err := validateMessage(raw); err != nil {
-			return nil, invalidOutput(export, "%s[%d]: %v", field, first+i, err)
+		if err := validateMessage(ctx, raw); err != nil {
+			return nil, messageFailure(ctx, export, field, first+i, len(raw), err)
 		}
 		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
 			return nil, invalidOutput(export, "%s[%d]: %v", field, first+i, err)
@@ -325,12 +326,26 @@ func decodeMessagesAt(export, field string, first int, raws []json.RawMessage) (
 // validating each against the message schema was the largest host cost of
 // such a turn (RATIONALE: "Why does the host remember messages a plugin
 // returned by value?").
-func decodeValueMessages(cache *decodedMessages, export, field string, raws []json.RawMessage) ([]abi.Message, error) {
+func decodeValueMessages(ctx context.Context, cache *decodedMessages, export, field string, raws []json.RawMessage) ([]abi.Message, error) {
 	msgs := make([]abi.Message, len(raws))
-	if i, err := cache.decode(raws, msgs, false, validateMessage, nil); err != nil {
-		return nil, invalidOutput(export, "%s[%d]: %v", field, i, err)
+	validate := func(raw json.RawMessage) error { return validateMessage(ctx, raw) }
+	if i, err := cache.decode(raws, msgs, false, validate, nil); err != nil {
+		return nil, messageFailure(ctx, export, field, i, len(raws[i]), err)
 	}
 	return msgs, nil
+}
+
+// messageFailure is the error of message i of field, of size bytes, that
+// failed err within the call's ctx: a validation the call's deadline
+// stopped is ErrTimeout, any other failure an invalid output.
+func messageFailure(ctx context.Context, export, field string, i, size int, err error) error {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%w: the deadline passed while the host validated the plugin's %s[%d] of %d bytes", ErrTimeout, field, i, size)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return invalidOutput(export, "%s[%d]: %v", field, i, err)
 }
 
 // decodeStoredMessages decodes messages a plugin keeps in its state. The
@@ -374,11 +389,11 @@ var errBadRole = errors.New("not a message role")
 // library, which allocated 13.6 kB and 249 objects to accept a one-line
 // text message (its if/then branches each build a failure they discard),
 // and any other through the library, which says what is wrong.
-func validateMessage(raw json.RawMessage) error {
+func validateMessage(ctx context.Context, raw json.RawMessage) error {
 	if plainMessage(raw) {
 		return nil
 	}
-	return schema.Project(schemas.Message).ValidateUntrusted(raw)
+	return schema.Project(schemas.Message).ValidateUntrusted(ctx, raw)
 }
 
 // plainMessage reports whether raw is a message of the plainest shape,

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -56,7 +57,7 @@ func FuzzDecodeProvide(f *testing.F) {
 			_, _, err = p.selectFromState(abi.ExportProvide, state, statepatch.Claim{}, r.FromState, true)
 			checkDecodeErr(t, err)
 		}
-		_, err = decodeMessages(abi.ExportProvide, "messages", r.Messages)
+		_, err = decodeMessages(context.Background(), abi.ExportProvide, "messages", r.Messages)
 		checkDecodeErr(t, err)
 	})
 }
@@ -88,7 +89,7 @@ func FuzzDecodeList(f *testing.F) {
 		r, err := decodeList(b)
 		checkDecodeErr(t, err)
 		if err == nil {
-			_, err = decodeMessages(abi.ExportList, "messages", r.Messages)
+			_, err = decodeMessages(context.Background(), abi.ExportList, "messages", r.Messages)
 			checkDecodeErr(t, err)
 		}
 	})

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -67,7 +68,7 @@ func TestPlainMessage(t *testing.T) {
 			}
 			// validateMessage says what the schema says, through
 			// either path.
-			if verr := validateMessage(json.RawMessage(tc.raw)); tc.valid {
+			if verr := validateMessage(context.Background(), json.RawMessage(tc.raw)); tc.valid {
 				require.NoError(t, verr)
 			} else {
 				require.ErrorIs(t, verr, schema.ErrInvalid)
@@ -81,8 +82,8 @@ func TestPlainMessage(t *testing.T) {
 // 13.6 kB in 249 objects for it, three times a database turn).
 func TestValidateMessageAllocates(t *testing.T) {
 	raw := json.RawMessage(`{"role":"user","contents":[{"type":"text","text":"line 1"}],"source":{"type":"external"}}`)
-	require.NoError(t, validateMessage(raw))
-	assert.Zero(t, testing.AllocsPerRun(20, func() { _ = validateMessage(raw) }))
+	require.NoError(t, validateMessage(context.Background(), raw))
+	assert.Zero(t, testing.AllocsPerRun(20, func() { _ = validateMessage(context.Background(), raw) }))
 }
 
 // FuzzPlainMessage checks that the schema accepts every message

@@ -49,7 +49,7 @@ func (p *Plugin) provide(ctx context.Context, facts abi.SessionFacts, state json
 			res.raw, res.msgs, err = p.selectFromState(abi.ExportProvide, next, ncl, resp.FromState, raw)
 		case len(resp.Messages) > 0:
 			res.raw = resp.Messages
-			res.msgs, err = decodeValueMessages(&p.provided, abi.ExportProvide, "messages", resp.Messages)
+			res.msgs, err = decodeValueMessages(ctx, &p.provided, abi.ExportProvide, "messages", resp.Messages)
 		}
 		if err != nil {
 			return err
@@ -115,16 +115,16 @@ func (p *Plugin) list(ctx context.Context, facts abi.SessionFacts, state json.Ra
 	}
 	var msgs []abi.Message
 	var next string
-	err := p.invoke(ctx, abi.ExportList, r.bytes(), func(_ context.Context, out []byte) error {
+	err := p.invoke(ctx, abi.ExportList, r.bytes(), func(ctx context.Context, out []byte) error {
 		resp, err := decodeList(out)
 		if err != nil {
 			return err
 		}
 		if resp.FromState != nil {
-			msgs, next, err = p.pageFromState(state, cl, resp.FromState.Pointer, cursor, limit)
+			msgs, next, err = p.pageFromState(ctx, state, cl, resp.FromState.Pointer, cursor, limit)
 			return err
 		}
-		msgs, err = decodeMessages(abi.ExportList, "messages", resp.Messages)
+		msgs, err = decodeMessages(ctx, abi.ExportList, "messages", resp.Messages)
 		next = resp.NextCursor
 		return err
 	})

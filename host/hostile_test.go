@@ -452,6 +452,27 @@ func TestStateSchemaRecursionBounded(t *testing.T) {
 	}
 }
 
+// TestMessageValidationInTheDeadline: a message a plugin returns by
+// value is checked against the message schema within the call's
+// deadline. One of 300,000 wrong parts (7.5 MB, within the output limit)
+// took the validator about 15 s after the call had returned.
+func TestMessageValidationInTheDeadline(t *testing.T) {
+	ctx := context.Background()
+	handler := sdk.Handler(provider.Provider{})
+	msg := `{"role":"user","contents":[` + strings.Repeat(`{"type":"text","text":1},`, 300_000) + `{"type":"text","text":1}]}`
+	p, err := newHost(t, host.Config{}).LoadNative(ctx, "wide", func(ctx context.Context, export string, in []byte) ([]byte, error) {
+		if export == abi.ExportProvide {
+			return []byte(`{"messages":[` + msg + `]}`), nil
+		}
+		return handler(ctx, export, in)
+	}, host.LoadOptions{Limits: host.Limits{CallTimeout: 200 * time.Millisecond}})
+	require.NoError(t, err)
+	s := &session.Session{SchemaVersion: session.SchemaVersion, SessionID: "wide"}
+	_, err = p.Provider("history").Provide(ctx, s, nil)
+	require.ErrorIs(t, err, host.ErrTimeout)
+	assert.ErrorContains(t, err, "the deadline passed while the host validated the plugin's messages[0] of 7500053 bytes")
+}
+
 // TestStateDeepFailureBounded: a failure n subschemas deep costs the
 // schema library n² bytes, and a state failing at each of n levels n³
 // (1,500 levels: 20 GB in 11 s). The host follows a plugin's schema at

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -141,7 +142,7 @@ func TestValueMessagesValidatedOnce(t *testing.T) {
 			if tt.want != "" {
 				require.Error(t, err)
 				assert.Equal(t, 2, i)
-				_, err := decodeValueMessages(&c, "provide", "messages", tt.raws)
+				_, err := decodeValueMessages(context.Background(), &c, "provide", "messages", tt.raws)
 				require.ErrorIs(t, err, ErrInvalidOutput)
 				assert.Contains(t, err.Error(), tt.want)
 				return

@@ -290,7 +290,7 @@ const DefaultListPage = 100
 // the next one is issued while elements remain. Through the indexed
 // document this costs the page, not the history: the Doc the last store
 // left in the cache already knows where every element is.
-func (p *Plugin) pageFromState(state json.RawMessage, cl statepatch.Claim, pointer, cursor string, limit int) ([]abi.Message, string, error) {
+func (p *Plugin) pageFromState(ctx context.Context, state json.RawMessage, cl statepatch.Claim, pointer, cursor string, limit int) ([]abi.Message, string, error) {
 	start := 0
 	if cursor != "" {
 		n, err := strconv.Atoi(cursor)
@@ -323,7 +323,7 @@ func (p *Plugin) pageFromState(state json.RawMessage, cl statepatch.Claim, point
 	// schema may allow any object); that costs the page. Decoding copies
 	// what the caller keeps out of the Doc's buffer, which the next patch
 	// edits in place.
-	msgs, err := decodeMessagesAt(abi.ExportList, "from_state "+pointer+": messages", start, raws)
+	msgs, err := decodeMessagesAt(ctx, abi.ExportList, "from_state "+pointer+": messages", start, raws)
 	if err != nil {
 		return nil, "", err
 	}

@@ -145,6 +145,10 @@ type Schema struct {
 	// g, for a plugin's schema, counts every validation's steps
 	// (budget.go).
 	g *guard
+	// counted is a project schema compiled again as a plugin's is, for
+	// the documents plugins make (ValidateUntrusted), once.
+	counted     *Schema
+	countedOnce sync.Once
 }
 
 // Name is the name the schema was compiled under.
@@ -360,14 +364,36 @@ func (s *Schema) decode(doc []byte, name string) (any, error) {
 	return Decode(doc, name)
 }
 
-// ValidateUntrusted is Validate of a document a plugin made, decoded with
-// DecodeUntrusted.
-func (s *Schema) ValidateUntrusted(doc json.RawMessage) error {
+// ValidateUntrusted is ValidateContext of a document a plugin made,
+// decoded with DecodeUntrusted and checked as with a plugin's schema
+// (counted and wrapped), whatever the schema.
+func (s *Schema) ValidateUntrusted(ctx context.Context, doc json.RawMessage) error {
 	v, err := DecodeUntrusted(doc, s.name)
 	if err != nil {
 		return err
 	}
-	return s.check(context.Background(), v, "", nil)
+	return s.forUntrusted().check(ctx, v, "", nil)
+}
+
+// forUntrusted is s counted and wrapped as a plugin's schema is: s itself
+// for a plugin's, a copy compiled once for a project schema. The project's
+// schemas are the host's, but what a plugin makes can fail them in as many
+// places as a plugin's can (a message of a million wrong parts).
+func (s *Schema) forUntrusted() *Schema {
+	if s.g != nil {
+		return s
+	}
+	s.countedOnce.Do(func() {
+		raw, err := schemas.Read(s.name)
+		if err == nil {
+			s.counted, err = Compile(raw, s.name)
+		}
+		if err != nil {
+			// The embedded files are checked by the schemas tests.
+			panic(fmt.Sprintf("schema: compiling embedded %s for untrusted documents: %v", s.name, err))
+		}
+	})
+	return s.counted
 }
 
 // ValidateValue checks a value: either JSON decoded into any (maps, slices,
