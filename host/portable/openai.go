@@ -2,6 +2,7 @@ package portable
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -138,7 +139,7 @@ func (r *Reader) openAIMessage() (abi.Message, error) {
 	}
 	b, err := json.Marshal(m)
 	if err == nil {
-		err = messageSchema().Validate(b)
+		err = messageSchema().ValidateCounted(context.Background(), b)
 	}
 	if err != nil {
 		return abi.Message{}, fmt.Errorf("%w: %w", ErrInvalidMessage, err)

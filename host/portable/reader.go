@@ -1,6 +1,7 @@
 package portable
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -248,7 +249,7 @@ func (r *Reader) readSession() error {
 	if err != nil {
 		return err
 	}
-	if err := sessionSchema().Validate(raw); err != nil {
+	if err := sessionSchema().ValidateCounted(context.Background(), raw); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrMalformed, memberSession, err)
 	}
 	var d docSession
@@ -421,7 +422,7 @@ func (r *Reader) nextMessage() (m abi.Message, ok bool, err error) {
 	if err != nil {
 		return m, false, err
 	}
-	if err := messageSchema().Validate(raw); err != nil {
+	if err := messageSchema().ValidateCounted(context.Background(), raw); err != nil {
 		return m, false, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {

@@ -142,3 +142,21 @@ func TestProjectSchemaUntrusted(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.Contains(t, err.Error(), "schema message.json: at /contents/0/text: expected string, but got number (keyword message.json#/")
 }
+
+// TestValidateCounted: a document from outside the host (a file to
+// import) is read as written, a long number too, and checked with the
+// counted, wrapped copy of a project schema.
+func TestValidateCounted(t *testing.T) {
+	ms := Project(schemas.Message)
+	long := `{"role":"user","contents":[{"type":"text","text":"hi"}],"usage":{"input_tokens":1` + strings.Repeat("0", 1200) + `}}`
+	require.ErrorContains(t, ms.ValidateUntrusted(context.Background(), json.RawMessage(long)), "the host validates numbers of at most 1000 characters")
+	err := ms.ValidateCounted(context.Background(), json.RawMessage(long))
+	if err != nil {
+		assert.NotContains(t, err.Error(), "numbers of at most")
+	}
+	require.NotNil(t, ms.counted, "the counted copy checked it")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	msg := `{"role":"user","contents":[` + strings.Repeat(`{"type":"text","text":1},`, 2000) + `{"type":"text","text":1}]}`
+	require.ErrorIs(t, ms.ValidateCounted(ctx, json.RawMessage(msg)), context.Canceled, "the counted copy stops with its context")
+}

@@ -375,6 +375,18 @@ func (s *Schema) ValidateUntrusted(ctx context.Context, doc json.RawMessage) err
 	return s.forUntrusted().check(ctx, v, "", nil)
 }
 
+// ValidateCounted is ValidateContext of a document from outside the host
+// that is read as written (a file to import, whose numbers are not
+// bounded as a plugin's are), checked as with a plugin's schema (counted
+// and wrapped), whatever the schema.
+func (s *Schema) ValidateCounted(ctx context.Context, doc json.RawMessage) error {
+	v, err := Decode(doc, s.name)
+	if err != nil {
+		return err
+	}
+	return s.forUntrusted().check(ctx, v, "", nil)
+}
+
 // forUntrusted is s counted and wrapped as a plugin's schema is: s itself
 // for a plugin's, a copy compiled once for a project schema. The project's
 // schemas are the host's, but what a plugin makes can fail them in as many
