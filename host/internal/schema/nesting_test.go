@@ -120,8 +120,10 @@ func TestFailuresHeldBounded(t *testing.T) {
 	// failure an element's passing anyOf discards is not held.
 	either, err := Compile(json.RawMessage(`{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"number"}]}}`), "either")
 	require.NoError(t, err)
-	require.NoError(t, either.ValidateValue(v), "what a passing branch discards is not held")
-	require.Greater(t, either.g.primary.r.failures, elements-1)
+	// 400,000 failures held would pass the bound.
+	some := v.([]any)[:400_000]
+	require.NoError(t, either.ValidateValue(some), "what a passing branch discards is not held")
+	require.Equal(t, len(some), either.g.primary.r.failures)
 }
 
 // TestProjectSchemaUntrusted: a plugin's message is checked against the
