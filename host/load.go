@@ -261,23 +261,10 @@ func (h *Host) finish(ctx context.Context, p *Plugin) error {
 	if !isNull(info.InitialState) {
 		p.initial = info.InitialState
 	}
-	// What the plugin declared is validated within a call's deadline, as
-	// a state it returns is: its schema is the plugin's.
-	vctx, cancel := context.WithTimeout(ctx, p.limits.CallTimeout)
-	defer cancel()
-	if err := p.validateState(vctx, p.initial); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("host: %s: validating initial_state: %w", info.Name, ctx.Err())
-		}
-		if vctx.Err() != nil {
-			return fmt.Errorf("%w: %s: validating initial_state with state_schema took longer than the call timeout (%v): simplify either", ErrInvalidPlugin, info.Name, p.limits.CallTimeout)
-		}
-		return fmt.Errorf("%w: %s: initial_state: %w", ErrInvalidPlugin, info.Name, err)
+	if err := p.checkInitial(ctx); err != nil {
+		return err
 	}
-	if err := p.checkConfig(vctx); err != nil {
-		if ctx.Err() == nil && vctx.Err() != nil {
-			return fmt.Errorf("%w: plugin %s: validating the config with config_schema took longer than the call timeout (%v): simplify the config or the schema", ErrInvalidConfig, p.name, p.limits.CallTimeout)
-		}
+	if err := p.checkConfig(ctx); err != nil {
 		return err
 	}
 	p.omitState = map[string]bool{}
@@ -287,8 +274,26 @@ func (h *Host) finish(ctx context.Context, p *Plugin) error {
 	return h.track(p)
 }
 
+// checkInitial validates initial_state against state_schema within a
+// call's deadline of its own, as a state a call returns is: the schema is
+// the plugin's.
+func (p *Plugin) checkInitial(ctx context.Context) error {
+	vctx, cancel := context.WithTimeout(ctx, p.limits.CallTimeout)
+	defer cancel()
+	err := p.validateState(vctx, p.initial)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("host: %s: validating initial_state: %w", p.info.Name, ctx.Err())
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %s: validating initial_state with state_schema took longer than the call timeout (%v): simplify either", ErrInvalidPlugin, p.info.Name, p.limits.CallTimeout)
+	}
+	return fmt.Errorf("%w: %s: initial_state: %w", ErrInvalidPlugin, p.info.Name, err)
+}
+
 // checkConfig validates the operator's config against config_schema (by
-// default: any object).
+// default: any object), within a call's deadline of its own.
 func (p *Plugin) checkConfig(ctx context.Context) error {
 	cfg := p.config
 	if isNull(cfg) {
@@ -303,7 +308,16 @@ func (p *Plugin) checkConfig(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidPlugin, p.name, err)
 	}
-	if err := s.ValidateContext(ctx, cfg); err != nil {
+	vctx, cancel := context.WithTimeout(ctx, p.limits.CallTimeout)
+	defer cancel()
+	err = s.ValidateContext(vctx, cfg)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return fmt.Errorf("host: %s: validating the config: %w", p.name, ctx.Err())
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: plugin %s: validating the config with config_schema took longer than the call timeout (%v): simplify the config or the schema", ErrInvalidConfig, p.name, p.limits.CallTimeout)
+	default:
 		return fmt.Errorf("%w: plugin %s: %w", ErrInvalidConfig, p.name, err)
 	}
 	return nil

@@ -74,6 +74,10 @@ type run struct {
 	failures int
 	last     error
 	deepAt   string
+	// work is the bytes the failures' keyword locations copied;
+	// workCheck when the context is next looked at for it.
+	work      int
+	workCheck int
 }
 
 // stopped is the panic that ends a run, and why: err is the context's
@@ -90,10 +94,11 @@ const (
 	stopContext
 	stopDeep
 	stopHeld
+	stopWork
 )
 
 func (r *run) start(ctx context.Context, doc any) {
-	*r = run{cost: r.cost, maxDepth: r.maxDepth, locPer: r.locPer, ctx: ctx, doc: doc, check: checkEvery, limit: baseSteps}
+	*r = run{cost: r.cost, maxDepth: r.maxDepth, locPer: r.locPer, ctx: ctx, doc: doc, check: checkEvery, limit: baseSteps, workCheck: workCheckEvery}
 }
 
 // tick counts a subschema evaluated on v: one step, extra more, and one
@@ -305,13 +310,17 @@ func (r *run) stoppedError(name, at string, kind stopKind) error {
 		e.Problems = []Problem{{InstanceLocation: at + r.deepAt, Message: fmt.Sprintf(
 			"validation stopped %d subschemas deep (a member, an element, a reference or a branch each), as deep as the host follows this schema: nest the document or the schema less deeply",
 			r.maxDepth)}}
-	case stopHeld:
-		if ve, ok := convert(name, r.last, at).(*ValidationError); ok {
-			e.Problems = ve.Problems[:min(len(ve.Problems), maxProblems-1)]
+	case stopHeld, stopWork:
+		if ve, ok := convert(name, r.last, at).(*ValidationError); ok && len(ve.Problems) > 0 {
+			e.Problems = ve.Problems[:1]
+		}
+		why := fmt.Sprintf("whose errors would hold more than %d MiB", maxFailureBytes>>20)
+		if kind == stopWork {
+			why = fmt.Sprintf("whose locations, up to %d subschemas deep, would copy more than %d MiB", r.maxDepth, maxFailureWork>>20)
 		}
 		e.Problems = append(e.Problems, Problem{InstanceLocation: at, Message: fmt.Sprintf(
-			"validation stopped after %d failures, whose errors would hold more than %d MiB: fix the failures above, which the document repeats",
-			r.failures, maxFailureBytes>>20)})
+			"validation stopped after %d failures, %s: the document, or a branch of the schema it tries, fails in too many places, such as the one before",
+			r.failures, why)})
 	default:
 		e.Problems = []Problem{{InstanceLocation: at, Message: fmt.Sprintf(
 			"validation stopped after %d steps, twice what a schema of its size takes for this document: the schema evaluates its subschemas for the same values along more paths than it has (such as a recursion naming itself twice at each level)",

@@ -342,4 +342,20 @@ func TestPatternPropertiesNamesBounded(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.ErrorContains(t, err, "at (document root): a member name of 1048576 bytes is too long to match against patternProperties of about 1003 instructions")
 	assert.Less(t, len(err.Error()), 400)
+
+	// The same through one edit's check (Local), which validates the
+	// wrapper of the edited value's schema, not what it wraps; and an
+	// edit whose path has such a name leaves it to the whole document's.
+	inner, err := Compile(json.RawMessage(`{"properties":{"x":{"patternProperties":{"^[a-z]{1000}":{"type":"string"}}}},
+		"additionalProperties":{"patternProperties":{"^[a-z]{1000}":{"type":"object"}}}}`), "names")
+	require.NoError(t, err)
+	l, ok := inner.Local(Edit{Key: "x", Kind: Replace})
+	require.True(t, ok)
+	err = l.Validate(json.RawMessage(`{"`+strings.Repeat("x", 1<<20)+`":"s"}`), "/x")
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "at /x: a member name of 1048576 bytes is too long")
+	_, ok = inner.Local(Edit{Path: []Step{{Token: "y"}}, Key: strings.Repeat("x", 1<<20), Kind: Insert})
+	assert.False(t, ok, "a name past the bound in the path")
+	_, ok = inner.Local(Edit{Path: []Step{{Token: "y"}}, Key: "k", Kind: Insert})
+	assert.True(t, ok)
 }

@@ -132,6 +132,7 @@ func (s *Schema) Local(e Edit) (l Local, ok bool) {
 		return Local{}, false
 	}
 	for _, c := range set {
+		c := unwrap(c)
 		if e.ContainerArray {
 			if len(c.PrefixItems) > 0 || c.AdditionalItems != nil {
 				return Local{}, false
@@ -164,7 +165,7 @@ func (s *Schema) Local(e Edit) (l Local, ok bool) {
 	}
 	out := vs[:0:0]
 	for _, v := range vs {
-		if v.Always != nil && *v.Always {
+		if a := unwrap(v).Always; a != nil && *a {
 			continue
 		}
 		out = append(out, v)
@@ -178,12 +179,16 @@ func (s *Schema) Local(e Edit) (l Local, ok bool) {
 // expand adds the targets of $ref to a set of schemas that all apply at one
 // location (in 2020-12 $ref applies alongside its sibling keywords). It
 // declines on dynamic references, whose target depends on the path taken.
+//
+// A set holds schemas as references reach them: a guarded schema's
+// wrappers (nest), so that a Local validates through their bounds; every
+// look at a member's keywords unwraps it.
 func expand(set []*jsonschema.Schema) ([]*jsonschema.Schema, bool) {
 	var out []*jsonschema.Schema
 	seen := map[*jsonschema.Schema]bool{}
-	var add func(s *jsonschema.Schema) bool
-	add = func(s *jsonschema.Schema) bool {
-		s = unwrap(s)
+	var add func(w *jsonschema.Schema) bool
+	add = func(w *jsonschema.Schema) bool {
+		s := unwrap(w)
 		if s == nil || seen[s] {
 			return true
 		}
@@ -191,7 +196,7 @@ func expand(set []*jsonschema.Schema) ([]*jsonschema.Schema, bool) {
 		if s.DynamicRef != nil || s.RecursiveRef != nil {
 			return false
 		}
-		out = append(out, s)
+		out = append(out, w)
 		return add(s.Ref)
 	}
 	for _, s := range set {
@@ -207,13 +212,13 @@ func expand(set []*jsonschema.Schema) ([]*jsonschema.Schema, bool) {
 func roots(set []*jsonschema.Schema) []*jsonschema.Schema {
 	reached := map[*jsonschema.Schema]bool{}
 	for _, s := range set {
-		for r := unwrap(s.Ref); r != nil && !reached[r]; r = unwrap(r.Ref) {
+		for r := unwrap(unwrap(s).Ref); r != nil && !reached[r]; r = unwrap(r.Ref) {
 			reached[r] = true
 		}
 	}
 	out := set[:0:0]
 	for _, s := range set {
-		if !reached[s] {
+		if !reached[unwrap(s)] {
 			out = append(out, s)
 		}
 	}
@@ -225,6 +230,7 @@ func roots(set []*jsonschema.Schema) []*jsonschema.Schema {
 // document was valid before and the location keeps its type.
 func transparent(set []*jsonschema.Schema) bool {
 	for _, s := range set {
+		s := unwrap(s)
 		switch {
 		case s.Always != nil && !*s.Always,
 			len(s.Constant) > 0, len(s.Enum) > 0,
@@ -244,6 +250,7 @@ func transparent(set []*jsonschema.Schema) bool {
 func child(set []*jsonschema.Schema, key string, array bool) ([]*jsonschema.Schema, bool) {
 	var next []*jsonschema.Schema
 	for _, s := range set {
+		s := unwrap(s)
 		if array {
 			if len(s.PrefixItems) > 0 || s.AdditionalItems != nil {
 				return nil, false
@@ -258,6 +265,9 @@ func child(set []*jsonschema.Schema, key string, array bool) ([]*jsonschema.Sche
 				next = append(next, s.Items2020)
 			}
 			continue
+		}
+		if len(s.PatternProperties) > 0 && len(key)*keyCost(s) > maxPatternWork {
+			return nil, false // the whole document's check refuses the name (enter)
 		}
 		matched := false
 		if p, ok := s.Properties[key]; ok {

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"fmt"
 	"math"
 	"net/url"
 	"slices"
@@ -47,10 +48,14 @@ const (
 	// value its message quotes: the error, its message, its place in its
 	// parent's list.
 	errorBytes = 256
-	// workPerStep: a failure counts a step more per so many bytes its
-	// keyword locations copy, so that the context is looked at as often
-	// as work goes on.
-	workPerStep = 4096
+	// maxFailureWork bounds the bytes the keyword locations of a
+	// validation's failures copy, and workCheckEvery is how many pass
+	// between two looks at the context, which steps do not see.
+	maxFailureWork = 1 << 30
+	workCheckEvery = 16 << 20
+	// maxPiece bounds a piece of keyword location, so that the nesting
+	// allowed stays above 16.
+	maxPiece = 8 << 10
 )
 
 // enter is the one keyword of a wrapper.
@@ -81,7 +86,7 @@ func (e enter) Validate(ctx jsonschema.ValidationContext, v any) error {
 		}
 	}
 	r.depth++
-	mark := r.held
+	mark, below := r.held, r.failures
 	err := ctx.Validate(e.inner, "", v, "")
 	k := r.depth
 	r.depth--
@@ -90,10 +95,11 @@ func (e enter) Validate(ctx jsonschema.ValidationContext, v any) error {
 		return nil
 	}
 	// The errors this level built: the one returned, and those it wraps
-	// (the keywords of inner that failed; a subschema's count twice).
+	// but for the failures below, which counted their own (a level that
+	// passes its only failure up builds none, and counts one).
 	n := 1
 	if ve, ok := err.(*jsonschema.ValidationError); ok {
-		n += len(ve.Causes)
+		n = max(1, 1+len(ve.Causes)-(r.failures-below))
 	}
 	held := e.held + k*r.locPer
 	if s, ok := v.(string); ok && e.quotes {
@@ -101,11 +107,22 @@ func (e enter) Validate(ctx jsonschema.ValidationContext, v any) error {
 	}
 	r.held += n * held
 	r.failures++
-	if r.held > maxFailureBytes {
+	r.work += n * k * k * r.locPer
+	switch {
+	case r.held > maxFailureBytes:
 		r.last = err
 		panic(stopped{kind: stopHeld})
+	case r.work > maxFailureWork:
+		r.last = err
+		panic(stopped{kind: stopWork})
+	case r.work >= r.workCheck:
+		r.workCheck = r.work + workCheckEvery
+		if r.ctx != nil {
+			if err := r.ctx.Err(); err != nil {
+				panic(stopped{kind: stopContext, err: err})
+			}
+		}
 	}
-	r.tick(nil, n*k*k*r.locPer/workPerStep)
 	return err
 }
 
@@ -134,6 +151,7 @@ func nest(root *jsonschema.Schema, r *run) {
 		return strings.HasPrefix(s.Location, schemas.BaseID) && !perElement[s]
 	})
 	// Each level adds the link's piece and the wrapper's empty one.
+	// Compile refuses a piece past maxPiece (checkPieces).
 	r.locPer = piece + 2
 	r.maxDepth = min(maxNesting, int(math.Sqrt(float64(nestingWork/r.locPer))))
 	for _, s := range all {
@@ -154,6 +172,21 @@ func nest(root *jsonschema.Schema, r *run) {
 			}},
 		}
 	}
+}
+
+// checkPieces refuses a schema with a piece of keyword location past
+// maxPiece: a property name, a pattern or a dependency name so long that
+// hardly any nesting would be allowed.
+func checkPieces(root *jsonschema.Schema) error {
+	piece := 0
+	walkSchemas(root, func(s *jsonschema.Schema) bool {
+		piece = max(piece, longestPiece(s))
+		return piece <= maxPiece
+	})
+	if piece > maxPiece {
+		return fmt.Errorf("a property name, pattern or dependency name of %d bytes (escaped) makes each level of a failure's location too long; at most %d", piece, maxPiece)
+	}
+	return nil
 }
 
 // unwrap is the schema whose keywords a wrapper stands for (s itself

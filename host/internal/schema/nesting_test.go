@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -109,7 +110,8 @@ func TestFailuresHeldBounded(t *testing.T) {
 	msg := err.Error()
 	assert.Contains(t, msg, ": expected string, but got number (keyword")
 	assert.Contains(t, msg, "at (document root): validation stopped after")
-	assert.Contains(t, msg, "failures, whose errors would hold more than 128 MiB")
+	assert.Contains(t, msg, "failures, whose errors would hold more than 128 MiB: the document, or a branch of the schema it tries, fails in too many places")
+	assert.Equal(t, 1, strings.Count(msg, "expected string"), "one failure, then why it stopped")
 	failures := strs.g.primary.r.failures
 	assert.Less(t, failures, elements/2, "stopped well before the end")
 	// The errors held and what building them left behind; without the
@@ -161,4 +163,67 @@ func TestValidateCounted(t *testing.T) {
 	cancel()
 	msg := `{"role":"user","contents":[` + strings.Repeat(`{"type":"text","text":1},`, 2000) + `{"type":"text","text":1}]}`
 	require.ErrorIs(t, ms.ValidateCounted(ctx, json.RawMessage(msg)), context.Canceled, "the counted copy stops with its context")
+}
+
+// TestFailureWorkBounded: failures deep in a document each copy their
+// keyword location, n² bytes at n levels. A document failing 300 times
+// 200 subschemas deep is reported as before; past 1 GiB of copying, as
+// estimated, the validation stops, saying why.
+func TestFailureWorkBounded(t *testing.T) {
+	s, err := Compile(json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"#"},"l":{"type":"array","items":{"type":"string"}}}}`), "deep")
+	require.NoError(t, err)
+	doc := func(levels, elements int) string {
+		return strings.Repeat(`{"a":`, levels) + `{"l":[` + strings.Repeat("1,", elements) + `1]}` + strings.Repeat("}", levels)
+	}
+	err = s.Validate(json.RawMessage(doc(100, 300)))
+	require.ErrorIs(t, err, ErrInvalid)
+	require.NotErrorIs(t, err, ErrTooCostly)
+	assert.Contains(t, err.Error(), "/l/0: expected string, but got number")
+	assert.Contains(t, err.Error(), "and 296 more")
+
+	var n uint64
+	n = allocated(func() { err = s.Validate(json.RawMessage(doc(100, 5000))) })
+	require.ErrorIs(t, err, ErrTooCostly)
+	assert.Contains(t, err.Error(), "whose locations, up to 256 subschemas deep, would copy more than 1024 MiB")
+	assert.Less(t, n, uint64(3<<30), "allocated %d bytes", n)
+}
+
+// TestPluginSchemaOwnsItsSchemas: the library resolves a reference to a
+// JSON Schema meta-schema to its own process-wide copy, which wrapping
+// would rewrite for every later compile (one stopped validation then
+// made a plain Compile panic); and an $id under the project's base would
+// pass a plugin's schemas off as the project's, which are wrapped less.
+// Both are refused; naming a project schema is not.
+func TestPluginSchemaOwnsItsSchemas(t *testing.T) {
+	for raw, says := range map[string]string{
+		`{"$ref":"https://json-schema.org/draft/2020-12/schema"}`:                             "it refers to the meta-schema https://json-schema.org/draft/2020-12/schema",
+		`{"properties":{"s":{"$ref":"https://json-schema.org/draft/2020-12/meta/core"}}}`:     "it refers to the meta-schema",
+		`{"$id":"https://wasmhist.dev/schemas/v1/evil.json","properties":{"a":{"$ref":"#"}}}`: "its $id https://wasmhist.dev/schemas/v1/evil.json is under https://wasmhist.dev/schemas/v1/",
+		`{"$id":"https://wasmhist.dev/schemas/v1/message.json","type":"object"}`:              "its $id https://wasmhist.dev/schemas/v1/message.json is under",
+	} {
+		_, err := Compile(json.RawMessage(raw), "p")
+		require.ErrorIs(t, err, ErrBadSchema, raw)
+		assert.ErrorContains(t, err, says, raw)
+	}
+	_, err := Compile(json.RawMessage(`{"items":{"$ref":"`+schemas.ID(schemas.Message)+`"}}`), "p")
+	require.NoError(t, err)
+	_, err = Compile(json.RawMessage(`{"properties":{"`+strings.Repeat("n", maxPiece)+`":true}}`), "p")
+	require.ErrorIs(t, err, ErrBadSchema)
+	assert.ErrorContains(t, err, "makes each level of a failure's location too long")
+}
+
+// TestClip: a long location keeps its start and end; a location the
+// marker would not shorten is kept whole.
+func TestClip(t *testing.T) {
+	for _, n := range []int{0, clipAt, clipAt + 1, clipAt + 24, clipAt + 25, 1000, 1 << 20} {
+		loc := strings.Repeat("/é", n/3) + strings.Repeat("a", n%3)
+		got := clip(loc)
+		assert.LessOrEqual(t, len(got), len(loc), "%d bytes", len(loc))
+		assert.LessOrEqual(t, len(got), clipAt+24, "%d bytes", len(loc))
+		assert.True(t, utf8.ValidString(got))
+		if len(loc) > clipAt+24 {
+			assert.Contains(t, got, "bytes)…")
+			assert.True(t, strings.HasPrefix(loc, strings.SplitN(got, "…", 2)[0]))
+		}
+	}
 }

@@ -84,7 +84,7 @@ const clipAt = 160
 // clip shortens a long location to its start and end, which say where
 // it is, so that a message stays within a line or two.
 func clip(loc string) string {
-	if len(loc) <= clipAt {
+	if len(loc) <= clipAt+24 { // what the marker would take
 		return loc
 	}
 	head, tail := clipAt*2/3, len(loc)-clipAt/4
@@ -224,6 +224,14 @@ func compileRoot(raw json.RawMessage, name string) (*jsonschema.Schema, error) {
 	}
 	c := newCompiler()
 	c.Formats["regex"] = isBoundedRegex
+	loaded := map[string]bool{}
+	c.LoadURL = func(u string) (io.ReadCloser, error) {
+		rc, err := loadProject(u)
+		if err == nil {
+			loaded[u] = true
+		}
+		return rc, err
+	}
 	u := pluginBase + url.PathEscape(name) + ".json"
 	if err := c.AddResource(u, bytes.NewReader(raw)); err != nil {
 		return nil, fmt.Errorf("%w: %s: %s", ErrBadSchema, name, trimLib(err))
@@ -235,9 +243,42 @@ func compileRoot(raw json.RawMessage, name string) (*jsonschema.Schema, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %s", ErrBadSchema, name, trimLib(err))
 	}
+	err = ownSchemas(s, raw, loaded)
+	if err == nil {
+		err = checkPieces(s)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadSchema, name, err)
+	}
 	checkPatternsByHand(s)
 	boundPatterns(s)
 	return s, nil
+}
+
+// ownSchemas checks that every schema under root is this compile's own,
+// which the host may rewrite (nest, boundPatterns): the plugin's, or a
+// project schema read for it (loaded, by resource URL). The library
+// resolves a reference to a JSON Schema meta-schema to its own
+// process-wide copy, without asking the loader; and a plugin's $id under
+// schemas.BaseID would pass its schemas off as the project's, which are
+// trusted to be few levels deep (nest). raw is the schema compiled,
+// which may be a project schema itself (Schema.forUntrusted).
+func ownSchemas(root *jsonschema.Schema, raw []byte, loaded map[string]bool) error {
+	var err error
+	walkSchemas(root, func(s *jsonschema.Schema) bool {
+		res, _, _ := strings.Cut(s.Location, "#")
+		switch {
+		case strings.HasPrefix(res, "https://json-schema.org/"), strings.HasPrefix(res, "http://json-schema.org/"):
+			err = fmt.Errorf("it refers to the meta-schema %s: a plugin's schema may refer only to itself and to %s*", res, schemas.BaseID)
+		case strings.HasPrefix(res, schemas.BaseID) && !loaded[res]:
+			if b, rerr := schemas.Read(strings.TrimPrefix(res, schemas.BaseID)); rerr == nil && bytes.Equal(b, raw) {
+				return true
+			}
+			err = fmt.Errorf("its $id %s is under %s, which names the host's own schemas: choose another $id", res, schemas.BaseID)
+		}
+		return err == nil
+	})
+	return err
 }
 
 func trimLib(err error) string {
