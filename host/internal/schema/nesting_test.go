@@ -181,8 +181,7 @@ func TestFailureWorkBounded(t *testing.T) {
 	assert.Contains(t, err.Error(), "/l/0: expected string, but got number")
 	assert.Contains(t, err.Error(), "and 296 more")
 
-	var n uint64
-	n = allocated(func() { err = s.Validate(json.RawMessage(doc(100, 5000))) })
+	n := allocated(func() { err = s.Validate(json.RawMessage(doc(100, 5000))) })
 	require.ErrorIs(t, err, ErrTooCostly)
 	assert.Contains(t, err.Error(), "whose locations, up to 256 subschemas deep, would copy more than 1024 MiB")
 	assert.Less(t, n, uint64(3<<30), "allocated %d bytes", n)
