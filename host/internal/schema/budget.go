@@ -159,18 +159,53 @@ func size(v any) int {
 // step is the extension every subschema of a guarded schema carries.
 // perByte: the subschema reads a string whole (a format, a pattern, an
 // enum or const, a content keyword), and quotes it whole in a failure.
+//
+// own is what the subschema's keywords read of the schema itself at each
+// evaluation (ownSteps); unique and patterns say what they read of the
+// value beyond its members: uniqueItems compares elements whole, and each
+// member name is matched against every patternProperties name.
 type step struct {
-	r       *run
-	perByte bool
+	r        *run
+	perByte  bool
+	own      int
+	unique   bool
+	patterns int
 }
 
 func (s step) Validate(_ jsonschema.ValidationContext, v any) error {
-	w := 0
-	if str, ok := v.(string); ok && s.perByte {
-		w = len(str) / bytesPerStep
+	w := s.own
+	switch v := v.(type) {
+	case string:
+		if s.perByte {
+			w += len(v) / bytesPerStep
+		}
+	case []any:
+		if s.unique {
+			w += size(v)
+		}
+	case map[string]any:
+		w += len(v) * s.patterns
 	}
 	s.r.tick(v, w)
 	return nil
+}
+
+// ownSteps is what the keywords of s read of the schema at each
+// evaluation, in steps: the properties it names, the names it requires,
+// its dependencies, and its enum and const values, as size counts a
+// document (an enum of 20,000 numbers parses two numbers per value).
+func ownSteps(s *jsonschema.Schema) int {
+	n := len(s.Properties) + len(s.Required) + len(s.Dependencies) + len(s.DependentSchemas)
+	for _, names := range s.DependentRequired {
+		n += len(names)
+	}
+	for _, e := range s.Enum {
+		n += size(e)
+	}
+	for _, c := range s.Constant {
+		n += size(c)
+	}
+	return n
 }
 
 // guard holds the compiled copies of a plugin's schema, each with its own
@@ -206,7 +241,7 @@ func guardSteps(root *jsonschema.Schema, r *run) {
 		// These read a string whole, and a failure quotes it whole.
 		perByte := s.Format != "" || s.Pattern != nil || pattern || len(s.Enum) > 0 || len(s.Constant) > 0 ||
 			s.ContentEncoding != "" || s.ContentMediaType != ""
-		s.Extensions["wasmhist-step"] = step{r: r, perByte: perByte}
+		s.Extensions["wasmhist-step"] = step{r: r, perByte: perByte, own: ownSteps(s), unique: s.UniqueItems, patterns: len(s.PatternProperties)}
 		return true
 	})
 }

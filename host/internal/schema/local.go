@@ -371,7 +371,11 @@ func subschemas(s *jsonschema.Schema) []*jsonschema.Schema {
 const MaxSchemaCost = 200_000
 
 // cost is a schema's cost (MaxSchemaCost), saturating just past the bound.
-func cost(root *jsonschema.Schema) int {
+func cost(root *jsonschema.Schema) int { return costOf(root, nil) }
+
+// costOf is cost with each subschema counting 1 and own(s) more, where
+// own is not nil.
+func costOf(root *jsonschema.Schema, own func(*jsonschema.Schema) int) int {
 	memo := map[*jsonschema.Schema]int{}
 	var f func(s *jsonschema.Schema) int
 	f = func(s *jsonschema.Schema) int {
@@ -383,6 +387,9 @@ func cost(root *jsonschema.Schema) int {
 		}
 		memo[s] = 0
 		n := 1
+		if own != nil {
+			n += own(s)
+		}
 		for _, c := range subschemas(s) {
 			if n += f(c); n > MaxSchemaCost {
 				n = MaxSchemaCost + 1

@@ -44,10 +44,9 @@ const (
 	maxNesting      = 256
 	nestingWork     = 2 << 20
 	maxFailureBytes = 128 << 20
-	// errorBytes is what one error holds beside its locations and any
-	// value its message quotes: the error, its message, its place in its
-	// parent's list.
-	errorBytes = 256
+	// errorBytes is what one error holds beside its strings: itself and
+	// its place in its parent's list.
+	errorBytes = 112
 	// maxFailureWork bounds the bytes the keyword locations of a
 	// validation's failures copy, and workCheckEvery is how many pass
 	// between two looks at the context, which steps do not see.
@@ -62,13 +61,8 @@ const (
 type enter struct {
 	r     *run
 	inner *jsonschema.Schema
-	// held is what each error inner's failure builds holds at least: the
-	// error and its absolute keyword location.
-	held int
-	// quotes: inner's format quotes a failing string whole.
-	quotes bool
-	// keyCost is the size of inner's largest patternProperties name,
-	// which the library matches against every member name.
+	// keyCost is the sizes of inner's patternProperties names summed:
+	// the library matches every member name against each.
 	keyCost int
 }
 
@@ -81,12 +75,12 @@ func (e enter) Validate(ctx jsonschema.ValidationContext, v any) error {
 	if m, ok := v.(map[string]any); ok && e.keyCost > 0 {
 		for k := range m {
 			if len(k)*e.keyCost > maxPatternWork {
-				return ctx.Error("patternProperties", "a member name of %d bytes is too long to match against patternProperties of about %d instructions within the host's bound: shorten the name or the pattern", len(k), e.keyCost)
+				return ctx.Error("patternProperties", "a member name of %d bytes is too long to match against patternProperties of about %d instructions in all within the host's bound: shorten the name or the patterns", len(k), e.keyCost)
 			}
 		}
 	}
 	r.depth++
-	mark, below := r.held, r.failures
+	mark := r.held
 	err := ctx.Validate(e.inner, "", v, "")
 	k := r.depth
 	r.depth--
@@ -94,20 +88,8 @@ func (e enter) Validate(ctx jsonschema.ValidationContext, v any) error {
 		r.held = mark
 		return nil
 	}
-	// The errors this level built: the one returned, and those it wraps
-	// but for the failures below, which counted their own (a level that
-	// passes its only failure up builds none, and counts one).
-	n := 1
-	if ve, ok := err.(*jsonschema.ValidationError); ok {
-		n = max(1, 1+len(ve.Causes)-(r.failures-below))
-	}
-	held := e.held + k*r.locPer
-	if s, ok := v.(string); ok && e.quotes {
-		held += len(s)
-	}
-	r.held += n * held
 	r.failures++
-	r.work += n * k * k * r.locPer
+	r.count(err, k)
 	switch {
 	case r.held > maxFailureBytes:
 		r.last = err
@@ -124,6 +106,37 @@ func (e enter) Validate(ctx jsonschema.ValidationContext, v any) error {
 		}
 	}
 	return err
+}
+
+// counted marks an error a wrapper has counted: it replaces the error's
+// relative keyword location, which nothing here reads (convert reports
+// the absolute one), and so frees what that held.
+const counted = "\x00"
+
+// count adds what the errors of a failure k wrappers deep that no
+// wrapper counted yet hold, and what building them copied: each error's
+// strings (its message may quote a long value or a long list of the
+// schema's), and its keyword location once per level it was written
+// out over. A level that passes a failure up unchanged adds nothing.
+func (r *run) count(err error, k int) {
+	ve, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		r.held += errorBytes
+		return
+	}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if e.KeywordLocation == counted {
+			return
+		}
+		r.work += len(e.KeywordLocation)*k + len(e.Message)
+		r.held += errorBytes + len(e.Message) + len(e.InstanceLocation) + len(e.AbsoluteKeywordLocation) + 8*len(e.Causes)
+		e.KeywordLocation = counted
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
 }
 
 // nest splits every subschema under root (root too) into a wrapper and
@@ -165,10 +178,7 @@ func nest(root *jsonschema.Schema, r *run) {
 			MinProperties: -1, MaxProperties: -1, MinItems: -1, MaxItems: -1,
 			MinContains: 1, MaxContains: -1, MinLength: -1, MaxLength: -1,
 			Extensions: map[string]jsonschema.ExtSchema{"wasmhist-enter": enter{
-				r: r, inner: inner,
-				held:    errorBytes + len(inner.Location),
-				quotes:  inner.Format != "",
-				keyCost: keyCost(inner),
+				r: r, inner: inner, keyCost: keyCost(inner),
 			}},
 		}
 	}
@@ -201,12 +211,13 @@ func unwrap(s *jsonschema.Schema) *jsonschema.Schema {
 	return s
 }
 
-// keyCost is the size of the largest patternProperties name of s.
+// keyCost is what matching one byte of a member name against every
+// patternProperties name of s costs: their sizes summed.
 func keyCost(s *jsonschema.Schema) int {
 	n := 0
 	for re := range s.PatternProperties {
 		c, _ := regexCost(re.String())
-		n = max(n, c, 1)
+		n += max(c, 1)
 	}
 	return n
 }

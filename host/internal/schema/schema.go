@@ -166,7 +166,29 @@ func newCompiler() *jsonschema.Compiler {
 	// default (annotation only) would silently accept garbage timestamps.
 	c.AssertFormat = true
 	c.LoadURL = loadProject
+	for name, f := range jsonschema.Formats {
+		if slices.Contains(shortFormats, name) {
+			c.Formats[name] = shortFormat(f)
+		}
+	}
 	return c
+}
+
+// shortFormats name formats whose values are short (a date, an address),
+// of which the library checks some in time quadratic in the length (a
+// duration of 400 KB took 21 s), so a longer string is not valid.
+var shortFormats = []string{"date-time", "date", "time", "duration", "period", "hostname", "email", "ip-address", "ipv4", "ipv6", "uuid"}
+
+// maxShortFormat is the longest string a short format accepts.
+const maxShortFormat = 1 << 10
+
+func shortFormat(f func(any) bool) func(any) bool {
+	return func(v any) bool {
+		if s, ok := v.(string); ok && len(s) > maxShortFormat {
+			return false
+		}
+		return f(v)
+	}
 }
 
 // loadProject serves the project schemas by $id, each read from the
@@ -200,6 +222,9 @@ func Compile(raw json.RawMessage, name string) (*Schema, error) {
 		return nil, fmt.Errorf("%w: %s: validating a document would evaluate more than %d subschemas (a subschema reached along many paths, such as a chain of allOf naming the next level twice): share fewer references", ErrBadSchema, name, MaxSchemaCost)
 	}
 	s := &Schema{name: name, s: root, local: localSound(root)}
+	// A validation's steps count what its keywords read of the schema
+	// too (ownSteps), and so does the cost its limit grows with.
+	n = costOf(root, ownSteps)
 	s.g = &guard{raw: bytes.Clone(raw), name: name, cost: n, primary: newGuarded(root, n)}
 	return s, nil
 }
