@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -78,6 +79,10 @@ type run struct {
 	// workCheck when the context is next looked at for it.
 	work      int
 	workCheck int
+	// pathSteps is what each step counts more for the document's longest
+	// instance location, which the library writes out again for each
+	// member and element below it (pathBytes).
+	pathSteps int
 }
 
 // stopped is the panic that ends a run, and why: err is the context's
@@ -98,7 +103,31 @@ const (
 )
 
 func (r *run) start(ctx context.Context, doc any) {
-	*r = run{cost: r.cost, maxDepth: r.maxDepth, locPer: r.locPer, ctx: ctx, doc: doc, check: checkEvery, limit: baseSteps, workCheck: workCheckEvery}
+	*r = run{cost: r.cost, maxDepth: r.maxDepth, locPer: r.locPer, ctx: ctx, doc: doc, check: checkEvery, limit: baseSteps, workCheck: workCheckEvery,
+		pathSteps: pathBytes(doc) / pathBytesPerStep}
+}
+
+// pathBytesPerStep: a step counts one more per so many bytes of the
+// document's longest instance location (a 16 MiB member name above a
+// thousand elements had them copy 16 GB).
+const pathBytesPerStep = 16 << 10
+
+// pathBytes bounds the longest instance location in v: a member name
+// escaped (three bytes at most for each of its bytes), an index, and a
+// slash each.
+func pathBytes(v any) int {
+	n := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			n = max(n, 1+3*len(k)+pathBytes(e))
+		}
+	case []any:
+		for _, e := range v {
+			n = max(n, 1+len(strconv.Itoa(len(v)))+pathBytes(e))
+		}
+	}
+	return n
 }
 
 // tick counts a subschema evaluated on v: one step, extra more, and one
@@ -113,7 +142,7 @@ func (r *run) tick(v any, extra int) {
 	case []any:
 		w += len(v)
 	}
-	r.steps += w
+	r.steps += w + r.pathSteps
 	if r.steps < r.check {
 		return
 	}
@@ -138,13 +167,13 @@ func (r *run) tick(v any, extra int) {
 
 // size is what a schema of cost 1 counts on a decoded document: a step for
 // each value, for each member or element, and for each bytesPerStep bytes
-// of a string.
+// of a string or member name.
 func size(v any) int {
 	n := 1
 	switch v := v.(type) {
 	case map[string]any:
-		for _, e := range v {
-			n += 1 + size(e)
+		for k, e := range v {
+			n += 1 + len(k)/bytesPerStep + size(e)
 		}
 	case []any:
 		for _, e := range v {

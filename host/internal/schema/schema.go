@@ -244,6 +244,9 @@ func compileRoot(raw json.RawMessage, name string) (*jsonschema.Schema, error) {
 	if err == nil {
 		err = checkRegexes(v)
 	}
+	if n := countObjects(v); err == nil && n > maxSchemaObjects {
+		err = fmt.Errorf("the schema holds %d objects, and the host compiles at most %d (compiling takes time quadratic in them: 10,000 took 3.3 s)", n, maxSchemaObjects)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadSchema, name, err)
 	}
@@ -304,6 +307,28 @@ func ownSchemas(root *jsonschema.Schema, raw []byte, loaded map[string]bool) err
 		return err == nil
 	})
 	return err
+}
+
+// maxSchemaObjects bounds the objects of a schema a plugin declares: each
+// may be a subschema, and the library compiles in time quadratic in them;
+// a schema compiles again for each validation that overlaps another.
+const maxSchemaObjects = 2048
+
+// countObjects counts the objects in a decoded JSON document.
+func countObjects(v any) int {
+	n := 0
+	switch v := v.(type) {
+	case map[string]any:
+		n++
+		for _, e := range v {
+			n += countObjects(e)
+		}
+	case []any:
+		for _, e := range v {
+			n += countObjects(e)
+		}
+	}
+	return n
 }
 
 func trimLib(err error) string {

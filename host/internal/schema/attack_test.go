@@ -1,0 +1,105 @@
+package schema
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestWorkBetweenStepsBounded: each case is one evaluation that cost the
+// library far more than the step it counted, found by an attack on the
+// bounds; the figure before is in each case's comment. Each now ends
+// within what the bounds allow, with the error that says why.
+func TestWorkBetweenStepsBounded(t *testing.T) {
+	numbers := func(n int, lit string) string {
+		return "[" + strings.Repeat(lit+",", n-1) + lit + "]"
+	}
+	var enum []string
+	for i := range 20_000 {
+		enum = append(enum, fmt.Sprint(i))
+	}
+	ones := strings.Repeat("1,", 200_000)
+	var uniques []string
+	for range 200 {
+		uniques = append(uniques, `{"uniqueItems":true}`)
+	}
+	var patterns []string
+	for i := range 40 {
+		patterns = append(patterns, fmt.Sprintf(`"[0-9]#%d":{}`, i))
+	}
+	anyTree := `{"$defs":{"n":{"type":["object","array"],"additionalProperties":{"$ref":"#/$defs/n"},"items":{"$ref":"#/$defs/n"}}},"$ref":"#/$defs/n"}`
+	for _, tt := range []struct {
+		name, schema, doc string
+		deadline          time.Duration
+		want              error  // the error it ends with
+		says              string // and a part of what it says
+		alloc             uint64 // an allocation it stays under
+	}{
+		// The library's duration check copies the string once per unit:
+		// 400 KB took 21 s and 19.8 GB.
+		{"a long duration", `{"properties":{"d":{"type":"string","format":"duration"}}}`, `{"d":"P` + strings.Repeat("1Y", 200_000) + `"}`,
+			0, ErrInvalid, "is not valid 'duration'", 32 << 20},
+		// Each name is matched against every pattern: 40 small patterns and
+		// one 8 MiB name took 13 s in two steps.
+		{"many patterns, one long name", `{"patternProperties":{` + strings.Join(patterns, ",") + `}}`, `{"` + strings.Repeat("a", 8<<20) + `":1}`,
+			0, ErrInvalid, "too long to match against patternProperties of about", 64 << 20},
+		// An enum check compares a number with each value, parsing both:
+		// 1,500 elements took 43.6 s under a 100 ms deadline.
+		{"an enum of numbers", `{"type":"array","items":{"enum":[` + strings.Join(enum, ",") + `]}}`, numbers(1500, "19999"),
+			100 * time.Millisecond, context.DeadlineExceeded, "validation stopped after", 1 << 30},
+		// uniqueItems compares elements whole: 200 checks of 400,000
+		// numbers took 66.8 s and 9.2 GB, the context never looked at.
+		{"uniqueItems on long elements", `{"allOf":[` + strings.Join(uniques, ",") + `]}`, `[[` + ones + `0],[` + ones + `2]]`,
+			100 * time.Millisecond, context.DeadlineExceeded, "validation stopped after", 2 << 30},
+		// Each failure quotes the const: 300 failures of a 4 MiB const
+		// held 1.75 GB.
+		{"a long const quoted", `{"type":"array","items":{"const":"` + strings.Repeat("c", 4<<20) + `"}}`, numbers(300, "1"),
+			0, ErrTooCostly, "whose errors would hold more than 128 MiB", 1 << 30},
+		// Each element below a 16 MiB name copies its location: 1,000
+		// elements allocated 16 GB, 8.2 GB under a 100 ms deadline.
+		{"a long name above many elements", anyTree, `{"` + strings.Repeat("n", 16<<20) + `":` + numbers(1000, "{}") + `}`,
+			100 * time.Millisecond, context.DeadlineExceeded, "validation stopped after", 2 << 30},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Compile(json.RawMessage(tt.schema), "attack")
+			require.NoError(t, err)
+			v, err := DecodeUntrusted([]byte(tt.doc), "attack")
+			require.NoError(t, err)
+			ctx := context.Background()
+			if tt.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+				defer cancel()
+			}
+			n := allocated(func() { err = s.check(ctx, v, "", nil) })
+			require.ErrorIs(t, err, tt.want)
+			assert.Contains(t, err.Error(), tt.says)
+			assert.Less(t, n, tt.alloc, "allocated %d bytes", n)
+		})
+	}
+}
+
+// TestSchemaObjectsBounded: the library compiles a schema in time
+// quadratic in its subschemas (60,000 properties: 100 s), and compiles
+// it again for each validation that overlaps another. A plugin's schema
+// holds at most maxSchemaObjects objects.
+func TestSchemaObjectsBounded(t *testing.T) {
+	props := func(n int) string {
+		var p []string
+		for i := range n {
+			p = append(p, fmt.Sprintf(`"p%d":{"type":"string"}`, i))
+		}
+		return `{"type":"object","properties":{` + strings.Join(p, ",") + `}}`
+	}
+	_, err := Compile(json.RawMessage(props(maxSchemaObjects-2)), "wide")
+	require.NoError(t, err)
+	_, err = Compile(json.RawMessage(props(maxSchemaObjects)), "wide")
+	require.ErrorIs(t, err, ErrBadSchema)
+	assert.ErrorContains(t, err, "the schema holds 2050 objects, and the host compiles at most 2048")
+}
