@@ -384,6 +384,27 @@ func TestPatchBombBoundedByDeadline(t *testing.T) {
 	assert.Len(t, hist, 2)
 }
 
+// loadDeclaring loads the native sample provider declaring stateSchema
+// and initial, whose store answers a message "hostile:deep" with the
+// state {"messages":[],"deep":deep}.
+func loadDeclaring(t *testing.T, name, stateSchema, initial, deep string, timeout time.Duration) (*host.Plugin, error) {
+	handler := sdk.Handler(provider.Provider{})
+	return newHost(t, host.Config{}).LoadNative(context.Background(), name, func(ctx context.Context, export string, in []byte) ([]byte, error) {
+		if export == abi.ExportDescribe {
+			out, err := handler(ctx, export, in)
+			require.NoError(t, err)
+			var info abi.PluginInfo
+			require.NoError(t, json.Unmarshal(out, &info))
+			info.StateSchema, info.InitialState = json.RawMessage(stateSchema), json.RawMessage(initial)
+			return json.Marshal(info)
+		}
+		if export == abi.ExportStore && strings.Contains(string(in), "hostile:deep") {
+			return []byte(`{"state":{"messages":[],"deep":` + deep + `}}`), nil
+		}
+		return handler(ctx, export, in)
+	}, host.LoadOptions{Limits: host.Limits{CallTimeout: timeout}})
+}
+
 // TestStateSchemaRecursionBounded: a state_schema that recurses along two
 // paths at each level compiles (its cost counts a recursion once), and
 // validating a deep state with it would take 2^depth steps. Validation is
@@ -392,25 +413,11 @@ func TestPatchBombBoundedByDeadline(t *testing.T) {
 // ErrTimeout; the session is as it was, and the next call works.
 func TestStateSchemaRecursionBounded(t *testing.T) {
 	ctx := context.Background()
-	handler := sdk.Handler(provider.Provider{})
 	deep := strings.Repeat(`{"a":`, 40) + "{}" + strings.Repeat("}", 40)
+	const doubling = `{"type":"object","properties":{"messages":{"type":"array"},"deep":{"$ref":"#/$defs/n"}},
+		"$defs":{"n":{"type":"object","allOf":[{"properties":{"a":{"$ref":"#/$defs/n"}}},{"properties":{"a":{"$ref":"#/$defs/n"}}}]}}}`
 	load := func(t *testing.T, initial string, timeout time.Duration) (*host.Plugin, error) {
-		return newHost(t, host.Config{}).LoadNative(ctx, "doubling", func(ctx context.Context, export string, in []byte) ([]byte, error) {
-			if export == abi.ExportDescribe {
-				out, err := handler(ctx, export, in)
-				require.NoError(t, err)
-				var info abi.PluginInfo
-				require.NoError(t, json.Unmarshal(out, &info))
-				info.StateSchema = json.RawMessage(`{"type":"object","properties":{"messages":{"type":"array"},"deep":{"$ref":"#/$defs/n"}},
-					"$defs":{"n":{"type":"object","allOf":[{"properties":{"a":{"$ref":"#/$defs/n"}}},{"properties":{"a":{"$ref":"#/$defs/n"}}}]}}}`)
-				info.InitialState = json.RawMessage(initial)
-				return json.Marshal(info)
-			}
-			if export == abi.ExportStore && strings.Contains(string(in), "hostile:deep") {
-				return []byte(`{"state":{"messages":[],"deep":` + deep + `}}`), nil
-			}
-			return handler(ctx, export, in)
-		}, host.LoadOptions{Limits: host.Limits{CallTimeout: timeout}})
+		return loadDeclaring(t, "doubling", doubling, initial, deep, timeout)
 	}
 	t.Run("initial_state", func(t *testing.T) {
 		_, err := load(t, `{"messages":[],"deep":`+deep+`}`, 0)
@@ -481,27 +488,13 @@ func TestMessageValidationInTheDeadline(t *testing.T) {
 // as it was.
 func TestStateDeepFailureBounded(t *testing.T) {
 	ctx := context.Background()
-	handler := sdk.Handler(provider.Provider{})
 	// Nested past what a guest's JSON decoder reads: the host's own
 	// decoder still takes it.
 	deep := strings.Repeat(`{"a":`, 1500) + "{}" + strings.Repeat("}", 1500)
+	const recursive = `{"type":"object","properties":{"messages":{"type":"array"},"deep":{"$ref":"#/$defs/n"}},
+		"$defs":{"n":{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"required":["a"]}}}`
 	load := func(t *testing.T, initial string) (*host.Plugin, error) {
-		return newHost(t, host.Config{}).LoadNative(ctx, "recursive", func(ctx context.Context, export string, in []byte) ([]byte, error) {
-			if export == abi.ExportDescribe {
-				out, err := handler(ctx, export, in)
-				require.NoError(t, err)
-				var info abi.PluginInfo
-				require.NoError(t, json.Unmarshal(out, &info))
-				info.StateSchema = json.RawMessage(`{"type":"object","properties":{"messages":{"type":"array"},"deep":{"$ref":"#/$defs/n"}},
-					"$defs":{"n":{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"required":["a"]}}}`)
-				info.InitialState = json.RawMessage(initial)
-				return json.Marshal(info)
-			}
-			if export == abi.ExportStore && strings.Contains(string(in), "hostile:deep") {
-				return []byte(`{"state":{"messages":[],"deep":` + deep + `}}`), nil
-			}
-			return handler(ctx, export, in)
-		}, host.LoadOptions{})
+		return loadDeclaring(t, "recursive", recursive, initial, deep, 0)
 	}
 	_, err := load(t, `{"messages":[],"deep":`+deep+`}`)
 	require.ErrorIs(t, err, host.ErrInvalidPlugin)

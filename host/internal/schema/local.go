@@ -344,17 +344,25 @@ func subschemas(s *jsonschema.Schema) []*jsonschema.Schema {
 	for _, c := range s.DependentSchemas {
 		out = append(out, c)
 	}
-	for _, x := range []any{s.AdditionalProperties, s.Items, s.AdditionalItems} {
+	out = append(out, schemasIn(s.AdditionalProperties, s.Items, s.AdditionalItems)...)
+	for _, d := range s.Dependencies {
+		if c, ok := d.(*jsonschema.Schema); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// schemasIn lists the schemas the library's untyped fields hold (each
+// nil, a bool, a schema or a list of them).
+func schemasIn(fields ...any) []*jsonschema.Schema {
+	var out []*jsonschema.Schema
+	for _, x := range fields {
 		switch x := x.(type) {
 		case *jsonschema.Schema:
 			out = append(out, x)
 		case []*jsonschema.Schema:
 			out = append(out, x...)
-		}
-	}
-	for _, d := range s.Dependencies {
-		if c, ok := d.(*jsonschema.Schema); ok {
-			out = append(out, c)
 		}
 	}
 	return out

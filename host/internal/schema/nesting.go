@@ -230,15 +230,7 @@ func elementSchemas(s *jsonschema.Schema) []*jsonschema.Schema {
 	for _, c := range s.PatternProperties {
 		out = append(out, c)
 	}
-	for _, x := range []any{s.AdditionalProperties, s.Items, s.AdditionalItems} {
-		switch x := x.(type) {
-		case *jsonschema.Schema:
-			out = append(out, x)
-		case []*jsonschema.Schema:
-			out = append(out, x...)
-		}
-	}
-	return out
+	return append(out, schemasIn(s.AdditionalProperties, s.Items, s.AdditionalItems)...)
 }
 
 // longestPiece is the longest piece a link from s adds to a keyword
