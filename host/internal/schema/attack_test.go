@@ -103,3 +103,72 @@ func TestSchemaObjectsBounded(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadSchema)
 	assert.ErrorContains(t, err, "the schema holds 2050 objects, and the host compiles at most 2048")
 }
+
+// TestStepsCountWhatKeywordsRead: a second attack found keywords whose
+// work a step did not count, each checked here by the steps or the
+// error it now gives (the figures before in the comments).
+func TestStepsCountWhatKeywordsRead(t *testing.T) {
+	steps := func(t *testing.T, schema, doc string) (int, error) {
+		s, err := Compile(json.RawMessage(schema), "read")
+		require.NoError(t, err)
+		err = s.Validate(json.RawMessage(doc))
+		return s.g.primary.r.steps, err
+	}
+	long := strings.Repeat("a", 64<<10)
+	// minLength and maxLength count the string's characters: a doubling
+	// schema of 2^12 maxLength checks of 7 MiB took 51 s.
+	n, err := steps(t, `{"maxLength":1}`, `"`+long+`"`)
+	require.ErrorContains(t, err, "length must be <= 1")
+	assert.GreaterOrEqual(t, n, len(long)/bytesPerStep)
+	// additionalProperties false quotes each name it refuses: 2^10 such
+	// failures of a 7 MiB name took 11 s and 6.2 GB.
+	n, err = steps(t, `{"not":{"additionalProperties":false}}`, `{"`+long+`":1}`)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, n, len(long)/bytesPerStep)
+
+	// uniqueItems compares up to 20 elements pair by pair: 20 arrays
+	// differing in their last number took 32 s, of 1e1000 127 s and 58 GB.
+	var arrays []string
+	for i := range 20 {
+		arrays = append(arrays, "["+strings.Repeat("1e1000,", 20_000)+fmt.Sprint(i)+"]")
+	}
+	_, err = steps(t, `{"uniqueItems":true}`, "["+strings.Join(arrays, ",")+"]")
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "an array of 20 elements whose comparison would take about")
+	_, err = steps(t, `{"uniqueItems":true}`, `[[1,2],[2,1],["a"],{"a":1e3}]`)
+	require.NoError(t, err, "a small array is checked")
+	_, err = steps(t, `{"uniqueItems":true}`, `[[1,2],[1.0,2]]`)
+	require.ErrorContains(t, err, "items at index 0 and 1 are equal")
+
+	// Format regex parsed a string of any length: 7 MiB took 14.2 s and
+	// 2 GB.
+	regex := strings.Repeat("x*", 1<<20)
+	a := allocated(func() { _, err = steps(t, `{"format":"regex"}`, `"`+regex+`"`) })
+	require.ErrorContains(t, err, "is not valid 'regex'")
+	assert.Less(t, a, uint64(64<<20), "allocated %d bytes", a)
+
+	// Under draft-07 the library asserted content keywords, decoding a
+	// string's content with none of a document's bounds: a number of a
+	// million digits took 3.6 s and 2.3 GB. Content is an annotation.
+	d7 := `{"$schema":"http://json-schema.org/draft-07/schema#","contentMediaType":"application/json","contentSchema":{"type":"integer"}}`
+	a = allocated(func() { _, err = steps(t, d7, `"`+strings.Repeat("9", 1<<20)+`"`) })
+	require.NoError(t, err)
+	assert.Less(t, a, uint64(64<<20), "allocated %d bytes", a)
+	_, err = steps(t, d7, `"not json"`)
+	require.NoError(t, err, "content is not asserted")
+}
+
+// TestStepsCapped: a schema's cost counts subschemas a document may never
+// reach, so a plugin could raise a validation's limit by adding them (a
+// doubling recursion padded so ran past 20 s); the limit is at most
+// maxSteps.
+func TestStepsCapped(t *testing.T) {
+	r := &run{cost: MaxSchemaCost}
+	r.start(context.Background(), []any{strings.Repeat("x", 64<<20)})
+	r.steps = baseSteps
+	func() {
+		defer func() { recover() }()
+		r.tick(nil, 0)
+	}()
+	assert.Equal(t, maxSteps, r.limit)
+}

@@ -43,6 +43,10 @@ const (
 	// bytesPerStep: a subschema that reads a string whole counts a step
 	// more per so many of its bytes.
 	bytesPerStep = 64
+	// maxSteps bounds every validation, whatever its schema's cost and
+	// its document's size: a schema's cost counts subschemas the document
+	// may never reach, which a plugin can add to raise the limit.
+	maxSteps = 1 << 26
 )
 
 // ErrTooCostly is wrapped by the error of a validation stopped for its
@@ -157,7 +161,7 @@ func (r *run) tick(v any, extra int) {
 	}
 	if !r.counted {
 		r.counted = true
-		r.limit = max(r.limit, 2*max(r.cost, 1)*size(r.doc))
+		r.limit = min(max(r.limit, 2*max(r.cost, 1)*size(r.doc)), maxSteps)
 		if r.steps < r.limit {
 			return
 		}
@@ -190,15 +194,17 @@ func size(v any) int {
 // enum or const, a content keyword), and quotes it whole in a failure.
 //
 // own is what the subschema's keywords read of the schema itself at each
-// evaluation (ownSteps); unique and patterns say what they read of the
-// value beyond its members: uniqueItems compares elements whole, and each
-// member name is matched against every patternProperties name.
+// evaluation (ownSteps); patterns and quotesNames say what they read of
+// the value beyond its members: each member name is matched against every
+// patternProperties name, and additionalProperties false quotes the names
+// it refuses. (uniqueItems, which compares elements whole, is counted
+// before it runs: enter.)
 type step struct {
-	r        *run
-	perByte  bool
-	own      int
-	unique   bool
-	patterns int
+	r           *run
+	perByte     bool
+	own         int
+	quotesNames bool
+	patterns    int
 }
 
 func (s step) Validate(_ jsonschema.ValidationContext, v any) error {
@@ -208,12 +214,13 @@ func (s step) Validate(_ jsonschema.ValidationContext, v any) error {
 		if s.perByte {
 			w += len(v) / bytesPerStep
 		}
-	case []any:
-		if s.unique {
-			w += size(v)
-		}
 	case map[string]any:
 		w += len(v) * s.patterns
+		if s.quotesNames {
+			for k := range v {
+				w += len(k) / bytesPerStep
+			}
+		}
 	}
 	s.r.tick(v, w)
 	return nil
@@ -269,8 +276,8 @@ func guardSteps(root *jsonschema.Schema, r *run) {
 		_, pattern := s.Extensions["pattern"] // handPattern, boundedPattern
 		// These read a string whole, and a failure quotes it whole.
 		perByte := s.Format != "" || s.Pattern != nil || pattern || len(s.Enum) > 0 || len(s.Constant) > 0 ||
-			s.ContentEncoding != "" || s.ContentMediaType != ""
-		s.Extensions["wasmhist-step"] = step{r: r, perByte: perByte, own: ownSteps(s), unique: s.UniqueItems, patterns: len(s.PatternProperties)}
+			s.ContentEncoding != "" || s.ContentMediaType != "" || s.MinLength >= 0 || s.MaxLength >= 0
+		s.Extensions["wasmhist-step"] = step{r: r, perByte: perByte, own: ownSteps(s), quotesNames: s.AdditionalProperties == false, patterns: len(s.PatternProperties)}
 		return true
 	})
 }

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/url"
@@ -61,6 +62,8 @@ const (
 type enter struct {
 	r     *run
 	inner *jsonschema.Schema
+	// unique: inner has uniqueItems.
+	unique bool
 	// keyCost is the sizes of inner's patternProperties names summed:
 	// the library matches every member name against each.
 	keyCost int
@@ -78,6 +81,18 @@ func (e enter) Validate(ctx jsonschema.ValidationContext, v any) error {
 				return ctx.Error("patternProperties", "a member name of %d bytes is too long to match against patternProperties of about %d instructions in all within the host's bound: shorten the name or the patterns", len(k), e.keyCost)
 			}
 		}
+	}
+	if a, ok := v.([]any); ok && e.unique {
+		// The library compares up to 20 elements pair by pair, and hashes
+		// more; either reads each element whole, in one step.
+		w := compareCost(a)
+		if len(a) <= 20 {
+			w *= max(1, len(a)/2)
+		}
+		if w > maxCompareSteps {
+			return ctx.Error("uniqueItems", "an array of %d elements whose comparison would take about %d steps is too large to check for unique items within the host's bound of %d: shorten it", len(a), w, maxCompareSteps)
+		}
+		r.tick(nil, w)
 	}
 	r.depth++
 	mark := r.held
@@ -108,6 +123,40 @@ func (e enter) Validate(ctx jsonschema.ValidationContext, v any) error {
 	return err
 }
 
+// maxCompareSteps bounds what checking one array for unique items may
+// take (compareCost), in steps.
+const maxCompareSteps = 1 << 22
+
+// compareCost is size with a number weighing what parsing it for a
+// comparison costs: the library parses both numbers of each comparison
+// into fractions, and 1e1000 takes about 6 µs.
+func compareCost(v any) int {
+	switch v := v.(type) {
+	case json.Number:
+		n := 1 + len(v)/8
+		if i := strings.IndexAny(string(v), "eE"); i >= 0 {
+			exp, _ := strconv.Atoi(strings.TrimPrefix(string(v[i+1:]), "+"))
+			n += max(exp, -exp) / 32
+		}
+		return n
+	case map[string]any:
+		n := 1
+		for k, e := range v {
+			n += 1 + len(k)/bytesPerStep + compareCost(e)
+		}
+		return n
+	case []any:
+		n := 1
+		for _, e := range v {
+			n += 1 + compareCost(e)
+		}
+		return n
+	case string:
+		return 1 + len(v)/bytesPerStep
+	}
+	return 1
+}
+
 // counted marks an error a wrapper has counted: it replaces the error's
 // relative keyword location, which nothing here reads (convert reports
 // the absolute one), and so frees what that held.
@@ -129,7 +178,8 @@ func (r *run) count(err error, k int) {
 		if e.KeywordLocation == counted {
 			return
 		}
-		r.work += len(e.KeywordLocation)*k + len(e.Message)
+		// Building a message copies what it quotes a few times over.
+		r.work += len(e.KeywordLocation)*k + 4*len(e.Message)
 		r.held += errorBytes + len(e.Message) + len(e.InstanceLocation) + len(e.AbsoluteKeywordLocation) + 8*len(e.Causes)
 		e.KeywordLocation = counted
 		for _, c := range e.Causes {
@@ -178,7 +228,7 @@ func nest(root *jsonschema.Schema, r *run) {
 			MinProperties: -1, MaxProperties: -1, MinItems: -1, MaxItems: -1,
 			MinContains: 1, MaxContains: -1, MinLength: -1, MaxLength: -1,
 			Extensions: map[string]jsonschema.ExtSchema{"wasmhist-enter": enter{
-				r: r, inner: inner, keyCost: keyCost(inner),
+				r: r, inner: inner, keyCost: keyCost(inner), unique: inner.UniqueItems,
 			}},
 		}
 	}
