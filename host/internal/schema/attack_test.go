@@ -21,7 +21,7 @@ func TestWorkBetweenStepsBounded(t *testing.T) {
 		return "[" + strings.Repeat(lit+",", n-1) + lit + "]"
 	}
 	var enum []string
-	for i := range 20_000 {
+	for i := range maxEnum {
 		enum = append(enum, fmt.Sprint(i))
 	}
 	ones := strings.Repeat("1,", 200_000)
@@ -50,8 +50,9 @@ func TestWorkBetweenStepsBounded(t *testing.T) {
 		{"many patterns, one long name", `{"patternProperties":{` + strings.Join(patterns, ",") + `}}`, `{"` + strings.Repeat("a", 8<<20) + `":1}`,
 			0, ErrInvalid, "too long to match against patternProperties of about", 64 << 20},
 		// An enum check compares a number with each value, parsing both:
-		// 1,500 elements took 43.6 s under a 100 ms deadline.
-		{"an enum of numbers", `{"type":"array","items":{"enum":[` + strings.Join(enum, ",") + `]}}`, numbers(1500, "19999"),
+		// 1,500 elements under 20,000 values took 43.6 s under a 100 ms
+		// deadline (an enum holds at most maxEnum now).
+		{"an enum of numbers", `{"type":"array","items":{"enum":[` + strings.Join(enum, ",") + `]}}`, numbers(20_000, "4095"),
 			100 * time.Millisecond, context.DeadlineExceeded, "validation stopped after", 1 << 30},
 		// uniqueItems compares elements whole: 200 checks of 400,000
 		// numbers took 66.8 s and 9.2 GB, the context never looked at.
@@ -102,6 +103,49 @@ func TestSchemaObjectsBounded(t *testing.T) {
 	_, err = Compile(json.RawMessage(props(maxSchemaObjects)), "wide")
 	require.ErrorIs(t, err, ErrBadSchema)
 	assert.ErrorContains(t, err, "the schema holds 2050 objects, and the host compiles at most 2048")
+
+	// A long enum is one object: its values are bounded apart (a million
+	// took 2.9 s to compile, and a comparison with each 36 s).
+	enum := func(n int) string { return `{"enum":[` + strings.Repeat("0,", n-1) + `0]}` }
+	_, err = Compile(json.RawMessage(enum(maxEnum)), "enum")
+	require.NoError(t, err)
+	_, err = Compile(json.RawMessage(enum(maxEnum+1)), "enum")
+	require.ErrorIs(t, err, ErrBadSchema)
+	assert.ErrorContains(t, err, "an enum of 4097 values")
+	_, err = Compile(json.RawMessage(`{"const":[`+strings.Repeat("0,", maxSchemaValues)+`0]}`), "const")
+	require.ErrorIs(t, err, ErrBadSchema)
+	assert.ErrorContains(t, err, "values, and the host compiles at most 65536")
+}
+
+// TestDiscardedInsideAFailure: failures a passing branch discards inside
+// a subschema that fails anyway are not held: the failure holds its own
+// tree only. A contains whose schema fails on minimum after an anyOf
+// discarded a 1 MiB const's failure was refused where the library
+// accepts it.
+func TestDiscardedInsideAFailure(t *testing.T) {
+	// Each element's failure would hold a 512 KiB message: 300 pass the
+	// bound.
+	raw := `{"contains":{"minimum":5,"anyOf":[{"const":"` + strings.Repeat("c", 512<<10) + `"},true]}}`
+	s, err := Compile(json.RawMessage(raw), "discard")
+	require.NoError(t, err)
+	require.NoError(t, s.Validate(json.RawMessage("["+strings.Repeat("1,", 300)+"10]")))
+	require.ErrorContains(t, s.Validate(json.RawMessage(`[1,2]`)), "must be >= 5")
+}
+
+// TestLocalLongAt: a Local's at is added to the problems kept, not to
+// every failure (1,000 failures under a 1 MiB name allocated 1 GB).
+func TestLocalLongAt(t *testing.T) {
+	s, err := Compile(json.RawMessage(`{"additionalProperties":{"items":{"type":"string"}}}`), "at")
+	require.NoError(t, err)
+	name := strings.Repeat("n", 1<<20)
+	l, ok := s.Local(Edit{Key: name, Kind: Insert})
+	require.True(t, ok)
+	v, err := Decode([]byte("["+strings.Repeat("1,", 999)+"1]"), "")
+	require.NoError(t, err)
+	n := allocated(func() { err = l.ValidateDecoded(v, "/"+name) })
+	require.ErrorContains(t, err, "expected string, but got number")
+	assert.Contains(t, err.Error(), "and 995 more")
+	assert.Less(t, n, uint64(64<<20), "allocated %d bytes", n)
 }
 
 // TestStepsCountWhatKeywordsRead: a second attack found keywords whose
@@ -171,4 +215,47 @@ func TestStepsCapped(t *testing.T) {
 		r.tick(nil, 0)
 	}()
 	assert.Equal(t, maxSteps, r.limit)
+}
+
+// TestCyclicValue: ValidateValue takes Go values, and one may contain
+// itself; the walks that count a document stop past any decoded depth
+// instead of overflowing the stack, which killed the process.
+func TestCyclicValue(t *testing.T) {
+	s, err := Compile(json.RawMessage(`{"type":"object"}`), "cyclic")
+	require.NoError(t, err)
+	m := map[string]any{}
+	m["a"] = m
+	require.ErrorIs(t, s.ValidateValue(m), ErrTooCostly)
+	l := []any{nil}
+	l[0] = l
+	u, err := Compile(json.RawMessage(`{"uniqueItems":true}`), "cyclic")
+	require.NoError(t, err)
+	require.ErrorIs(t, u.ValidateValue([]any{l, l}), ErrInvalid)
+}
+
+// TestLocalNestsFromTheRoot: one edit's check nests from where the whole
+// document puts the edited value, so that it passes if and only if the
+// whole document's check does: a value 100 levels deep inserted 100
+// levels down was accepted, and the next whole check refused the state.
+func TestLocalNestsFromTheRoot(t *testing.T) {
+	s, err := Compile(json.RawMessage(`{"$defs":{"n":{"type":"object","additionalProperties":{"$ref":"#/$defs/n"}}},"$ref":"#/$defs/n"}`), "tree")
+	require.NoError(t, err)
+	nested := func(n int) string { return strings.Repeat(`{"a":`, n) + "{}" + strings.Repeat("}", n) }
+	var path []Step
+	for range 100 {
+		path = append(path, Step{Token: "a"})
+	}
+	for _, n := range []int{10, 100} {
+		l, ok := s.Local(Edit{Path: path, Key: "b", Kind: Insert})
+		require.True(t, ok)
+		v, err := Decode([]byte(nested(n)), "")
+		require.NoError(t, err)
+		local := l.ValidateDecoded(v, "/a/b")
+		// The whole document: 100 levels, then b holding the value.
+		whole := s.Validate(json.RawMessage(strings.Repeat(`{"a":`, 100) + `{"b":` + nested(n) + "}" + strings.Repeat("}", 100)))
+		assert.Equal(t, whole == nil, local == nil, "%d levels: whole %v, local %v", n, whole, local)
+		if n == 100 {
+			require.ErrorIs(t, local, ErrTooCostly)
+		}
+	}
 }

@@ -118,20 +118,31 @@ const pathBytesPerStep = 16 << 10
 
 // pathBytes bounds the longest instance location in v: a member name
 // escaped (three bytes at most for each of its bytes), an index, and a
-// slash each.
-func pathBytes(v any) int {
+// slash each. A value nested past maxWalkDepth (no decoded document is;
+// a Go value that contains itself never ends) counts as a location past
+// any bound.
+func pathBytes(v any) int { return pathBytesAt(v, 0) }
+
+// maxWalkDepth is deeper than any JSON the host decodes (encoding/json
+// stops at 10,000).
+const maxWalkDepth = 10_001
+
+func pathBytesAt(v any, depth int) int {
+	if depth > maxWalkDepth {
+		return maxSteps * pathBytesPerStep
+	}
 	n := 0
 	switch v := v.(type) {
 	case map[string]any:
 		for k, e := range v {
-			n = max(n, 1+3*len(k)+pathBytes(e))
+			n = max(n, 1+3*len(k)+pathBytesAt(e, depth+1))
 		}
 	case []any:
 		for _, e := range v {
-			n = max(n, 1+len(strconv.Itoa(len(v)))+pathBytes(e))
+			n = max(n, 1+len(strconv.Itoa(len(v)))+pathBytesAt(e, depth+1))
 		}
 	}
-	return n
+	return min(n, maxSteps*pathBytesPerStep)
 }
 
 // tick counts a subschema evaluated on v: one step, extra more, and one
@@ -172,21 +183,26 @@ func (r *run) tick(v any, extra int) {
 // size is what a schema of cost 1 counts on a decoded document: a step for
 // each value, for each member or element, and for each bytesPerStep bytes
 // of a string or member name.
-func size(v any) int {
+func size(v any) int { return sizeAt(v, 0) }
+
+func sizeAt(v any, depth int) int {
+	if depth > maxWalkDepth {
+		return maxSteps // a value that contains itself (pathBytes)
+	}
 	n := 1
 	switch v := v.(type) {
 	case map[string]any:
 		for k, e := range v {
-			n += 1 + len(k)/bytesPerStep + size(e)
+			n += 1 + len(k)/bytesPerStep + sizeAt(e, depth+1)
 		}
 	case []any:
 		for _, e := range v {
-			n += 1 + size(e)
+			n += 1 + sizeAt(e, depth+1)
 		}
 	case string:
 		n += len(v) / bytesPerStep
 	}
-	return n
+	return min(n, maxSteps)
 }
 
 // step is the extension every subschema of a guarded schema carries.
@@ -361,6 +377,8 @@ func (s *Schema) check(ctx context.Context, v any, at string, l *Local) (err err
 	if l == nil {
 		return convert(s.name, c.root.Validate(v), at)
 	}
+	// The edited value nests as deep as the whole document puts it.
+	c.r.depth = l.depth
 	subs := l.schemas
 	if c != s.g.primary {
 		// The Local's schemas are the primary's, whose steps count its run.

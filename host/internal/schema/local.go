@@ -51,6 +51,9 @@ type Local struct {
 	// of a guarded schema walks again (Schema.check).
 	s    *Schema
 	edit Edit
+	// depth is how deep a validation of the whole document nests above
+	// the edited value (Schema.Local), where the check starts.
+	depth int
 }
 
 // Validate checks the value an edit puts in place. at is the value's JSON
@@ -116,7 +119,10 @@ func (s *Schema) Local(e Edit) (l Local, ok bool) {
 	if !s.local {
 		return Local{}, false
 	}
-	set, ok := expand([]*jsonschema.Schema{s.s})
+	// depth counts the wrappers (nest) a validation of the whole
+	// document enters above the edited value, along the deepest chain,
+	// which the check of the value starts from.
+	set, depth, ok := expand([]*jsonschema.Schema{s.s})
 	if !ok {
 		return Local{}, false
 	}
@@ -124,9 +130,11 @@ func (s *Schema) Local(e Edit) (l Local, ok bool) {
 		if !transparent(set) {
 			return Local{}, false
 		}
-		if set, ok = child(set, st.Token, st.Array); !ok {
+		var d int
+		if set, d, ok = child(set, st.Token, st.Array); !ok {
 			return Local{}, false
 		}
+		depth += d
 	}
 	if !transparent(set) {
 		return Local{}, false
@@ -159,7 +167,7 @@ func (s *Schema) Local(e Edit) (l Local, ok bool) {
 	if e.Kind == Remove {
 		return Local{name: s.name}, true
 	}
-	vs, ok := child(set, e.Key, e.ContainerArray)
+	vs, _, ok := child(set, e.Key, e.ContainerArray)
 	if !ok {
 		return Local{}, false
 	}
@@ -173,7 +181,7 @@ func (s *Schema) Local(e Edit) (l Local, ok bool) {
 	// Each schema of the set carries its own $ref target too; validating
 	// the set members reached through $ref again would be redundant, but
 	// expand keeps them all, so drop the ones some other member refers to.
-	return Local{name: s.name, schemas: roots(out), s: s, edit: e}, true
+	return Local{name: s.name, schemas: roots(out), s: s, edit: e, depth: depth}, true
 }
 
 // expand adds the targets of $ref to a set of schemas that all apply at one
@@ -183,11 +191,13 @@ func (s *Schema) Local(e Edit) (l Local, ok bool) {
 // A set holds schemas as references reach them: a guarded schema's
 // wrappers (nest), so that a Local validates through their bounds; every
 // look at a member's keywords unwraps it.
-func expand(set []*jsonschema.Schema) ([]*jsonschema.Schema, bool) {
-	var out []*jsonschema.Schema
+//
+// depth is the most wrappers one member and the targets of its $ref
+// chain add to a validation's nesting.
+func expand(set []*jsonschema.Schema) (out []*jsonschema.Schema, depth int, ok bool) {
 	seen := map[*jsonschema.Schema]bool{}
-	var add func(w *jsonschema.Schema) bool
-	add = func(w *jsonschema.Schema) bool {
+	var add func(w *jsonschema.Schema, d int) bool
+	add = func(w *jsonschema.Schema, d int) bool {
 		s := unwrap(w)
 		if s == nil || seen[s] {
 			return true
@@ -196,15 +206,19 @@ func expand(set []*jsonschema.Schema) ([]*jsonschema.Schema, bool) {
 		if s.DynamicRef != nil || s.RecursiveRef != nil {
 			return false
 		}
+		if s != w {
+			d++
+		}
+		depth = max(depth, d)
 		out = append(out, w)
-		return add(s.Ref)
+		return add(s.Ref, d)
 	}
 	for _, s := range set {
-		if !add(s) {
-			return nil, false
+		if !add(s, 0) {
+			return nil, 0, false
 		}
 	}
-	return out, true
+	return out, depth, true
 }
 
 // roots removes from set every schema that another member reaches through
@@ -247,19 +261,19 @@ func transparent(set []*jsonschema.Schema) bool {
 
 // child returns the schemas that apply to the member key of an object, or
 // to any element of an array, below a set of schemas.
-func child(set []*jsonschema.Schema, key string, array bool) ([]*jsonschema.Schema, bool) {
+func child(set []*jsonschema.Schema, key string, array bool) ([]*jsonschema.Schema, int, bool) {
 	var next []*jsonschema.Schema
 	for _, s := range set {
 		s := unwrap(s)
 		if array {
 			if len(s.PrefixItems) > 0 || s.AdditionalItems != nil {
-				return nil, false
+				return nil, 0, false
 			}
 			switch it := s.Items.(type) {
 			case *jsonschema.Schema:
 				next = append(next, it)
 			case []*jsonschema.Schema:
-				return nil, false
+				return nil, 0, false
 			}
 			if s.Items2020 != nil {
 				next = append(next, s.Items2020)
@@ -267,7 +281,7 @@ func child(set []*jsonschema.Schema, key string, array bool) ([]*jsonschema.Sche
 			continue
 		}
 		if len(s.PatternProperties) > 0 && len(key)*keyCost(s) > maxPatternWork {
-			return nil, false // the whole document's check refuses the name (enter)
+			return nil, 0, false // the whole document's check refuses the name (enter)
 		}
 		matched := false
 		if p, ok := s.Properties[key]; ok {
@@ -284,7 +298,7 @@ func child(set []*jsonschema.Schema, key string, array bool) ([]*jsonschema.Sche
 		switch ap := s.AdditionalProperties.(type) {
 		case bool:
 			if !ap {
-				return nil, false
+				return nil, 0, false
 			}
 		case *jsonschema.Schema:
 			next = append(next, ap)

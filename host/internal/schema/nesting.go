@@ -99,12 +99,15 @@ func (e enter) Validate(ctx jsonschema.ValidationContext, v any) error {
 	err := ctx.Validate(e.inner, "", v, "")
 	k := r.depth
 	r.depth--
+	// What failed below and the library discarded is no longer held:
+	// all of it when inner passed, what its failure does not keep when
+	// it failed.
 	if err == nil {
 		r.held = mark
 		return nil
 	}
 	r.failures++
-	r.count(err, k)
+	r.held = mark + r.count(err, k)
 	switch {
 	case r.held > maxFailureBytes:
 		r.last = err
@@ -130,63 +133,66 @@ const maxCompareSteps = 1 << 22
 // compareCost is size with a number weighing what parsing it for a
 // comparison costs: the library parses both numbers of each comparison
 // into fractions, and 1e1000 takes about 6 µs.
-func compareCost(v any) int {
+func compareCost(v any) int { return compareCostAt(v, 0) }
+
+func compareCostAt(v any, depth int) int {
+	if depth > maxWalkDepth {
+		return maxCompareSteps + 1 // a value that contains itself (pathBytes)
+	}
+	n := 1
 	switch v := v.(type) {
 	case json.Number:
-		n := 1 + len(v)/8
+		n += len(v) / 8
 		if i := strings.IndexAny(string(v), "eE"); i >= 0 {
 			exp, _ := strconv.Atoi(strings.TrimPrefix(string(v[i+1:]), "+"))
 			n += max(exp, -exp) / 32
 		}
-		return n
 	case map[string]any:
-		n := 1
 		for k, e := range v {
-			n += 1 + len(k)/bytesPerStep + compareCost(e)
+			n += 1 + len(k)/bytesPerStep + compareCostAt(e, depth+1)
 		}
-		return n
 	case []any:
-		n := 1
 		for _, e := range v {
-			n += 1 + compareCost(e)
+			n += 1 + compareCostAt(e, depth+1)
 		}
-		return n
 	case string:
-		return 1 + len(v)/bytesPerStep
+		n += len(v) / bytesPerStep
 	}
-	return 1
+	return min(n, maxCompareSteps+1)
 }
 
-// counted marks an error a wrapper has counted: it replaces the error's
-// relative keyword location, which nothing here reads (convert reports
-// the absolute one), and so frees what that held.
+// counted marks an error a wrapper has counted, followed by the bytes its
+// tree holds: it replaces the error's relative keyword location, which
+// nothing here reads (convert reports the absolute one), and so frees
+// what that held.
 const counted = "\x00"
 
-// count adds what the errors of a failure k wrappers deep that no
-// wrapper counted yet hold, and what building them copied: each error's
-// strings (its message may quote a long value or a long list of the
-// schema's), and its keyword location once per level it was written
-// out over. A level that passes a failure up unchanged adds nothing.
-func (r *run) count(err error, k int) {
+// count returns what the tree of a failure k wrappers deep holds, and
+// adds what building the errors no wrapper counted yet copied: each
+// error's strings (its message may quote a long value or a long list of
+// the schema's), and its keyword location once per level it was written
+// out over. An error counted before reads its tree from its mark.
+func (r *run) count(err error, k int) int {
 	ve, ok := err.(*jsonschema.ValidationError)
 	if !ok {
-		r.held += errorBytes
-		return
+		return errorBytes
 	}
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if e.KeywordLocation == counted {
-			return
+	var walk func(e *jsonschema.ValidationError) int
+	walk = func(e *jsonschema.ValidationError) int {
+		if n, ok := strings.CutPrefix(e.KeywordLocation, counted); ok {
+			held, _ := strconv.Atoi(n)
+			return held
 		}
 		// Building a message copies what it quotes a few times over.
 		r.work += len(e.KeywordLocation)*k + 4*len(e.Message)
-		r.held += errorBytes + len(e.Message) + len(e.InstanceLocation) + len(e.AbsoluteKeywordLocation) + 8*len(e.Causes)
-		e.KeywordLocation = counted
+		held := errorBytes + len(e.Message) + len(e.InstanceLocation) + len(e.AbsoluteKeywordLocation) + 8*len(e.Causes)
 		for _, c := range e.Causes {
-			walk(c)
+			held += walk(c)
 		}
+		e.KeywordLocation = counted + strconv.Itoa(held)
+		return held
 	}
-	walk(ve)
+	return walk(ve)
 }
 
 // nest splits every subschema under root (root too) into a wrapper and

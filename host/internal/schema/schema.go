@@ -254,8 +254,10 @@ func compileRoot(raw json.RawMessage, name string) (*jsonschema.Schema, error) {
 	if err == nil {
 		err = checkRegexes(v)
 	}
-	if n := countObjects(v); err == nil && n > maxSchemaObjects {
-		err = fmt.Errorf("the schema holds %d objects, and the host compiles at most %d (compiling takes time quadratic in them: 10,000 took 3.3 s)", n, maxSchemaObjects)
+	if objects, values := countObjects(v); err == nil && objects > maxSchemaObjects {
+		err = fmt.Errorf("the schema holds %d objects, and the host compiles at most %d (compiling takes time quadratic in them: 10,000 took 3.3 s)", objects, maxSchemaObjects)
+	} else if err == nil && values > maxSchemaValues {
+		err = fmt.Errorf("the schema holds %d values, and the host compiles at most %d", values, maxSchemaValues)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadSchema, name, err)
@@ -284,6 +286,14 @@ func compileRoot(raw json.RawMessage, name string) (*jsonschema.Schema, error) {
 	err = ownSchemas(s, raw, loaded)
 	if err == nil {
 		err = checkPieces(s)
+	}
+	if err == nil {
+		walkSchemas(s, func(s *jsonschema.Schema) bool {
+			if len(s.Enum) > maxEnum {
+				err = fmt.Errorf("an enum of %d values at %s: the host compares a value with at most %d", len(s.Enum), s.Location, maxEnum)
+			}
+			return err == nil
+		})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadSchema, name, err)
@@ -328,21 +338,34 @@ func ownSchemas(root *jsonschema.Schema, raw []byte, loaded map[string]bool) err
 // a schema compiles again for each validation that overlaps another.
 const maxSchemaObjects = 2048
 
-// countObjects counts the objects in a decoded JSON document.
-func countObjects(v any) int {
-	n := 0
+// maxSchemaValues bounds the values of a schema a plugin declares, its
+// enum and const values with the rest: the library compiles each, and
+// compares a value with each enum value (a million took 2.9 s to
+// compile).
+const maxSchemaValues = 1 << 16
+
+// maxEnum bounds one enum: comparing a number with each value parses it
+// again, up to 27 µs for a long one, in one step.
+const maxEnum = 4096
+
+// countObjects counts the objects, and all the values, in a decoded JSON
+// document.
+func countObjects(v any) (objects, values int) {
+	values = 1
 	switch v := v.(type) {
 	case map[string]any:
-		n++
+		objects++
 		for _, e := range v {
-			n += countObjects(e)
+			o, n := countObjects(e)
+			objects, values = objects+o, values+n
 		}
 	case []any:
 		for _, e := range v {
-			n += countObjects(e)
+			o, n := countObjects(e)
+			objects, values = objects+o, values+n
 		}
 	}
-	return n
+	return objects, values
 }
 
 func trimLib(err error) string {
@@ -544,15 +567,22 @@ func convert(name string, err error, prefix string) error {
 		// InfiniteLoopError or InvalidJSONTypeError: keep it inspectable.
 		return fmt.Errorf("schema %s: %w: %w", name, ErrInvalid, err)
 	}
-	var leaves []Problem
+	// The leaves keep their locations relative to v: prefix, the same for
+	// all, is added to the few kept (a Local's at may be long, and there
+	// may be many leaves).
+	type leaf struct {
+		Problem
+		depth int
+	}
+	var leaves []leaf
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			leaves = append(leaves, Problem{
-				InstanceLocation: prefix + e.InstanceLocation,
+			leaves = append(leaves, leaf{Problem{
+				InstanceLocation: e.InstanceLocation,
 				KeywordLocation:  strings.TrimPrefix(e.AbsoluteKeywordLocation, schemas.BaseID),
 				Message:          e.Message,
-			})
+			}, strings.Count(e.InstanceLocation, "/")})
 			return
 		}
 		for _, c := range e.Causes {
@@ -563,18 +593,22 @@ func convert(name string, err error, prefix string) error {
 	// The library visits properties in map order; sort so that messages
 	// are stable, deepest location first (the most specific complaint).
 	sort.SliceStable(leaves, func(i, j int) bool {
-		di, dj := strings.Count(leaves[i].InstanceLocation, "/"), strings.Count(leaves[j].InstanceLocation, "/")
-		if di != dj {
-			return di > dj
+		if leaves[i].depth != leaves[j].depth {
+			return leaves[i].depth > leaves[j].depth
 		}
 		if leaves[i].InstanceLocation != leaves[j].InstanceLocation {
 			return leaves[i].InstanceLocation < leaves[j].InstanceLocation
 		}
 		return leaves[i].KeywordLocation < leaves[j].KeywordLocation
 	})
-	out := &ValidationError{Schema: name, Problems: leaves}
-	if len(leaves) > maxProblems {
-		out.Problems, out.More = leaves[:maxProblems], len(leaves)-maxProblems
+	out := &ValidationError{Schema: name}
+	for i, l := range leaves {
+		if i == maxProblems {
+			out.More = len(leaves) - maxProblems
+			break
+		}
+		l.InstanceLocation = prefix + l.InstanceLocation
+		out.Problems = append(out.Problems, l.Problem)
 	}
 	return out
 }
