@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -183,26 +184,36 @@ func (r *run) tick(v any, extra int) {
 // size is what a schema of cost 1 counts on a decoded document: a step for
 // each value, for each member or element, and for each bytesPerStep bytes
 // of a string or member name.
-func size(v any) int { return sizeAt(v, 0) }
+func size(v any) int { return weigh(v, 0, false, maxSteps) }
 
-func sizeAt(v any, depth int) int {
+// weigh is size, with a number weighing what parsing it for a comparison
+// costs when numbers is set (compareCost), and saturating at most.
+func weigh(v any, depth int, numbers bool, most int) int {
 	if depth > maxWalkDepth {
-		return maxSteps // a value that contains itself (pathBytes)
+		return most // a value that contains itself (pathBytes)
 	}
 	n := 1
 	switch v := v.(type) {
+	case json.Number:
+		if numbers {
+			n += len(v) / 8
+			if i := strings.IndexAny(string(v), "eE"); i >= 0 {
+				exp, _ := strconv.Atoi(strings.TrimPrefix(string(v[i+1:]), "+"))
+				n += max(exp, -exp) / 32
+			}
+		}
 	case map[string]any:
 		for k, e := range v {
-			n += 1 + len(k)/bytesPerStep + sizeAt(e, depth+1)
+			n += 1 + len(k)/bytesPerStep + weigh(e, depth+1, numbers, most)
 		}
 	case []any:
 		for _, e := range v {
-			n += 1 + sizeAt(e, depth+1)
+			n += 1 + weigh(e, depth+1, numbers, most)
 		}
 	case string:
 		n += len(v) / bytesPerStep
 	}
-	return min(n, maxSteps)
+	return min(n, most)
 }
 
 // step is the extension every subschema of a guarded schema carries.

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/url"
@@ -133,33 +132,7 @@ const maxCompareSteps = 1 << 22
 // compareCost is size with a number weighing what parsing it for a
 // comparison costs: the library parses both numbers of each comparison
 // into fractions, and 1e1000 takes about 6 µs.
-func compareCost(v any) int { return compareCostAt(v, 0) }
-
-func compareCostAt(v any, depth int) int {
-	if depth > maxWalkDepth {
-		return maxCompareSteps + 1 // a value that contains itself (pathBytes)
-	}
-	n := 1
-	switch v := v.(type) {
-	case json.Number:
-		n += len(v) / 8
-		if i := strings.IndexAny(string(v), "eE"); i >= 0 {
-			exp, _ := strconv.Atoi(strings.TrimPrefix(string(v[i+1:]), "+"))
-			n += max(exp, -exp) / 32
-		}
-	case map[string]any:
-		for k, e := range v {
-			n += 1 + len(k)/bytesPerStep + compareCostAt(e, depth+1)
-		}
-	case []any:
-		for _, e := range v {
-			n += 1 + compareCostAt(e, depth+1)
-		}
-	case string:
-		n += len(v) / bytesPerStep
-	}
-	return min(n, maxCompareSteps+1)
-}
+func compareCost(v any) int { return weigh(v, 0, true, maxCompareSteps+1) }
 
 // counted marks an error a wrapper has counted, followed by the bytes its
 // tree holds: it replaces the error's relative keyword location, which
