@@ -263,8 +263,8 @@ func transparent(set []*jsonschema.Schema) bool {
 // to any element of an array, below a set of schemas.
 func child(set []*jsonschema.Schema, key string, array bool) ([]*jsonschema.Schema, int, bool) {
 	var next []*jsonschema.Schema
-	for _, s := range set {
-		s := unwrap(s)
+	for _, w := range set {
+		s := unwrap(w)
 		if array {
 			if len(s.PrefixItems) > 0 || s.AdditionalItems != nil {
 				return nil, 0, false
@@ -280,7 +280,7 @@ func child(set []*jsonschema.Schema, key string, array bool) ([]*jsonschema.Sche
 			}
 			continue
 		}
-		if len(s.PatternProperties) > 0 && len(key)*keyCost(s) > maxPatternWork {
+		if len(s.PatternProperties) > 0 && len(key)*keyCostOf(w) > maxPatternWork {
 			return nil, 0, false // the whole document's check refuses the name (enter)
 		}
 		matched := false

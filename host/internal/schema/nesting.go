@@ -175,10 +175,8 @@ func (r *run) count(err error, k int) int {
 func nest(root *jsonschema.Schema, r *run) {
 	var all []*jsonschema.Schema
 	perElement := map[*jsonschema.Schema]bool{}
-	piece := 0
 	walkSchemas(root, func(s *jsonschema.Schema) bool {
 		all = append(all, s)
-		piece = max(piece, longestPiece(s))
 		for _, c := range elementSchemas(s) {
 			perElement[c] = true
 		}
@@ -194,7 +192,7 @@ func nest(root *jsonschema.Schema, r *run) {
 	})
 	// Each level adds the link's piece and the wrapper's empty one.
 	// Compile refuses a piece past maxPiece (checkPieces).
-	r.locPer = piece + 2
+	r.locPer = schemaPiece(root) + 2
 	r.maxDepth = min(maxNesting, int(math.Sqrt(float64(nestingWork/r.locPer))))
 	for _, s := range all {
 		inner := new(jsonschema.Schema)
@@ -217,12 +215,7 @@ func nest(root *jsonschema.Schema, r *run) {
 // maxPiece: a property name, a pattern or a dependency name so long that
 // hardly any nesting would be allowed.
 func checkPieces(root *jsonschema.Schema) error {
-	piece := 0
-	walkSchemas(root, func(s *jsonschema.Schema) bool {
-		piece = max(piece, longestPiece(s))
-		return piece <= maxPiece
-	})
-	if piece > maxPiece {
+	if piece := schemaPiece(root); piece > maxPiece {
 		return fmt.Errorf("a property name, pattern or dependency name of %d bytes (escaped) makes each level of a failure's location too long; at most %d", piece, maxPiece)
 	}
 	return nil
@@ -238,6 +231,15 @@ func unwrap(s *jsonschema.Schema) *jsonschema.Schema {
 		return e.inner
 	}
 	return s
+}
+
+// keyCostOf is keyCost of the schema w stands for, as its wrapper
+// computed it when the schema compiled.
+func keyCostOf(w *jsonschema.Schema) int {
+	if e, ok := w.Extensions["wasmhist-enter"].(enter); ok {
+		return e.keyCost
+	}
+	return keyCost(w)
 }
 
 // keyCost is what matching one byte of a member name against every
@@ -260,6 +262,16 @@ func elementSchemas(s *jsonschema.Schema) []*jsonschema.Schema {
 		out = append(out, c)
 	}
 	return append(out, schemasIn(s.AdditionalProperties, s.Items, s.AdditionalItems)...)
+}
+
+// schemaPiece is longestPiece over every schema under root.
+func schemaPiece(root *jsonschema.Schema) int {
+	piece := 0
+	walkSchemas(root, func(s *jsonschema.Schema) bool {
+		piece = max(piece, longestPiece(s))
+		return true
+	})
+	return piece
 }
 
 // longestPiece is the longest piece a link from s adds to a keyword
