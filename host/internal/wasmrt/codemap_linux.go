@@ -91,9 +91,24 @@ func (c *Cache) mapCode(m wazero.CompiledModule, read *entryCode) []byte {
 // it was ever written, so none is lost; a page runs again from the page
 // cache after a minor fault. The instance that calls it keeps the module,
 // so its mapping, open.
+//
+// From the first drop on, a fault in the code maps its own page only
+// (faultSingly): the first guest start, which runs most of the code once,
+// still faults in whole windows, which it gives back here. Best effort: a
+// kernel or sandbox that refuses leaves the windows.
 func (c *compiled) dropText() {
 	if c.text != nil {
 		syscall.Madvise(c.text, syscall.MADV_DONTNEED)
+		c.singly.Do(func() { c.single = faultSingly(c.text) == nil })
+	}
+}
+
+// releaseText gives back what the module's mapped code holds beside its
+// mapping, once the module is closed.
+func (c *compiled) releaseText() {
+	c.singly.Do(func() {}) // no registration from now on
+	if c.single {
+		releaseSingly()
 	}
 }
 

@@ -11,6 +11,9 @@ func (c *Cache) mapCode(wazero.CompiledModule, *entryCode) []byte { return nil }
 // dropText has nothing to give back: the code is wazero's.
 func (c *compiled) dropText() {}
 
+// releaseText has nothing to give back.
+func (c *compiled) releaseText() {}
+
 // codeFiles: outside Linux a load from the skeleton links the entry into
 // a directory of its own (fromSkeleton).
 type codeFiles struct{}

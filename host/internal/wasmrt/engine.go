@@ -216,8 +216,12 @@ type compiled struct {
 	// segments were moved to (image.go).
 	image *memImage
 	// text, when set, is the module's machine code as mapCode mapped it
-	// from the cache (dropText).
-	text []byte
+	// from the cache (dropText); singly makes its faults map single pages
+	// once the first instance's guest has started (faultSingly), which
+	// single records; releaseText undoes it.
+	text   []byte
+	singly sync.Once
+	single bool
 	// entry, when set, is what the load from the skeleton that made the
 	// module did with its code (mapCode).
 	entry     *entryCode
@@ -295,6 +299,7 @@ func (c *compiled) Close(ctx context.Context) error {
 	}
 	c.returned()
 	err := c.rt.Close(context.WithoutCancel(ctx))
+	c.releaseText()
 	if c.image != nil {
 		err = errors.Join(err, c.image.close())
 	}
