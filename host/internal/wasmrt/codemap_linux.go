@@ -91,24 +91,63 @@ func (c *Cache) mapCode(m wazero.CompiledModule, read *entryCode) []byte {
 // it was ever written, so none is lost; a page runs again from the page
 // cache after a minor fault. The instance that calls it keeps the module,
 // so its mapping, open.
-//
-// From the first drop on, a fault in the code maps its own page only
-// (faultSingly): the first guest start, which runs most of the code once,
-// still faults in whole windows, which it gives back here. Best effort: a
-// kernel or sandbox that refuses leaves the windows.
 func (c *compiled) dropText() {
 	if c.text != nil {
 		syscall.Madvise(c.text, syscall.MADV_DONTNEED)
-		c.singly.Do(func() { c.single = faultSingly(c.text) == nil })
 	}
+}
+
+// textFaults is how a fault in a module's mapped code maps pages: the
+// page it faulted on alone (faultSingly), except while an instance's
+// guest starts. A start runs much of the code once and gives it all back
+// (dropText): there the kernel's window around each fault is the
+// cheaper way in, for pages kept no longer (RATIONALE: "Why does a
+// build's code fault in one page at a time?").
+type textFaults struct {
+	mu       sync.Mutex
+	starting int
+	// single: the code is registered with the userfaultfd (faultSingly);
+	// refused: the kernel refused, and windows stay; closed: the module
+	// closed, and registers no more.
+	single, refused, closed bool
+}
+
+// guestStarts: an instance's guest runtime starts on the code; until it
+// returns, faults map whole windows.
+func (c *compiled) guestStarts() {
+	f := &c.faults
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.starting++; f.starting == 1 && f.single {
+		faultWindows(c.text)
+		f.single = false
+	}
+}
+
+// guestStarted: the start guestStarts announced has returned; once none
+// runs, faults map single pages.
+func (c *compiled) guestStarted() {
+	f := &c.faults
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.starting--; f.starting > 0 || c.text == nil || f.single || f.refused || f.closed {
+		return
+	}
+	// Best effort: a kernel or sandbox that refuses leaves the windows.
+	err := faultSingly(c.text)
+	f.single, f.refused = err == nil, err != nil
 }
 
 // releaseText gives back what the module's mapped code holds beside its
 // mapping, once the module is closed.
 func (c *compiled) releaseText() {
-	c.singly.Do(func() {}) // no registration from now on
-	if c.single {
-		releaseSingly()
+	f := &c.faults
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	if f.single {
+		f.single = false
+		faultWindows(c.text)
 	}
 }
 

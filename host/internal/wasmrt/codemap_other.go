@@ -11,8 +11,12 @@ func (c *Cache) mapCode(wazero.CompiledModule, *entryCode) []byte { return nil }
 // dropText has nothing to give back: the code is wazero's.
 func (c *compiled) dropText() {}
 
-// releaseText has nothing to give back.
-func (c *compiled) releaseText() {}
+// textFaults: outside Linux the host leaves faults to the kernel.
+type textFaults struct{}
+
+func (c *compiled) guestStarts()  {}
+func (c *compiled) guestStarted() {}
+func (c *compiled) releaseText()  {}
 
 // codeFiles: outside Linux a load from the skeleton links the entry into
 // a directory of its own (fromSkeleton).

@@ -47,7 +47,7 @@ var storeRequest = []byte(`{"session":{"session_id":"s","state_key":"k"},"reques
 // the code of one module compiled twice on one cache to both, and only
 // the first maps it, so the plugin as another test compiles it meanwhile
 // may have no mapping here.
-func mappedInstance(t *testing.T) (*Module, []byte, *Instance) {
+func mappedInstance(t testing.TB) (*Module, []byte, *Instance) {
 	t.Helper()
 	ctx := context.Background()
 	const name = "wasmhist-test"

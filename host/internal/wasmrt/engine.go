@@ -216,12 +216,11 @@ type compiled struct {
 	// segments were moved to (image.go).
 	image *memImage
 	// text, when set, is the module's machine code as mapCode mapped it
-	// from the cache (dropText); singly makes its faults map single pages
-	// once the first instance's guest has started (faultSingly), which
-	// single records; releaseText undoes it.
-	text   []byte
-	singly sync.Once
-	single bool
+	// from the cache (dropText). Its faults map single pages while no
+	// instance's guest starts (guestStarts).
+	text []byte
+	// faults: how faults in text map pages now (textFaults).
+	faults textFaults
 	// entry, when set, is what the load from the skeleton that made the
 	// module did with its code (mapCode).
 	entry     *entryCode

@@ -31,12 +31,16 @@ const (
 	uffdRegisterModeWP = 1 << 1  // UFFDIO_REGISTER_MODE_WP
 	uffdioAPI          = 0xC018AA3F
 	uffdioRegister     = 0xC020AA00
+	uffdioUnregister   = 0x8010AA01
 )
 
-// singlePages is the userfaultfd that the mapped code of every open
-// module registered with shares. The first registration opens it and the
-// last module's close closes it (closing it registers every range off).
-var singlePages struct {
+// singlePages is the userfaultfd every registered range of code shares.
+// The first registration opens it and the last one's end closes it
+// (closing it would register every range off).
+var singlePages uffd
+
+// uffd is a userfaultfd and the count of ranges registered with it.
+type uffd struct {
 	mu    sync.Mutex
 	fd    int
 	users int
@@ -59,9 +63,9 @@ func openUffd() (int, error) {
 }
 
 // faultSingly makes a fault in code, a whole private mapping of a file,
-// map the page it faulted on only, until releaseSingly. It returns why
-// not (an older kernel, or a sandbox that refuses the system call), and
-// then leaves the mapping as it was: faults map whole windows.
+// map the page it faulted on only, until faultWindows. It returns why not
+// (an older kernel, or a sandbox that refuses the system call), and then
+// leaves the mapping as it was: faults map whole windows.
 func faultSingly(code []byte) error {
 	s := &singlePages
 	s.mu.Lock()
@@ -73,30 +77,42 @@ func faultSingly(code []byte) error {
 		}
 		s.fd = fd
 	}
-	page := syscall.Getpagesize()
-	reg := struct{ start, len, mode, ioctls uint64 }{
-		start: uint64(uintptr(unsafe.Pointer(&code[0]))),
-		// The mapping ends at the end of a page; the range must too.
-		len:  uint64((len(code) + page - 1) &^ (page - 1)),
-		mode: uffdRegisterModeWP,
-	}
-	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(s.fd), uffdioRegister, uintptr(unsafe.Pointer(&reg))); errno != 0 {
+	if err := s.ioctl(uffdioRegister, code); err != nil {
 		if s.users == 0 {
 			syscall.Close(s.fd)
 		}
-		return fmt.Errorf("registering %d bytes of code with the userfaultfd: %w", len(code), errno)
+		return fmt.Errorf("registering %d bytes of code with the userfaultfd: %w", len(code), err)
 	}
 	s.users++
 	return nil
 }
 
-// releaseSingly gives back a registration faultSingly made, once no code
-// runs from its mapping; the last one closes the userfaultfd.
-func releaseSingly() {
+// faultWindows undoes faultSingly: faults in code map whole windows again.
+// The last range's end closes the userfaultfd.
+func faultWindows(code []byte) {
 	s := &singlePages
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// It cannot fail for a range registered whole; if it did, the range
+	// would stay registered until the userfaultfd closes.
+	_ = s.ioctl(uffdioUnregister, code)
 	if s.users--; s.users == 0 {
 		syscall.Close(s.fd)
 	}
+}
+
+// ioctl registers code with the userfaultfd, for write-protect faults,
+// or registers it off: the range of its pages, whose last one the mapping
+// fills, as the kernel requires.
+func (s *uffd) ioctl(req uintptr, code []byte) error {
+	page := syscall.Getpagesize()
+	r := struct{ start, len, mode, ioctls uint64 }{
+		start: uint64(uintptr(unsafe.Pointer(&code[0]))),
+		len:   uint64((len(code) + page - 1) &^ (page - 1)),
+		mode:  uffdRegisterModeWP, // read by UFFDIO_REGISTER only
+	}
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(s.fd), req, uintptr(unsafe.Pointer(&r))); errno != 0 {
+		return errno
+	}
+	return nil
 }

@@ -36,7 +36,7 @@ func TestFaultSingly(t *testing.T) {
 		defer syscall.Munmap(code)
 		if register {
 			require.NoError(t, faultSingly(code), "this machine's kernel turns fault-around off for a userfaultfd's range (Linux 6.7)")
-			defer releaseSingly()
+			defer faultWindows(code)
 		}
 		sum := 0
 		for i := 0; i < len(code); i += faultWindow {
@@ -55,14 +55,34 @@ func TestFaultSingly(t *testing.T) {
 
 // TestCodeFaultsInSinglePages: once the module's first guest has started,
 // the calls on it map the pages of its code they run, not whole windows
-// around them.
+// around them; while another instance's guest starts, faults map windows
+// (the start gives every page back), and single pages again after it.
 func TestCodeFaultsInSinglePages(t *testing.T) {
 	ctx := context.Background()
-	_, code, in := mappedInstance(t)
-	for _, fn := range []string{"describe", "store"} {
-		_, err := in.Call(ctx, fn, storeRequest)
-		require.NoError(t, err)
+	m, code, in := mappedInstance(t)
+	faults := &m.cur.Load().faults
+	single := func() bool {
+		faults.mu.Lock()
+		defer faults.mu.Unlock()
+		return faults.single
 	}
+	require.False(t, single(), "registered before the first start")
+	in.testStarted = func() { assert.False(t, single(), "single pages during a start") }
+	_, err := in.Call(ctx, "describe", nil)
+	require.NoError(t, err)
+	require.True(t, single(), "single pages once the start returned")
+
+	other, err := m.NewInstance(ctx, testPages)
+	require.NoError(t, err)
+	defer other.Close(ctx)
+	other.testStarted = func() { assert.False(t, single(), "single pages during another instance's start") }
+	_, err = other.Call(ctx, "describe", nil)
+	require.NoError(t, err)
+	require.True(t, single(), "single pages once the other start returned")
+	in.code.dropText()
+	_, err = in.Call(ctx, "store", storeRequest)
+	require.NoError(t, err)
+
 	page := syscall.Getpagesize()
 	pages, windows := 0, 0
 	at := int(uintptr(unsafe.Pointer(&code[0])) % faultWindow)

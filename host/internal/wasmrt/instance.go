@@ -283,13 +283,18 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 	kctx := capability.WithValue(ctx, kernelKey{}, in.kern)
 	if init := in.init; init != nil {
 		in.init = nil
-		if err := in.run(kctx, init); err != nil {
-			return nil, in.failure(ctx, fmt.Errorf("initialize guest runtime: %w", err))
+		in.code.guestStarts()
+		err := in.run(kctx, init)
+		if err == nil {
+			in.mem.settle()
+			in.code.dropText()
+			if in.testStarted != nil {
+				in.testStarted()
+			}
 		}
-		in.mem.settle()
-		in.code.dropText()
-		if in.testStarted != nil {
-			in.testStarted()
+		in.code.guestStarted()
+		if err != nil {
+			return nil, in.failure(ctx, fmt.Errorf("initialize guest runtime: %w", err))
 		}
 	}
 	if buf := in.capabilityBuffer; buf != nil {
