@@ -297,8 +297,10 @@ func (c *compiled) Close(ctx context.Context) error {
 		return nil
 	}
 	c.returned()
-	err := c.rt.Close(context.WithoutCancel(ctx))
+	// Before the runtime: once it is closed, wazero may unmap the code and
+	// map other code at its address.
 	c.releaseText()
+	err := c.rt.Close(context.WithoutCancel(ctx))
 	if c.image != nil {
 		err = errors.Join(err, c.image.close())
 	}
