@@ -72,12 +72,14 @@ var chatRoles = map[string]bool{"system": true, "developer": true, "user": true,
 // refused with ErrConvert, never dropped; errors name the message's index
 // in the array. lim.MaxMessageBytes bounds one message.
 func ReadOpenAI(src io.Reader, lim Limits) iter.Seq2[abi.Message, error] {
+	return ReadOpenAIContext(context.Background(), src, lim)
+}
+
+// ReadOpenAIContext is ReadOpenAI with ctx bounding its checks, as
+// NewReaderContext's.
+func ReadOpenAIContext(ctx context.Context, src io.Reader, lim Limits) iter.Seq2[abi.Message, error] {
 	return func(yield func(abi.Message, error) bool) {
-		r := &Reader{lim: lim.withDefaults(), slotIdx: -1, msgIdx: -1}
-		r.win = &window{r: src}
-		r.dec = json.NewDecoder(r.win)
-		r.dec.UseNumber()
-		r.win.at = r.dec.InputOffset
+		r := newReader(ctx, src, lim)
 		if err := r.delim('[', "the document"); err != nil {
 			yield(abi.Message{}, r.fail(err))
 			return
@@ -138,11 +140,13 @@ func (r *Reader) openAIMessage() (abi.Message, error) {
 		return abi.Message{}, fmt.Errorf("%w: %w", ErrConvert, err)
 	}
 	b, err := json.Marshal(m)
-	if err == nil {
-		err = messageSchema().ValidateCounted(context.Background(), b)
-	}
 	if err != nil {
 		return abi.Message{}, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}
+	if err := r.validate(messageSchema(), b, func(err error) error {
+		return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}); err != nil {
+		return abi.Message{}, err
 	}
 	return m, nil
 }

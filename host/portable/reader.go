@@ -9,6 +9,7 @@ import (
 	"iter"
 
 	"github.com/wasmhist/wasmhist/abi"
+	"github.com/wasmhist/wasmhist/host/internal/schema"
 	"github.com/wasmhist/wasmhist/host/session"
 )
 
@@ -74,6 +75,8 @@ func (w *window) Read(p []byte) (int, error) {
 // a document cut short, even at a message boundary and closed again, is
 // refused there.
 type Reader struct {
+	// ctx bounds the checks of what the Reader reads (NewReaderContext).
+	ctx   context.Context
 	dec   *json.Decoder
 	win   *window
 	lim   Limits
@@ -98,18 +101,51 @@ const (
 	done
 )
 
-// NewReader reads the start of a document from src: its format version
-// and session. src is read as needed, never closed.
+// NewReader is NewReaderContext with a context that never ends.
 func NewReader(src io.Reader, lim Limits) (*Reader, error) {
-	r := &Reader{lim: lim.withDefaults(), slotIdx: -1, msgIdx: -1, keys: map[string]bool{}}
-	r.win = &window{r: src}
-	r.dec = json.NewDecoder(r.win)
-	r.dec.UseNumber()
-	r.win.at = r.dec.InputOffset
+	return NewReaderContext(context.Background(), src, lim)
+}
+
+// NewReaderContext reads the start of a document from src: its format
+// version and session. src is read as needed, never closed. ctx bounds
+// the Reader's checks of what it reads (a message can take seconds to
+// check against schemas/message.json): once ctx is done, the read under
+// way, and every later one, fails with ctx's cause, located, and never
+// as a fault of the document.
+func NewReaderContext(ctx context.Context, src io.Reader, lim Limits) (*Reader, error) {
+	r := newReader(ctx, src, lim)
+	r.keys = map[string]bool{}
 	if err := r.readHead(); err != nil {
 		return nil, r.fail(err)
 	}
 	return r, nil
+}
+
+// newReader is a Reader of src before it read anything.
+func newReader(ctx context.Context, src io.Reader, lim Limits) *Reader {
+	r := &Reader{ctx: ctx, lim: lim.withDefaults(), slotIdx: -1, msgIdx: -1}
+	r.win = &window{r: src}
+	r.dec = json.NewDecoder(r.win)
+	r.dec.UseNumber()
+	r.win.at = r.dec.InputOffset
+	return r
+}
+
+// validate checks raw against s under the Reader's context; invalid says
+// what a failure means. Once the context is done the check fails with the
+// context's cause instead: the document was not found wrong.
+func (r *Reader) validate(s *schema.Schema, raw []byte, invalid func(error) error) error {
+	if cause := context.Cause(r.ctx); cause != nil {
+		return cause
+	}
+	err := s.ValidateCounted(r.ctx, raw)
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(r.ctx); cause != nil {
+		return cause
+	}
+	return invalid(err)
 }
 
 // FormatVersion is the document's format_version.
@@ -249,8 +285,10 @@ func (r *Reader) readSession() error {
 	if err != nil {
 		return err
 	}
-	if err := sessionSchema().ValidateCounted(context.Background(), raw); err != nil {
+	if err := r.validate(sessionSchema(), raw, func(err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrMalformed, memberSession, err)
+	}); err != nil {
+		return err
 	}
 	var d docSession
 	if err := json.Unmarshal(raw, &d); err != nil {
@@ -280,6 +318,8 @@ func (r *Reader) fail(err error) error {
 		e.Err, e.Offset = fmt.Errorf("%w: %w", ErrMalformed, err), se.Offset
 	case isOurs(err):
 		e.Err = err
+	case r.ctx.Err() != nil && errors.Is(err, context.Cause(r.ctx)):
+		e.Err = fmt.Errorf("portable: reading stopped: %w", err)
 	default:
 		e.Err = fmt.Errorf("portable: reading: %w", err)
 	}
@@ -422,8 +462,10 @@ func (r *Reader) nextMessage() (m abi.Message, ok bool, err error) {
 	if err != nil {
 		return m, false, err
 	}
-	if err := messageSchema().ValidateCounted(context.Background(), raw); err != nil {
-		return m, false, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	if err := r.validate(messageSchema(), raw, func(err error) error {
+		return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}); err != nil {
+		return m, false, err
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return m, false, fmt.Errorf("%w: %w", ErrInvalidMessage, err)

@@ -262,7 +262,7 @@ func (d *docImport) plugins(ctx context.Context, names map[string]string, defaul
 
 // runDocument imports a portable document.
 func (d *docImport) runDocument(ctx context.Context) error {
-	r, err := portable.NewReader(d.in, portable.Limits{})
+	r, err := portable.NewReaderContext(ctx, d.in, portable.Limits{})
 	if err != nil {
 		return failf(d.cmd, "standard input is not a portable session document: %w; nothing was imported", err)
 	}
@@ -365,7 +365,7 @@ func (d *docImport) runOpenAI(ctx context.Context) error {
 	}
 	messages := 0
 	history := func(yield func(abi.Message, error) bool) {
-		for m, err := range portable.ReadOpenAI(d.in, portable.Limits{}) {
+		for m, err := range portable.ReadOpenAIContext(ctx, d.in, portable.Limits{}) {
 			if err == nil {
 				messages++
 			}
