@@ -106,26 +106,28 @@ func (c *compiled) dropText() {
 type textFaults struct {
 	mu       sync.Mutex
 	starting int
-	// single: the code is registered with the userfaultfd (faultSingly);
-	// refused: the kernel refused, and windows stay; closed: the module
-	// closed, and registers no more.
-	single, refused, closed bool
+	// held: the module holds the userfaultfd (singlePages.hold); single:
+	// the code is registered with it; refused: the kernel refused for
+	// good (lasting), and windows stay; closed: the module closed, and
+	// registers no more.
+	held, single, refused, closed bool
 }
 
 // guestStarts: an instance's guest runtime starts on the code; until it
-// returns, faults map whole windows.
+// returns (guestStarted), faults map whole windows.
 func (c *compiled) guestStarts() {
 	f := &c.faults
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.starting++; f.starting == 1 && f.single {
-		faultWindows(c.text)
+		singlePages.faultWindows(c.text)
 		f.single = false
 	}
 }
 
 // guestStarted: the start guestStarts announced has returned; once none
-// runs, faults map single pages.
+// runs, faults map single pages. Best effort: a kernel or sandbox that
+// refuses leaves the windows.
 func (c *compiled) guestStarted() {
 	f := &c.faults
 	f.mu.Lock()
@@ -133,9 +135,15 @@ func (c *compiled) guestStarted() {
 	if f.starting--; f.starting > 0 || c.text == nil || f.single || f.refused || f.closed {
 		return
 	}
-	// Best effort: a kernel or sandbox that refuses leaves the windows.
-	err := faultSingly(c.text)
-	f.single, f.refused = err == nil, err != nil
+	if !f.held {
+		if err := singlePages.hold(); err != nil {
+			f.refused = lasting(err)
+			return
+		}
+		f.held = true
+	}
+	err := singlePages.faultSingly(c.text)
+	f.single, f.refused = err == nil, err != nil && lasting(err)
 }
 
 // releaseText gives back what the module's mapped code holds beside its
@@ -146,8 +154,12 @@ func (c *compiled) releaseText() {
 	defer f.mu.Unlock()
 	f.closed = true
 	if f.single {
+		singlePages.faultWindows(c.text)
 		f.single = false
-		faultWindows(c.text)
+	}
+	if f.held {
+		singlePages.let()
+		f.held = false
 	}
 }
 

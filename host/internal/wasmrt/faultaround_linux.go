@@ -3,6 +3,7 @@
 package wasmrt
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"syscall"
@@ -34,16 +35,17 @@ const (
 	uffdioUnregister   = 0x8010AA01
 )
 
-// singlePages is the userfaultfd every registered range of code shares.
-// The first registration opens it and the last one's end closes it
-// (closing it would register every range off).
+// singlePages is the userfaultfd of the process. Each module whose code
+// registers with it holds it (hold) from its first registration to its
+// close (let); the first holder opens it and the last one closes it,
+// since closing it would register every range off.
 var singlePages uffd
 
-// uffd is a userfaultfd and the count of ranges registered with it.
+// uffd is a userfaultfd and the count of its holders.
 type uffd struct {
-	mu    sync.Mutex
-	fd    int
-	users int
+	mu      sync.Mutex
+	fd      int
+	holders int
 }
 
 // openUffd opens a userfaultfd, close-on-exec, for faults in user mode
@@ -57,54 +59,57 @@ func openUffd() (int, error) {
 	api := struct{ api, features, ioctls uint64 }{api: uffdAPI, features: uffdFeatureWPAsync}
 	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, uffdioAPI, uintptr(unsafe.Pointer(&api))); errno != 0 {
 		syscall.Close(int(fd))
-		return -1, fmt.Errorf("userfaultfd with asynchronous write protection (Linux 6.7): %w", errno)
+		return -1, fmt.Errorf("userfaultfd with asynchronous write protection (Linux 6.7 on amd64): %w", errno)
 	}
 	return int(fd), nil
 }
 
-// faultSingly makes a fault in code, a whole private mapping of a file,
-// map the page it faulted on only, until faultWindows. It returns why not
-// (an older kernel, or a sandbox that refuses the system call), and then
-// leaves the mapping as it was: faults map whole windows.
-func faultSingly(code []byte) error {
-	s := &singlePages
+// hold takes the userfaultfd, opening it if no one holds it.
+func (s *uffd) hold() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.users == 0 {
+	if s.holders == 0 {
 		fd, err := openUffd()
 		if err != nil {
 			return err
 		}
 		s.fd = fd
 	}
+	s.holders++
+	return nil
+}
+
+// let gives back what hold took; the last holder closes the userfaultfd.
+func (s *uffd) let() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holders--; s.holders == 0 {
+		syscall.Close(s.fd)
+	}
+}
+
+// faultSingly makes a fault in code, a whole private mapping of a file,
+// map the page it faulted on only, until faultWindows. The caller holds
+// the userfaultfd. It returns why not, and then leaves the mapping as it
+// was: faults map whole windows.
+func (s *uffd) faultSingly(code []byte) error {
 	if err := s.ioctl(uffdioRegister, code); err != nil {
-		if s.users == 0 {
-			syscall.Close(s.fd)
-		}
 		return fmt.Errorf("registering %d bytes of code with the userfaultfd: %w", len(code), err)
 	}
-	s.users++
 	return nil
 }
 
 // faultWindows undoes faultSingly: faults in code map whole windows again.
-// The last range's end closes the userfaultfd.
-func faultWindows(code []byte) {
-	s := &singlePages
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// It cannot fail for a range registered whole; if it did, the range
-	// would stay registered until the userfaultfd closes.
-	_ = s.ioctl(uffdioUnregister, code)
-	if s.users--; s.users == 0 {
-		syscall.Close(s.fd)
-	}
-}
+// It cannot fail for a range registered whole; if it did, the range would
+// stay registered, mapping single pages, until the userfaultfd closes.
+func (s *uffd) faultWindows(code []byte) { _ = s.ioctl(uffdioUnregister, code) }
 
 // ioctl registers code with the userfaultfd, for write-protect faults,
 // or registers it off: the range of its pages, whose last one the mapping
 // fills, as the kernel requires.
 func (s *uffd) ioctl(req uintptr, code []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	page := syscall.Getpagesize()
 	r := struct{ start, len, mode, ioctls uint64 }{
 		start: uint64(uintptr(unsafe.Pointer(&code[0]))),
@@ -115,4 +120,17 @@ func (s *uffd) ioctl(req uintptr, code []byte) error {
 		return errno
 	}
 	return nil
+}
+
+// lasting reports whether err, from hold or faultSingly, will come again
+// for any code: the kernel lacks the feature or a sandbox refuses it
+// (ENOSYS, EPERM, EINVAL, EOPNOTSUPP); not so for a process out of file
+// descriptors or memory for the moment.
+func lasting(err error) bool {
+	for _, e := range []syscall.Errno{syscall.ENOSYS, syscall.EPERM, syscall.EINVAL, syscall.EOPNOTSUPP} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

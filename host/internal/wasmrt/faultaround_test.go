@@ -3,10 +3,13 @@
 package wasmrt
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -18,11 +21,50 @@ import (
 // faultWindow is the kernel's default fault-around window.
 const faultWindow = 64 << 10
 
+// refusedHere reports why this machine's kernel or sandbox refuses the
+// userfaultfd, "" when it allows it. A refusal must be lasting: the host
+// then keeps the windows for every build, which the tests check instead.
+func refusedHere(t *testing.T) string {
+	t.Helper()
+	if err := singlePages.hold(); err != nil {
+		require.True(t, lasting(err), "a refusal the host would try again on each start: %v", err)
+		return err.Error()
+	}
+	singlePages.let()
+	return ""
+}
+
+// registered reports whether the mapping that starts at code is registered
+// with a userfaultfd for write-protect faults (VmFlags "uw" in smaps).
+func registered(t *testing.T, code []byte) bool {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	require.NoError(t, err)
+	defer f.Close()
+	head := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&code[0])))
+	in := false
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, head):
+			in = true
+		case in && strings.HasPrefix(line, "VmFlags:"):
+			return strings.Contains(line+" ", " uw ")
+		}
+	}
+	require.True(t, in, "no mapping starts at the code")
+	return false
+}
+
 // TestFaultSingly: in a private mapping of a file registered by
 // faultSingly, a read maps the page it faulted on and no other; without
 // the registration the kernel maps a window around it, which is what the
-// registration is for.
+// registration is for. Where the kernel refuses, the refusal is lasting.
 func TestFaultSingly(t *testing.T) {
+	if why := refusedHere(t); why != "" {
+		t.Logf("the userfaultfd is refused here (%s): the host keeps the windows", why)
+		return
+	}
 	const size = 1 << 20
 	path := filepath.Join(t.TempDir(), "code.bin")
 	// Ends inside a page, as machine code does.
@@ -35,8 +77,14 @@ func TestFaultSingly(t *testing.T) {
 		require.NoError(t, err)
 		defer syscall.Munmap(code)
 		if register {
-			require.NoError(t, faultSingly(code), "this machine's kernel turns fault-around off for a userfaultfd's range (Linux 6.7)")
-			defer faultWindows(code)
+			require.NoError(t, singlePages.hold())
+			defer singlePages.let()
+			require.NoError(t, singlePages.faultSingly(code))
+			require.True(t, registered(t, code))
+			defer func() {
+				singlePages.faultWindows(code)
+				assert.False(t, registered(t, code), "registered off")
+			}()
 		}
 		sum := 0
 		for i := 0; i < len(code); i += faultWindow {
@@ -46,39 +94,49 @@ func TestFaultSingly(t *testing.T) {
 		return mappedPages(t, code[:size-syscall.Getpagesize()])
 	}
 	reads := size / faultWindow
-	require.Greater(t, touch(false), reads, "without the registration a fault maps a window around its page")
+	require.Greater(t, touch(false), reads, "without the registration a fault maps a window around its page (fault_around_bytes)")
 	assert.Equal(t, reads, touch(true), "pages mapped after one read in each 64 KiB")
 
-	err := faultSingly(make([]byte, 3*syscall.Getpagesize())[1:])
+	require.NoError(t, singlePages.hold())
+	defer singlePages.let()
+	err := singlePages.faultSingly(make([]byte, 3*syscall.Getpagesize())[1:])
 	assert.ErrorContains(t, err, "registering", "a range the kernel refuses is an error, not a panic")
 }
 
 // TestCodeFaultsInSinglePages: once the module's first guest has started,
 // the calls on it map the pages of its code they run, not whole windows
-// around them; while another instance's guest starts, faults map windows
-// (the start gives every page back), and single pages again after it.
+// around them; while another instance's guest starts, the code is
+// registered off, so that faults map windows (the start gives every page
+// back), and on again after it. Where the kernel refuses, the code runs
+// with windows, and the module does not ask again.
 func TestCodeFaultsInSinglePages(t *testing.T) {
 	ctx := context.Background()
 	m, code, in := mappedInstance(t)
 	faults := &m.cur.Load().faults
-	single := func() bool {
+	state := func() (single, refused bool) {
 		faults.mu.Lock()
 		defer faults.mu.Unlock()
-		return faults.single
+		return faults.single, faults.refused
 	}
-	require.False(t, single(), "registered before the first start")
-	in.testStarted = func() { assert.False(t, single(), "single pages during a start") }
+	why := refusedHere(t)
+	require.False(t, registered(t, code), "registered before the first start")
+	in.testStarted = func() { assert.False(t, registered(t, code), "registered during a start") }
 	_, err := in.Call(ctx, "describe", nil)
 	require.NoError(t, err)
-	require.True(t, single(), "single pages once the start returned")
+	if why != "" {
+		single, refused := state()
+		assert.True(t, !single && refused && !registered(t, code), "the module keeps the windows where %s", why)
+		return
+	}
+	require.True(t, registered(t, code), "registered once the start returned")
 
 	other, err := m.NewInstance(ctx, testPages)
 	require.NoError(t, err)
 	defer other.Close(ctx)
-	other.testStarted = func() { assert.False(t, single(), "single pages during another instance's start") }
+	other.testStarted = func() { assert.False(t, registered(t, code), "registered during another instance's start") }
 	_, err = other.Call(ctx, "describe", nil)
 	require.NoError(t, err)
-	require.True(t, single(), "single pages once the other start returned")
+	require.True(t, registered(t, code), "registered once the other start returned")
 	in.code.dropText()
 	_, err = in.Call(ctx, "store", storeRequest)
 	require.NoError(t, err)
@@ -99,4 +157,20 @@ func TestCodeFaultsInSinglePages(t *testing.T) {
 	t.Logf("%d pages mapped in %d windows", pages, windows)
 	require.NotZero(t, windows, "the calls ran no code")
 	assert.Less(t, pages, windows*faultWindow/page/2, "the windows the calls touched are mostly mapped whole")
+
+	// What Close does first, while the code is still mapped.
+	m.cur.Load().releaseText()
+	assert.False(t, registered(t, code), "registered after the module closed")
+}
+
+// TestLastingRefusals: a refusal that comes again for any code keeps a
+// module's windows for good; one of the moment (no file descriptor, no
+// memory) is tried again at the next start.
+func TestLastingRefusals(t *testing.T) {
+	for _, e := range []syscall.Errno{syscall.ENOSYS, syscall.EPERM, syscall.EINVAL, syscall.EOPNOTSUPP} {
+		assert.True(t, lasting(fmt.Errorf("userfaultfd: %w", e)), "%v", e)
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EAGAIN} {
+		assert.False(t, lasting(fmt.Errorf("userfaultfd: %w", e)), "%v", e)
+	}
 }

@@ -262,6 +262,23 @@ func (in *Instance) Call(ctx context.Context, export string, input []byte) ([]by
 	return out, err
 }
 
+// start runs the guest runtime's initialisation, init, and then gives
+// back what it leaves that no call needs (settle, dropText). Faults in the
+// code map whole windows meanwhile (guestStarts).
+func (in *Instance) start(ctx context.Context, init api.Function) error {
+	in.code.guestStarts()
+	defer in.code.guestStarted()
+	if err := in.run(ctx, init); err != nil {
+		return err
+	}
+	in.mem.settle()
+	in.code.dropText()
+	if in.testStarted != nil {
+		in.testStarted()
+	}
+	return nil
+}
+
 func (in *Instance) call(ctx context.Context, export string, input []byte) ([]byte, error) {
 	in.stderr.Reset()
 	if in.mod.IsClosed() {
@@ -283,17 +300,7 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) ([]by
 	kctx := capability.WithValue(ctx, kernelKey{}, in.kern)
 	if init := in.init; init != nil {
 		in.init = nil
-		in.code.guestStarts()
-		err := in.run(kctx, init)
-		if err == nil {
-			in.mem.settle()
-			in.code.dropText()
-			if in.testStarted != nil {
-				in.testStarted()
-			}
-		}
-		in.code.guestStarted()
-		if err != nil {
+		if err := in.start(kctx, init); err != nil {
 			return nil, in.failure(ctx, fmt.Errorf("initialize guest runtime: %w", err))
 		}
 	}
