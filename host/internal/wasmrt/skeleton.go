@@ -213,8 +213,11 @@ func (c *Cache) keepSkeleton(sum [32]byte, rewritten []byte) {
 	// count against the cache's bound.
 	tmp := fmt.Sprintf("%s.%d.skeleton.tmp", link, os.Getpid())
 	os.Remove(tmp)
-	if os.Link(full, tmp) != nil || os.Rename(tmp, link) != nil {
-		os.Remove(tmp)
+	linked := os.Link(full, tmp) == nil && os.Rename(tmp, link) == nil
+	// Where link already names the same file (another load linked it),
+	// the rename does nothing and leaves tmp.
+	os.Remove(tmp)
+	if !linked {
 		return
 	}
 	// A load's own directory that a crash left behind holds only a link.

@@ -306,3 +306,35 @@ func TestCompileFromReadsOnlyWhatItNeeds(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepSkeletonAgainLeavesNoLink: keeping the skeleton of code whose
+// skeleton entry already links the same file (another load kept it, or a
+// load that compiled again) leaves no temporary link behind: renaming a
+// link over another of the same file does nothing.
+func TestKeepSkeletonAgainLeavesNoLink(t *testing.T) {
+	ctx := context.Background()
+	c, err := NewCache(t.TempDir())
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	sum := sha256.Sum256(adder)
+	e := NewEngine(c, nil)
+	defer e.Close(ctx)
+	m, err := e.Compile(ctx, sum, adder, testPages)
+	require.NoError(t, err)
+	defer m.Release(ctx)
+	m.code().returned() // what a call reports: the compilation follows
+	<-m.Compiled()
+	require.NoError(t, m.CompileErr())
+	rewritten, ok := c.kept(sum)
+	require.True(t, ok, "the compile kept its rewrite")
+	temporaries := func() []string {
+		names, err := filepath.Glob(filepath.Join(c.codeDir(), "*.skeleton.tmp"))
+		require.NoError(t, err)
+		return names
+	}
+	require.Empty(t, temporaries())
+	for range 2 {
+		c.keepSkeleton(sum, rewritten)
+		assert.Empty(t, temporaries())
+	}
+}
