@@ -20,6 +20,10 @@
 // which slot and which message, wrapping one of ErrMalformed, ErrVersion,
 // ErrInvalidMessage, ErrTruncated or ErrTooLarge. A caller that imports
 // commits nothing until the Reader's Slots loop has ended without error.
+// Checking a message can take seconds (one of 300,000 parts, about 12 s):
+// NewReaderContext and ReadOpenAIContext check under the caller's context,
+// and a read the context ended fails with its cause, never as the
+// document's fault.
 //
 // WriteOpenAI and ReadOpenAI convert a history to and from an OpenAI Chat
 // Completions messages array, the interchange format with other
