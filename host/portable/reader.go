@@ -318,7 +318,7 @@ func (r *Reader) fail(err error) error {
 		e.Err, e.Offset = fmt.Errorf("%w: %w", ErrMalformed, err), se.Offset
 	case isOurs(err):
 		e.Err = err
-	case r.ctx.Err() != nil && errors.Is(err, context.Cause(r.ctx)):
+	case r.ctx.Err() != nil && (errors.Is(err, context.Cause(r.ctx)) || errors.Is(err, r.ctx.Err())):
 		e.Err = fmt.Errorf("portable: reading stopped: %w", err)
 	default:
 		e.Err = fmt.Errorf("portable: reading: %w", err)
@@ -343,6 +343,10 @@ func isOurs(err error) bool {
 // one. Slots can be ranged over once.
 func (r *Reader) Slots() iter.Seq2[*SlotReader, error] {
 	return func(yield func(*SlotReader, error) bool) {
+		if r.err != nil {
+			yield(nil, r.err)
+			return
+		}
 		if r.started {
 			yield(nil, errors.New("portable: Slots ranged over twice"))
 			return
@@ -557,6 +561,11 @@ func (s *SlotReader) current() bool { return s.r.slotIdx == s.idx && s.r.state =
 // slot; an error ends it and the Reader.
 func (s *SlotReader) Messages() iter.Seq2[abi.Message, error] {
 	return func(yield func(abi.Message, error) bool) {
+		if s.r.err != nil {
+			// A Reader that failed fails every later read the same way.
+			yield(abi.Message{}, s.r.err)
+			return
+		}
 		for s.current() {
 			m, ok, err := s.r.nextMessage()
 			if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -303,59 +302,4 @@ func TestInterruptWhileReadingSession(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestInterruptWhileImportChecksAMessage: Ctrl-C (SIGINT) while session
-// import checks a message that takes seconds to check (a valid message of
-// 300,000 parts) ends the command within a fraction of that time, with
-// status 130 and one line saying it was interrupted and nothing was
-// imported, not that the document is wrong.
-func TestInterruptWhileImportChecksAMessage(t *testing.T) {
-	dir := t.TempDir()
-	invocation{dir: dir}.ok(t, "chat", "--session", "s.json", "-m", "SLOWMARK")
-	doc := invocation{dir: dir}.ok(t, "session", "export", "s.json")
-	const parts = 300_000
-	slow := `[` + strings.Repeat(`{"type":"text","text":"x"},`, parts-1) + `{"type":"text","text":"x"}]`
-	big := strings.Replace(doc, `[{"type":"text","text":"SLOWMARK"}]`, slow, 1)
-	require.NotEqual(t, doc, big, "the export holds the marked message")
-	end := strings.Index(big, slow) + len(slow)
-	in := filepath.Join(dir, "big.json")
-	require.NoError(t, os.WriteFile(in, []byte(big), 0o600))
-
-	f, err := os.Open(in)
-	require.NoError(t, err)
-	defer f.Close()
-	cmd := exec.Command(binary, "session", "import", "copy.json")
-	cmd.Dir, cmd.Stdin = dir, f
-	cmd.Env = append(os.Environ(), pluginDirEnv+"="+pluginDir, "OPENAI_API_KEY=")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	// The message is being checked once the command has read past it.
-	require.Eventually(t, func() bool {
-		info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/0", cmd.Process.Pid))
-		var pos int
-		return err == nil && sscanPos(string(info), &pos) && pos >= end
-	}, 30*time.Second, 5*time.Millisecond, "the command never read the message")
-	sent := time.Now()
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	assert.Equal(t, exitInterrupted, exitCode(t, cmd), "stderr: %s", stderr.String())
-	// Unstopped, the check takes 10 s and more.
-	assert.Less(t, time.Since(sent), 3*time.Second, "the check ran on past the interrupt")
-	out := stderr.String()
-	assert.Equal(t, 1, strings.Count(out, "\n"), "one line: %q", out)
-	assert.Contains(t, out, "interrupted")
-	assert.Contains(t, out, "nothing was imported")
-	assert.NotContains(t, out, "invalid message")
-	assert.NoFileExists(t, filepath.Join(dir, "copy.json"))
-}
-
-// sscanPos reads the "pos:" line of a /proc fdinfo file.
-func sscanPos(info string, pos *int) bool {
-	for line := range strings.Lines(info) {
-		if _, err := fmt.Sscanf(line, "pos: %d", pos); err == nil {
-			return true
-		}
-	}
-	return false
 }

@@ -180,7 +180,10 @@ func newHost(ctx context.Context, e *env, cmd string, ps *pluginSettings) (*host
 	// Best effort: a cache that cannot be pruned still works.
 	pruneCache(dir, maxCacheBytes)
 	h, err := host.New(ctx, host.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: l, CacheDir: dir})
-	if err != nil {
+	switch {
+	case err != nil && interrupted(ctx, err):
+		return nil, failf(cmd, "%w while the host started", errInterrupted)
+	case err != nil:
 		return nil, failf(cmd, "starting the host: %w", err)
 	}
 	return h, nil

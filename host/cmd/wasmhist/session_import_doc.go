@@ -263,7 +263,10 @@ func (d *docImport) plugins(ctx context.Context, names map[string]string, defaul
 // runDocument imports a portable document.
 func (d *docImport) runDocument(ctx context.Context) error {
 	r, err := portable.NewReaderContext(ctx, d.in, portable.Limits{})
-	if err != nil {
+	switch {
+	case err != nil && interrupted(ctx, err):
+		return failf(d.cmd, "%w while standard input was read: nothing was imported", errInterrupted)
+	case err != nil:
 		return failf(d.cmd, "standard input is not a portable session document: %w; nothing was imported", err)
 	}
 	fields := r.Session()
@@ -273,7 +276,10 @@ func (d *docImport) runDocument(ctx context.Context) error {
 	next, stop := iter.Pull2(r.Slots())
 	defer stop()
 	first, err, more := next()
-	if err != nil {
+	switch {
+	case err != nil && interrupted(ctx, err):
+		return failf(d.cmd, "%w while standard input was read: nothing was imported", errInterrupted)
+	case err != nil:
 		return failf(d.cmd, "standard input: %w; nothing was imported", err)
 	}
 	// The slots come one at a time; the session's provenance names them

@@ -23,8 +23,9 @@ import (
 // only makes a fault map its own page (RATIONALE: "Why does a build's code
 // fault in one page at a time?").
 
-// Linux's userfaultfd interface (include/uapi/linux/userfaultfd.h, amd64
-// and arm64 alike).
+// Linux's userfaultfd interface (include/uapi/linux/userfaultfd.h; the
+// numbers are the same on amd64 and arm64, though arm64 kernels gained
+// write protection later).
 const (
 	uffdAPI            = 0xAA
 	uffdUserModeOnly   = 1       // UFFD_USER_MODE_ONLY: allowed unprivileged
@@ -59,7 +60,7 @@ func openUffd() (int, error) {
 	api := struct{ api, features, ioctls uint64 }{api: uffdAPI, features: uffdFeatureWPAsync}
 	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, uffdioAPI, uintptr(unsafe.Pointer(&api))); errno != 0 {
 		syscall.Close(int(fd))
-		return -1, fmt.Errorf("userfaultfd with asynchronous write protection (Linux 6.7 on amd64): %w", errno)
+		return -1, fmt.Errorf("userfaultfd with asynchronous write protection (Linux 6.7 on amd64, later elsewhere): %w", errno)
 	}
 	return int(fd), nil
 }
