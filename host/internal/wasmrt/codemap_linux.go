@@ -111,6 +111,8 @@ type textFaults struct {
 	// good (lasting), and windows stay; closed: the module closed, and
 	// registers no more.
 	held, single, refused, closed bool
+	// testHold, when set, replaces singlePages.hold.
+	testHold func() error
 }
 
 // guestStarts: an instance's guest runtime starts on the code; until it
@@ -136,7 +138,11 @@ func (c *compiled) guestStarted() {
 		return
 	}
 	if !f.held {
-		if err := singlePages.hold(); err != nil {
+		hold := singlePages.hold
+		if f.testHold != nil {
+			hold = f.testHold
+		}
+		if err := hold(); err != nil {
 			f.refused = lasting(err)
 			return
 		}

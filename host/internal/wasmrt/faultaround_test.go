@@ -108,7 +108,7 @@ func TestFaultSingly(t *testing.T) {
 // around them; while another instance's guest starts, the code is
 // registered off, so that faults map windows (the start gives every page
 // back), and on again after it. Where the kernel refuses, the code runs
-// with windows, and the module does not ask again.
+// with windows (TestRefusalsAtStart: the module does not ask again).
 func TestCodeFaultsInSinglePages(t *testing.T) {
 	ctx := context.Background()
 	m, code, in := mappedInstance(t)
@@ -173,4 +173,77 @@ func TestLastingRefusals(t *testing.T) {
 	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EAGAIN} {
 		assert.False(t, lasting(fmt.Errorf("userfaultfd: %w", e)), "%v", e)
 	}
+}
+
+// TestRefusalsAtStart: a refusal of the moment leaves the windows until
+// the next start, which asks again; a lasting one leaves them for good,
+// and the module does not ask again.
+func TestRefusalsAtStart(t *testing.T) {
+	if why := refusedHere(t); why != "" {
+		t.Logf("the userfaultfd is refused here (%s): the host keeps the windows", why)
+		return
+	}
+	for _, tc := range []struct {
+		name   string
+		errno  syscall.Errno
+		asks   int  // how often the module asked, after two starts
+		single bool // and whether it got single pages in the end
+	}{
+		{"of the moment", syscall.EMFILE, 2, true},
+		{"lasting", syscall.EPERM, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			m, code, in := mappedInstance(t)
+			asks := 0
+			m.cur.Load().faults.testHold = func() error {
+				if asks++; asks == 1 {
+					return fmt.Errorf("userfaultfd: %w", tc.errno)
+				}
+				return singlePages.hold()
+			}
+			_, err := in.Call(ctx, "describe", nil)
+			require.NoError(t, err)
+			assert.False(t, registered(t, code), "registered after a refusal")
+			other, err := m.NewInstance(ctx, testPages)
+			require.NoError(t, err)
+			defer other.Close(ctx)
+			_, err = other.Call(ctx, "describe", nil)
+			require.NoError(t, err)
+			assert.Equal(t, tc.asks, asks, "times the module asked for the userfaultfd")
+			assert.Equal(t, tc.single, registered(t, code))
+		})
+	}
+}
+
+// TestOverlappingStarts: while any instance's guest starts, the code
+// stays registered off, though another start returned meanwhile.
+func TestOverlappingStarts(t *testing.T) {
+	if why := refusedHere(t); why != "" {
+		t.Logf("the userfaultfd is refused here (%s): the host keeps the windows", why)
+		return
+	}
+	ctx := context.Background()
+	m, code, in := mappedInstance(t)
+	_, err := in.Call(ctx, "describe", nil)
+	require.NoError(t, err)
+	require.True(t, registered(t, code))
+
+	first, err := m.NewInstance(ctx, testPages)
+	require.NoError(t, err)
+	defer first.Close(ctx)
+	second, err := m.NewInstance(ctx, testPages)
+	require.NoError(t, err)
+	defer second.Close(ctx)
+	first.testStarted = func() {
+		// The first start has not returned: the second one starts, and
+		// returns, within it.
+		second.testStarted = func() { assert.False(t, registered(t, code), "registered during two starts") }
+		_, err := second.Call(ctx, "describe", nil)
+		assert.NoError(t, err)
+		assert.False(t, registered(t, code), "registered while the first start runs")
+	}
+	_, err = first.Call(ctx, "describe", nil)
+	require.NoError(t, err)
+	assert.True(t, registered(t, code), "registered once both starts returned")
 }
