@@ -260,14 +260,20 @@ func (d *docImport) plugins(ctx context.Context, names map[string]string, defaul
 	return out, "", nil
 }
 
+// unread is the failure to read standard input with err: an interrupt,
+// or what the document got wrong, as format says.
+func (d *docImport) unread(ctx context.Context, err error, format string) error {
+	if interrupted(ctx, err) {
+		return failf(d.cmd, "%w while standard input was read: nothing was imported", errInterrupted)
+	}
+	return failf(d.cmd, format, err)
+}
+
 // runDocument imports a portable document.
 func (d *docImport) runDocument(ctx context.Context) error {
 	r, err := portable.NewReaderContext(ctx, d.in, portable.Limits{})
-	switch {
-	case err != nil && interrupted(ctx, err):
-		return failf(d.cmd, "%w while standard input was read: nothing was imported", errInterrupted)
-	case err != nil:
-		return failf(d.cmd, "standard input is not a portable session document: %w; nothing was imported", err)
+	if err != nil {
+		return d.unread(ctx, err, "standard input is not a portable session document: %w; nothing was imported")
 	}
 	fields := r.Session()
 	if d.as != "" {
@@ -276,11 +282,8 @@ func (d *docImport) runDocument(ctx context.Context) error {
 	next, stop := iter.Pull2(r.Slots())
 	defer stop()
 	first, err, more := next()
-	switch {
-	case err != nil && interrupted(ctx, err):
-		return failf(d.cmd, "%w while standard input was read: nothing was imported", errInterrupted)
-	case err != nil:
-		return failf(d.cmd, "standard input: %w; nothing was imported", err)
+	if err != nil {
+		return d.unread(ctx, err, "standard input: %w; nothing was imported")
 	}
 	// The slots come one at a time; the session's provenance names them
 	// all in advance (a document of one slot needs none).

@@ -81,18 +81,29 @@ func checkNumber(lit string) error {
 
 // checkNumbers is checkNumber of every number in a decoded document.
 func checkNumbers(v any) error {
+	return eachValue(v, func(v any) error {
+		if n, ok := v.(json.Number); ok {
+			return checkNumber(string(n))
+		}
+		return nil
+	})
+}
+
+// eachValue calls f on v and on every value nested in it, until f fails.
+func eachValue(v any, f func(any) error) error {
+	if err := f(v); err != nil {
+		return err
+	}
 	switch v := v.(type) {
-	case json.Number:
-		return checkNumber(string(v))
 	case map[string]any:
 		for _, e := range v {
-			if err := checkNumbers(e); err != nil {
+			if err := eachValue(e, f); err != nil {
 				return err
 			}
 		}
 	case []any:
 		for _, e := range v {
-			if err := checkNumbers(e); err != nil {
+			if err := eachValue(e, f); err != nil {
 				return err
 			}
 		}

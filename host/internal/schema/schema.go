@@ -254,10 +254,13 @@ func compileRoot(raw json.RawMessage, name string) (*jsonschema.Schema, error) {
 	if err == nil {
 		err = checkRegexes(v)
 	}
-	if objects, values := countObjects(v); err == nil && objects > maxSchemaObjects {
-		err = fmt.Errorf("the schema holds %d objects, and the host compiles at most %d (compiling takes time quadratic in them: 10,000 took 3.3 s)", objects, maxSchemaObjects)
-	} else if err == nil && values > maxSchemaValues {
-		err = fmt.Errorf("the schema holds %d values, and the host compiles at most %d", values, maxSchemaValues)
+	if err == nil {
+		switch objects, values := countObjects(v); {
+		case objects > maxSchemaObjects:
+			err = fmt.Errorf("the schema holds %d objects, and the host compiles at most %d (compiling takes time quadratic in them: 10,000 took 3.3 s)", objects, maxSchemaObjects)
+		case values > maxSchemaValues:
+			err = fmt.Errorf("the schema holds %d values, and the host compiles at most %d", values, maxSchemaValues)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadSchema, name, err)
@@ -351,20 +354,13 @@ const maxEnum = 4096
 // countObjects counts the objects, and all the values, in a decoded JSON
 // document.
 func countObjects(v any) (objects, values int) {
-	values = 1
-	switch v := v.(type) {
-	case map[string]any:
-		objects++
-		for _, e := range v {
-			o, n := countObjects(e)
-			objects, values = objects+o, values+n
+	_ = eachValue(v, func(v any) error {
+		if _, ok := v.(map[string]any); ok {
+			objects++
 		}
-	case []any:
-		for _, e := range v {
-			o, n := countObjects(e)
-			objects, values = objects+o, values+n
-		}
-	}
+		values++
+		return nil
+	})
 	return objects, values
 }
 

@@ -111,10 +111,9 @@ func (s *uffd) faultWindows(code []byte) { _ = s.ioctl(uffdioUnregister, code) }
 func (s *uffd) ioctl(req uintptr, code []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	page := syscall.Getpagesize()
 	r := struct{ start, len, mode, ioctls uint64 }{
 		start: uint64(uintptr(unsafe.Pointer(&code[0]))),
-		len:   uint64((len(code) + page - 1) &^ (page - 1)),
+		len:   wholePages(len(code)),
 		mode:  uffdRegisterModeWP, // read by UFFDIO_REGISTER only
 	}
 	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(s.fd), req, uintptr(unsafe.Pointer(&r))); errno != 0 {

@@ -152,9 +152,13 @@ func (img *memImage) load(b []byte, mapped bool) bool {
 
 // mapped is how many bytes at the start of a memory the image's mapping
 // covers: its size in whole pages.
-func (img *memImage) mapped() uint64 {
+func (img *memImage) mapped() uint64 { return wholePages(img.size) }
+
+// wholePages is n bytes rounded up to whole pages: what a mapping of n
+// bytes covers.
+func wholePages(n int) uint64 {
 	page := uint64(syscall.Getpagesize())
-	return (uint64(img.size) + page - 1) &^ (page - 1)
+	return (uint64(n) + page - 1) &^ (page - 1)
 }
 
 // close closes the image's file; the instances' mappings stay valid.
